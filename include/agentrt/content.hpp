@@ -1,0 +1,76 @@
+// Messages and content parts in AG-UI 1.0 shape (camelCase JSON, optional fields omitted, never null).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/json.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+enum class Role { developer, system, assistant, user, tool, activity, reasoning };
+std::string_view to_string(Role role) noexcept;
+Role role_from_string(std::string_view s);  // throws Error(invalid_argument) on an unknown role
+
+// Where a media part's bytes are: inline base64 data, a URL, or a provider/upload file id.
+struct PartSource {
+  std::string type;       // "data" | "url" | "file"
+  std::string value;      // base64 bytes, the URL, or the file id
+  std::string mime_type;  // required for "data"
+  std::string provider;   // optional, "file" only
+};
+
+// One part of a message's content: text, or a media part with a source.
+struct ContentPart {
+  std::string type;  // "text" | "image" | "audio" | "video" | "document"
+  std::string text;  // "text" parts
+  std::optional<PartSource> source;
+  std::string id;
+  json metadata;  // object or null (absent)
+
+  static ContentPart make_text(std::string text);
+  bool is_media() const { return type != "text"; }
+};
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // the JSON text the model produced
+};
+
+// A history message. `content` is a string unless `parts` is used (user and tool messages may carry parts).
+struct Message {
+  std::string id;
+  Role role = Role::user;
+  std::string content;
+  std::vector<ContentPart> parts;  // non-empty means content is a part list
+  bool has_content = true;         // false: an assistant message with tool calls and no text
+  std::vector<ToolCall> tool_calls;
+  std::string tool_call_id;  // tool messages
+  std::string name;
+  std::string error;  // tool messages
+  json metadata;      // object or null (absent)
+
+  // The message's text: `content`, or the text parts joined with newlines.
+  std::string text() const;
+};
+
+// JSON in AG-UI 1.0 Message/ContentPart shape. from_json validates (throws Error(invalid_argument)) and
+// upgrades the 0.x `binary` part ({type:"binary", mimeType, data|url|id, filename}) to a 1.0 media part.
+void to_json(json& j, const PartSource& s);
+void from_json(const json& j, PartSource& s);
+void to_json(json& j, const ContentPart& p);
+void from_json(const json& j, ContentPart& p);
+void to_json(json& j, const ToolCall& c);
+void from_json(const json& j, ToolCall& c);
+void to_json(json& j, const Message& m);
+void from_json(const json& j, Message& m);
+
+// Parses a content value (string or part array) into `out` (text or parts). Throws on a malformed value.
+void parse_content(const json& content, Message& out);
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,93 @@
+// ModelProvider: the interface every model backend implements (scripted, OpenAI-compatible, host-provided).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/cancel.hpp"
+#include "agentrt/content.hpp"
+#include "agentrt/json.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+// AG-UI 1.0 TokenUsage. Counts are parts of each other as AG-UI says (reasoning within output, cached
+// within input). Zero means "not reported" and is omitted from JSON.
+struct TokenUsage {
+  std::string provider;
+  std::string model;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t total_tokens = 0;
+  int64_t reasoning_tokens = 0;
+  int64_t cached_input_tokens = 0;
+  int64_t cache_write_input_tokens = 0;
+
+  TokenUsage& operator+=(const TokenUsage& o);
+  bool empty() const { return input_tokens == 0 && output_tokens == 0 && total_tokens == 0; }
+};
+void to_json(json& j, const TokenUsage& u);
+void from_json(const json& j, TokenUsage& u);
+
+// A tool as offered to the model.
+struct ToolDefinition {
+  std::string name;
+  std::string description;
+  json parameters;  // JSON Schema object
+};
+
+struct ModelRequest {
+  std::string stage;  // "intent" | "execution" | "organization"
+  std::string model;  // per-stage model name ("" = the provider's default)
+  json params = json::object();  // per-stage parameters (temperature, max_tokens, ...), passed through
+  std::vector<Message> messages;  // system prompt first, then the context, ending with the newest input
+  std::vector<ToolDefinition> tools;
+  std::string tool_choice;  // "" (provider default) | "auto" | "none" | "required"
+  bool parallel_tool_calls = true;
+  // Ids for providers that log or route by them; never sent to a model as text.
+  std::string thread_id, turn_id, run_id;
+};
+
+struct ModelToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // complete JSON text
+};
+
+// The whole answer of one model call, available when complete() returns.
+struct ModelResult {
+  std::string text;
+  std::string reasoning;
+  std::vector<ModelToolCall> tool_calls;
+  std::optional<TokenUsage> usage;
+  std::string finish_reason;  // "stop", "tool_calls", "length", ...
+};
+
+// Receives the stream while complete() runs, on the thread that called complete(). A tool call is
+// announced once its id and name are known (index = the provider's tool-call index); its argument
+// fragments follow. Providers that don't stream may call nothing: the result is authoritative.
+class ModelStreamSink {
+ public:
+  virtual ~ModelStreamSink() = default;
+  virtual void on_text(std::string_view delta) = 0;
+  virtual void on_reasoning(std::string_view delta) = 0;
+  virtual void on_tool_call_start(int index, std::string_view id, std::string_view name) = 0;
+  virtual void on_tool_call_args(int index, std::string_view delta) = 0;
+};
+
+// Implementations are thread-safe: the runtime calls complete() from several worker threads at once.
+class ModelProvider {
+ public:
+  virtual ~ModelProvider() = default;
+  // Runs one model call, streaming into `sink`. Throws Error(model) on a provider failure,
+  // Error(cancelled) promptly once `cancel` is cancelled, Error(timeout) on a deadline.
+  virtual ModelResult complete(const ModelRequest& request, ModelStreamSink& sink, const CancelToken& cancel) = 0;
+  virtual std::string name() const = 0;
+};
+
+}  // namespace v1
+}  // namespace agentrt

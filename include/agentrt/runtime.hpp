@@ -1,0 +1,145 @@
+// Runtime: the facade hosts use — start turns, resume with decisions, cancel, subscribe, read history.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/content.hpp"
+#include "agentrt/events.hpp"
+#include "agentrt/json.hpp"
+#include "agentrt/log.hpp"
+#include "agentrt/model.hpp"
+#include "agentrt/stages.hpp"
+#include "agentrt/storage.hpp"
+#include "agentrt/summary.hpp"
+#include "agentrt/tools.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+struct RuntimeConfig {
+  std::shared_ptr<Store> store;           // required
+  std::shared_ptr<ObjectStore> objects;   // optional (tool payloads, uploads)
+  std::shared_ptr<ModelProvider> model;   // required
+  StagePolicies stages;
+  int workers = 2;                                   // threads that run turns
+  int max_steps = 8;                                 // model calls per turn in the execution stage
+  std::chrono::milliseconds approval_timeout{24LL * 3600 * 1000};
+  size_t context_budget_chars = 200000;              // the model input's size budget (characters)
+  std::chrono::milliseconds flush_interval{10};      // longest a streamed delta waits for its commit
+  std::chrono::milliseconds sweep_interval{500};     // expiry and crash-recovery sweeper period
+  std::chrono::milliseconds instance_lease{5000};    // a runtime whose heartbeat is older is dead
+  size_t max_input_bytes = 1 << 20;                  // a turn's input message, serialised
+  LogSink log;
+  LogLevel log_level = LogLevel::info;
+  std::shared_ptr<Summarizer> summarizer;            // default: Summarizer{}
+  std::string instance_id;                           // default: random
+};
+
+// A turn's new input. Only `message` is taken; a caller's history never reaches the model.
+struct TurnInput {
+  std::string thread_id;
+  std::string user_id;
+  Message message;                 // role user; content string or parts; id = client message id if set
+  std::string client_message_id;   // dedupes repeated starts (defaults to message.id when set)
+  std::string run_id;              // the caller's run id (AG-UI runId); generated when empty
+};
+
+struct TurnHandle {
+  std::string thread_id;
+  std::string turn_id;
+  std::string run_id;
+  bool existing = false;   // true: a repeated start returned the turn already started by this message
+  int64_t first_seq = 0;   // the RUN_STARTED event's sequence number
+};
+
+struct Decision {
+  enum class Action { approve, reject, cancel };
+  std::string interrupt_id;  // or the tool call id
+  Action action = Action::approve;
+  std::optional<json> edited_args;  // approve with edits: a full replacement, validated again
+  std::string reason;               // reject: what the model is told
+};
+void from_json(const json& j, Decision& d);  // {interruptId|toolCallId, action|approved, editedArgs, reason}
+
+// The new input of an AG-UI RunAgentInput: the latest user message only. The client's history (every other
+// message) is ignored. Throws Error(invalid_argument) for a malformed input or one without a user message.
+TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id);
+// AG-UI resume entries ({interruptId, status:"resolved"|"cancelled", payload:{approved, editedArgs, reason}})
+// as decisions. "resolved" without a payload approves.
+std::vector<Decision> decisions_from_agui_resume(const json& resume);
+
+// Pulls a thread's events: first the committed ones after the start sequence, then the live tail.
+// Thread-safe: next() from one consumer thread, close() from any.
+class Subscription {
+ public:
+  virtual ~Subscription() = default;
+  // The next event, or nullopt when the timeout passes first or the subscription is closed.
+  virtual std::optional<StoredEvent> next(std::chrono::milliseconds timeout) = 0;
+  virtual void close() = 0;
+  virtual bool closed() const = 0;
+};
+
+struct RuntimeStats {
+  int64_t model_calls = 0;
+  int64_t tool_executions = 0;
+  int64_t runs_started = 0;
+};
+
+// Thread-safe. Owns its worker, flusher and sweeper threads and joins them on destruction (runs still in
+// flight are cancelled first).
+class Runtime {
+ public:
+  explicit Runtime(RuntimeConfig config);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  ToolRegistry& tools();
+
+  // Starts a turn: validates, commits the turn with its user message and RUN_STARTED, and queues the run.
+  // Error(conflict) when the thread has an active turn; a repeated client message id returns the first
+  // turn (existing = true). Error(not_found) when the thread belongs to another user.
+  TurnHandle start_turn(const TurnInput& input);
+
+  // Answers a paused turn's open interrupts (every one of them). Returns {status:"accepted", turnId,
+  // runId, approvalRequestId} at once; the continuation runs as a new run. The same approval request id
+  // again returns the first answer and runs nothing. Error(invalid_state) when the turn is not waiting,
+  // Error(expired) when its deadline passed, Error(invalid_argument) for decisions that don't cover the
+  // interrupts exactly or edited arguments that fail the tool's schema.
+  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions);
+
+  // Stops a running or waiting turn; its run ends with outcome {type:"cancelled"}. No-op on a finished turn.
+  void cancel(std::string_view turn_id);
+
+  std::unique_ptr<Subscription> subscribe(std::string_view thread_id, int64_t after_seq = 0);
+
+  // The thread's messages (the messages projection), tool messages with their `ui` restored.
+  std::vector<Message> history(std::string_view thread_id);
+  std::optional<TurnRecord> turn(std::string_view turn_id);
+  std::optional<TurnRecord> active_turn(std::string_view thread_id);
+  std::optional<ThreadRecord> thread(std::string_view thread_id);
+  std::vector<ThreadRecord> threads(std::string_view user_id);
+
+  // Blocks until the turn is not RUNNING/RESUMING (or the timeout passes); returns its record.
+  TurnRecord wait(std::string_view turn_id, std::chrono::milliseconds timeout);
+  // Runs one expiry + recovery pass now (the sweeper does it every sweep_interval).
+  void sweep();
+
+  RuntimeStats stats() const;
+  Store& store();
+  const RuntimeConfig& config() const;
+
+  struct Impl;  // opaque: the implementation's own
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,184 @@
+// Storage interfaces: Store (threads, turns, messages, events, tool ledger, approvals) and ObjectStore.
+// The event log is the source of truth; messages, turn state and the ledger are projections written in
+// the same transaction as the events that change them (Store::commit).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/content.hpp"
+#include "agentrt/json.hpp"
+#include "agentrt/turn_state.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+struct ThreadRecord {
+  std::string id;
+  std::string user_id;
+  std::string title;
+  bool deleted = false;
+  int64_t created_at = 0;  // ms
+  int64_t updated_at = 0;
+  int64_t last_seq = 0;  // highest committed event sequence number (read-only for writers)
+};
+
+struct TurnRecord {
+  std::string id;
+  std::string thread_id;
+  std::string user_id;
+  TurnStatus status = TurnStatus::running;
+  int64_t version = 0;  // bumped by every committed change; compare-and-set key
+  std::string client_message_id;
+  std::string run_id;         // the current (or last) run
+  std::string parent_run_id;  // set on resumed runs
+  std::string stage;          // the stage the turn is in (or paused in)
+  std::string approval_request_id;  // the open (or last) approval request
+  json interrupts = json::array();  // the open interrupts (AG-UI Interrupt objects)
+  int64_t expires_at = 0;           // approval deadline, ms; 0 = none
+  std::string owner;                // runtime instance that runs it (RUNNING/RESUMING)
+  std::string intent;               // the intent stage's output
+  std::string error;                // why it failed / expired / was cancelled
+  json usage = json::array();       // TokenUsage[] over the whole turn
+  int steps = 0;                    // model calls made in the execution stage
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+};
+
+// One history message as stored: the AG-UI message plus where it came from.
+struct MessageRecord {
+  std::string thread_id;
+  int64_t index = 0;  // position in the thread (assigned by the store on commit)
+  std::string turn_id;
+  std::string run_id;
+  Message message;
+};
+
+enum class LedgerStatus { requested, approved, rejected, started, finished, failed, interrupted, expired };
+std::string_view to_string(LedgerStatus s) noexcept;
+LedgerStatus ledger_status_from_string(std::string_view s);
+
+// The tool ledger: one durable record per tool call; what makes execution exactly-once.
+struct LedgerEntry {
+  std::string tool_call_id;
+  std::string turn_id;
+  std::string thread_id;
+  std::string run_id;  // the run that requested it
+  std::string tool_name;
+  std::string stage;
+  int ordinal = 0;  // position among the calls of its model response
+  std::string arguments;  // JSON text as the model sent it (or as edited on approval)
+  LedgerStatus status = LedgerStatus::requested;
+  bool needs_approval = false;
+  bool idempotent = false;
+  std::string interrupt_id;
+  json decision;  // the person's decision, when there was one
+  json output;    // ToolAgentOutput JSON once the call has an outcome
+  int64_t updated_at = 0;
+};
+
+// The answer to a resume, kept so that the same approval request id gets the same answer.
+struct ApprovalRecord {
+  std::string approval_request_id;
+  std::string turn_id;
+  std::string thread_id;
+  json decisions;  // as submitted
+  json answer;     // what resume() returned
+  int64_t created_at = 0;
+};
+
+struct StoredEvent {
+  int64_t seq = 0;
+  std::string run_id;
+  std::string json;  // the AG-UI event JSON
+};
+
+// Everything one transaction writes. Events get consecutive sequence numbers after the thread's last
+// one, messages consecutive indexes; both are written back into the batch by commit().
+struct CommitBatch {
+  std::string thread_id;
+  std::optional<ThreadRecord> create_thread;  // insert if absent (owner checked: conflict if another user's)
+  std::optional<TurnRecord> turn;             // insert (expected_version < 0) or compare-and-set update
+  int64_t expected_version = -1;
+  std::vector<StoredEvent> events;
+  std::vector<MessageRecord> messages;
+  std::vector<LedgerEntry> ledger;            // upserts by (turn_id, tool_call_id)
+  std::optional<ApprovalRecord> approval;     // insert; conflict if the id exists
+  bool empty() const {
+    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval;
+  }
+};
+
+// Thread-safe: every method may be called from any thread. Implementations serialise writers as their
+// database does (SQLite: one writer; PostgreSQL: row locks), and make commit() all-or-nothing.
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies the batch atomically. Throws Error(conflict) when a turn insert would make a second active
+  // turn on the thread, when the turn's version is not `expected_version`, when the turn's
+  // client_message_id repeats on the thread, or when the approval id exists. On success the turn's
+  // version is expected_version + 1 (0 for an insert) and seq/index fields in the batch are filled in.
+  virtual void commit(CommitBatch& batch) = 0;
+
+  virtual std::optional<ThreadRecord> get_thread(std::string_view thread_id) = 0;
+  // Newest first; soft-deleted threads are left out unless include_deleted.
+  virtual std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted = false) = 0;
+  virtual void set_thread_title(std::string_view thread_id, std::string_view title) = 0;
+  virtual void soft_delete_thread(std::string_view thread_id) = 0;
+
+  virtual std::optional<TurnRecord> get_turn(std::string_view turn_id) = 0;
+  virtual std::optional<TurnRecord> find_turn_by_client_message(std::string_view thread_id,
+                                                                std::string_view client_message_id) = 0;
+  virtual std::optional<TurnRecord> active_turn(std::string_view thread_id) = 0;  // non-terminal turn
+  virtual std::optional<TurnRecord> last_turn(std::string_view thread_id) = 0;
+  virtual std::vector<TurnRecord> turns_in_status(TurnStatus status) = 0;
+
+  virtual std::vector<MessageRecord> messages(std::string_view thread_id) = 0;
+  virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;
+  virtual std::vector<LedgerEntry> ledger(std::string_view turn_id) = 0;
+  virtual std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) = 0;
+
+  // Liveness of runtime instances sharing the store (turn ownership after a crash).
+  virtual void heartbeat(std::string_view instance_id, int64_t now_ms) = 0;
+  virtual void remove_instance(std::string_view instance_id) = 0;
+  // The instance's last heartbeat, or nullopt when it is unknown (stopped cleanly or never seen).
+  virtual std::optional<int64_t> instance_heartbeat(std::string_view instance_id) = 0;
+
+  // Write transactions committed since the store was opened (for benchmarks and tests).
+  virtual int64_t write_transactions() const = 0;
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string content_type;
+  std::string sha256;  // hex
+  int64_t modified_at = 0;  // ms
+};
+
+// Thread-safe. Keys are relative paths ("a/b/c"); implementations refuse keys that could escape their
+// root or namespace ("..", absolute, backslash, NUL, empty segments) with Error(invalid_argument).
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+  virtual std::string bucket() const = 0;
+  virtual void put(std::string_view key, std::string_view bytes, std::string_view content_type) = 0;
+  // Writes only when the key does not exist; returns false (and writes nothing) when it does.
+  virtual bool put_if_absent(std::string_view key, std::string_view bytes, std::string_view content_type) = 0;
+  virtual std::optional<std::string> get(std::string_view key) = 0;
+  virtual std::optional<ObjectInfo> head(std::string_view key) = 0;
+  virtual bool remove(std::string_view key) = 0;  // true when something was deleted
+  virtual std::vector<ObjectInfo> list(std::string_view prefix) = 0;
+  // A URL that grants GET on `key` until `expires_at_ms`.
+  virtual std::string sign_url(std::string_view key, int64_t expires_at_ms) const = 0;
+  // The key a URL grants, when it is this store's own, untampered, unexpired signed URL. Throws
+  // Error(expired) for an expired one and Error(invalid_argument) for anything else.
+  virtual std::string verify_url(std::string_view url, int64_t now_ms) const = 0;
+};
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,115 @@
+// Tools: ToolSpec (schema, approval policy, stages, idempotency, timeout), completion handles, registry.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/error.hpp"
+#include "agentrt/json.hpp"
+#include "agentrt/json_schema.hpp"
+#include "agentrt/model.hpp"
+#include "agentrt/outputs.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+// Whether a call needs a person's approval before it runs.
+struct ApprovalPolicy {
+  enum class Mode { never, always, predicate };
+  Mode mode = Mode::never;
+  std::function<bool(const json& args)> predicate;  // Mode::predicate: true = needs approval
+
+  static ApprovalPolicy never() { return {}; }
+  static ApprovalPolicy always() { return {Mode::always, {}}; }
+  static ApprovalPolicy when(std::function<bool(const json&)> p) { return {Mode::predicate, std::move(p)}; }
+  bool requires_approval(const json& args) const;
+};
+
+// What a tool is called with.
+struct ToolCallContext {
+  std::string thread_id, turn_id, run_id, user_id, stage;
+  std::string tool_call_id;
+  std::string tool_name;
+  json args;
+};
+
+// A successful tool outcome.
+struct ToolResult {
+  json result;
+  std::optional<UiSchema> ui;
+};
+
+// The one-shot completion of a tool call. Copies share the state; the first complete()/fail() wins and
+// later ones return false. Thread-safe: complete from any thread, now or later.
+class ToolCompletion {
+ public:
+  ToolCompletion();
+  bool complete(ToolResult result);
+  bool fail(std::string code, std::string message);
+  bool done() const;
+  // Waits until completed, the deadline passes, or `cancel` fires. Returns false on timeout/cancel.
+  bool wait_until(std::chrono::steady_clock::time_point deadline, const CancelToken& cancel) const;
+  struct Outcome {
+    bool ok = false;
+    ToolResult result;
+    ToolError error;
+  };
+  Outcome outcome() const;  // valid once done()
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// Called on a runtime worker thread. It may complete the call before returning (synchronous tools) or
+// keep the completion and complete it later from any thread. An exception thrown by the handler fails
+// the call with code "tool_error" (agentrt::Error keeps its message).
+using ToolHandler = std::function<void(const ToolCallContext& call, ToolCompletion completion)>;
+
+// Wraps a synchronous function: its return value completes the call, an exception fails it.
+ToolHandler sync_tool(std::function<ToolResult(const ToolCallContext&)> fn);
+
+struct ToolSpec {
+  std::string name;  // [A-Za-z0-9_-]{1,64}
+  std::string description;
+  json parameters = json{{"type", "object"}, {"properties", json::object()}};
+  ApprovalPolicy approval;
+  std::vector<std::string> stages = {"execution"};  // the stages it is offered in
+  bool idempotent = false;  // safe to run again after a crash (and needs no commit before it runs)
+  std::chrono::milliseconds timeout{30000};
+  ToolHandler handler;
+};
+
+// Thread-safe: registration and lookup under one mutex; specs are immutable once added.
+class ToolRegistry {
+ public:
+  // Throws Error(invalid_argument) for a bad name, a schema that does not compile, or no handler;
+  // Error(conflict) when the name is taken.
+  void add(ToolSpec spec);
+  bool remove(std::string_view name);
+  struct Entry {
+    ToolSpec spec;
+    JsonSchema schema;
+  };
+  std::shared_ptr<const Entry> find(std::string_view name) const;
+  // The tools offered in `stage`, optionally narrowed to `allowed` names, sorted by name.
+  std::vector<std::shared_ptr<const Entry>> offered(std::string_view stage,
+                                                    const std::optional<std::vector<std::string>>& allowed) const;
+  std::vector<ToolDefinition> definitions(std::string_view stage,
+                                          const std::optional<std::vector<std::string>>& allowed) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const Entry>, std::less<>> tools_;
+};
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,602 @@
+#include "model/openai_stream.hpp"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+namespace agentrt {
+inline namespace v1 {
+namespace openai {
+namespace {
+
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return gen;
+}
+
+// A field as text: strings as they are, numbers (vLLM's and llama.cpp's integer codes) printed.
+std::string text_field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number()) return it->dump();
+  return {};
+}
+
+const std::string* string_field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return (it != obj.end() && it->is_string()) ? it->get_ptr<const std::string*>() : nullptr;
+}
+
+int64_t count_field(const json& obj, const char* key) {
+  if (!obj.is_object()) return 0;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return 0;
+  return it->is_number_float() ? static_cast<int64_t>(it->get<double>()) : it->get<int64_t>();
+}
+
+int64_t nested_count(const json& obj, const char* outer, const char* inner) {
+  if (!obj.is_object()) return 0;
+  auto it = obj.find(outer);
+  return it == obj.end() ? 0 : count_field(*it, inner);
+}
+
+// One line of printable text, for bodies that are not JSON (an HTML page from a proxy, say).
+std::string one_line(std::string_view text, size_t max) {
+  std::string out;
+  for (char c : text.substr(0, max)) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
+std::optional<double> parse_number(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::string lower_ascii(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](char c) { return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c; });
+  return s;
+}
+
+std::string message_text(const Message& m) {
+  if (m.parts.empty()) return m.content;
+  std::string out;
+  for (const auto& p : m.parts) {
+    if (p.type != "text") continue;
+    if (!out.empty()) out.push_back('\n');
+    out += p.text;
+  }
+  return out;
+}
+
+[[noreturn]] void unsupported_part(const ContentPart& part) {
+  throw Error(ErrorCode::unsupported,
+              fmt::format("a user '{}' part with a '{}' source cannot be sent to an OpenAI-compatible model",
+                          part.type, part.source ? part.source->type : std::string("missing")));
+}
+
+json user_part(const ContentPart& part) {
+  if (part.type == "text") return json{{"type", "text"}, {"text", part.text}};
+  if (!part.source) {
+    throw Error(ErrorCode::invalid_argument, fmt::format("a user '{}' part has no source", part.type));
+  }
+  const PartSource& src = *part.source;
+  if (part.type == "image") {
+    json image_url;
+    if (src.type == "data") {
+      if (src.value.rfind("data:", 0) == 0) {
+        image_url["url"] = src.value;  // already a data URL
+      } else {
+        if (src.mime_type.empty()) {
+          throw Error(ErrorCode::invalid_argument, "an image part with inline data has no mime type");
+        }
+        image_url["url"] = fmt::format("data:{};base64,{}", src.mime_type, src.value);
+      }
+    } else if (src.type == "url") {
+      image_url["url"] = src.value;
+    } else {
+      unsupported_part(part);
+    }
+    if (part.metadata.is_object()) {
+      if (const auto* detail = string_field(part.metadata, "detail")) image_url["detail"] = *detail;
+    }
+    return json{{"type", "image_url"}, {"image_url", std::move(image_url)}};
+  }
+  if (part.type == "audio") {
+    if (src.type != "data") unsupported_part(part);
+    // input_audio takes plain base64 and knows two formats only.
+    const std::string mime = lower_ascii(src.mime_type);
+    std::string format;
+    if (mime == "audio/wav" || mime == "audio/x-wav" || mime == "audio/wave" || mime == "audio/vnd.wave") {
+      format = "wav";
+    } else if (mime == "audio/mpeg" || mime == "audio/mp3") {
+      format = "mp3";
+    } else {
+      throw Error(ErrorCode::unsupported,
+                  fmt::format("audio of type '{}' cannot be sent to the model: only wav and mp3 can", src.mime_type));
+    }
+    return json{{"type", "input_audio"}, {"input_audio", {{"data", src.value}, {"format", format}}}};
+  }
+  if (part.type == "document") {
+    if (src.type == "file") return json{{"type", "file"}, {"file", {{"file_id", src.value}}}};
+    if (src.type == "data" && lower_ascii(src.mime_type) == "application/pdf") {
+      std::string filename = "document.pdf";
+      if (part.metadata.is_object()) {
+        if (const auto* f = string_field(part.metadata, "filename")) filename = *f;
+      }
+      return json{{"type", "file"},
+                  {"file", {{"filename", filename}, {"file_data", "data:application/pdf;base64," + src.value}}}};
+    }
+    unsupported_part(part);
+  }
+  unsupported_part(part);
+}
+
+}  // namespace
+
+// ---- requests ----------------------------------------------------------------------------------------
+
+OpenAIEndpoint::OpenAIEndpoint(const OpenAIConfig& config)
+    : base_url_(config.base_url),
+      api_key_env_(config.api_key_env),
+      extra_headers_(config.extra_headers.begin(), config.extra_headers.end()),
+      connect_timeout_(config.connect_timeout),
+      request_timeout_(config.request_timeout),
+      idle_timeout_(config.idle_timeout) {
+  if (!config.api_key.empty()) {
+    api_key_ = config.api_key;
+  } else if (!api_key_env_.empty()) {
+    if (const char* v = std::getenv(api_key_env_.c_str())) api_key_ = v;
+  }
+  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
+  if (base_url_.empty()) throw Error(ErrorCode::invalid_argument, "the OpenAI base URL is empty");
+}
+
+net::HttpRequest OpenAIEndpoint::request(std::string_view path, const net::HttpHeaders& headers) const {
+  net::HttpRequest r;
+  r.method = "POST";
+  r.url = base_url_;
+  r.url.append(path);
+  r.connect_timeout = connect_timeout_;
+  r.request_timeout = request_timeout_;
+  r.idle_timeout = idle_timeout_;
+  if (!api_key_.empty()) r.headers.emplace_back("Authorization", "Bearer " + api_key_);
+  r.headers.insert(r.headers.end(), headers.begin(), headers.end());
+  for (const auto& [name, value] : extra_headers_) {
+    std::erase_if(r.headers, [&](const auto& h) { return net::header_name_equals(h.first, name); });
+    r.headers.emplace_back(name, value);
+  }
+  return r;
+}
+
+std::string OpenAIEndpoint::redact(std::string text) const { return redact_secret(std::move(text), api_key_); }
+
+std::string OpenAIEndpoint::key_source() const {
+  return api_key_env_.empty() ? std::string("no api_key was given") : api_key_env_ + " is not set";
+}
+
+std::string make_tool_call_id() {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id.push_back(kAlphabet[pick(rng())]);
+  return id;
+}
+
+std::optional<json> to_openai_message(const Message& m) {
+  switch (m.role) {
+    case Role::developer:
+    case Role::system:
+      return json{{"role", m.role == Role::system ? "system" : "developer"}, {"content", message_text(m)}};
+    case Role::user: {
+      if (m.parts.empty()) return json{{"role", "user"}, {"content", m.content}};
+      json parts = json::array();
+      for (const auto& p : m.parts) parts.push_back(user_part(p));
+      return json{{"role", "user"}, {"content", std::move(parts)}};
+    }
+    case Role::assistant: {
+      json out{{"role", "assistant"}};
+      std::string text = m.has_content ? message_text(m) : std::string();
+      // The API wants content null (not "") next to tool_calls when the model said nothing.
+      if (text.empty() && !m.tool_calls.empty()) {
+        out["content"] = nullptr;
+      } else {
+        out["content"] = std::move(text);
+      }
+      if (!m.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto& c : m.tool_calls) {
+          calls.push_back({{"id", c.id},
+                           {"type", "function"},
+                           {"function", {{"name", c.name}, {"arguments", c.arguments.empty() ? "{}" : c.arguments}}}});
+        }
+        out["tool_calls"] = std::move(calls);
+      }
+      return out;
+    }
+    case Role::tool: {
+      std::string text = message_text(m);
+      if (text.empty() && !m.error.empty()) text = m.error;
+      return json{{"role", "tool"}, {"tool_call_id", m.tool_call_id}, {"content", std::move(text)}};
+    }
+    case Role::activity:
+    case Role::reasoning:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+json build_chat_body(const ModelRequest& request, const OpenAIConfig& config) {
+  json body = json::object();
+  std::string model = config.model;
+  if (config.params.is_object()) body.merge_patch(config.params);
+  if (auto it = config.stages.find(request.stage); it != config.stages.end()) {
+    if (!it->second.model.empty()) model = it->second.model;
+    if (it->second.params.is_object()) body.merge_patch(it->second.params);
+  }
+  if (!request.model.empty()) model = request.model;
+  if (request.params.is_object()) body.merge_patch(request.params);
+  if (model.empty()) throw Error(ErrorCode::invalid_argument, "no model name configured for the OpenAI provider");
+
+  body["model"] = model;
+  json messages = json::array();
+  for (const auto& m : request.messages) {
+    if (auto msg = to_openai_message(m)) messages.push_back(std::move(*msg));
+  }
+  body["messages"] = std::move(messages);
+  body["stream"] = true;
+  if (!body.contains("stream_options") || !body["stream_options"].is_object()) body["stream_options"] = json::object();
+  body["stream_options"]["include_usage"] = true;
+
+  body.erase("tools");
+  body.erase("tool_choice");
+  body.erase("parallel_tool_calls");
+  if (!request.tools.empty()) {
+    json tools = json::array();
+    for (const auto& t : request.tools) {
+      json fn{{"name", t.name}};
+      if (!t.description.empty()) fn["description"] = t.description;
+      if (!t.parameters.is_null()) fn["parameters"] = t.parameters;
+      tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+    body["tools"] = std::move(tools);
+    // OpenAI refuses tool_choice and parallel_tool_calls without tools, hence only here.
+    if (!request.tool_choice.empty()) body["tool_choice"] = request.tool_choice;
+    // true is the default; leaving it out keeps servers that do not know the field happy.
+    if (!request.parallel_tool_calls) body["parallel_tool_calls"] = false;
+  }
+  return body;
+}
+
+// ---- errors ------------------------------------------------------------------------------------------
+
+std::optional<ApiError> api_error_from_json(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  ApiError e;
+  if (auto it = j.find("error"); it != j.end() && !it->is_null()) {
+    if (it->is_object()) {
+      e.message = text_field(*it, "message");
+      e.type = text_field(*it, "type");
+      e.code = text_field(*it, "code");
+      e.param = text_field(*it, "param");
+      if (e.message.empty()) e.message = it->dump();
+    } else if (it->is_string()) {
+      e.message = it->get<std::string>();
+    } else {
+      e.message = it->dump();
+    }
+    return e;
+  }
+  if (text_field(j, "object") == "error") {  // older vLLM: the error fields at the top level
+    e.message = text_field(j, "message");
+    e.type = text_field(j, "type");
+    e.code = text_field(j, "code");
+    e.param = text_field(j, "param");
+    return e;
+  }
+  if (auto it = j.find("detail"); it != j.end()) {  // FastAPI-based servers
+    e.message = it->is_string() ? it->get<std::string>() : it->dump();
+    return e;
+  }
+  return std::nullopt;
+}
+
+ApiError parse_api_error(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded()) {
+    if (auto e = api_error_from_json(j)) return *e;
+    if (j.is_object() && j.contains("message")) {
+      return ApiError{text_field(j, "message"), text_field(j, "type"), text_field(j, "code"), {}};
+    }
+  }
+  ApiError e;
+  e.message = body.empty() ? std::string("(empty response body)") : one_line(body, 300);
+  return e;
+}
+
+std::string describe_api_error(long status, const ApiError& e) {
+  std::string out = status > 0 ? fmt::format("HTTP {}", status) : std::string("error in the stream");
+  if (!e.type.empty() && !e.code.empty() && e.type != e.code) {
+    out += fmt::format(" (type {}, code {})", e.type, e.code);
+  } else if (!e.type.empty() || !e.code.empty()) {
+    out += fmt::format(" ({})", e.type.empty() ? e.code : e.type);
+  }
+  out += ": ";
+  out += e.message.empty() ? std::string("no error message") : one_line(e.message, 2000);
+  return out;
+}
+
+std::string redact_secret(std::string text, const std::string& secret) {
+  if (secret.size() < 4) return text;
+  for (size_t pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos)) {
+    text.replace(pos, secret.size(), "[redacted]");
+  }
+  return text;
+}
+
+// ---- retries -----------------------------------------------------------------------------------------
+
+bool should_retry(long status, const net::HttpHeaders& headers, const ApiError& error) {
+  if (auto h = net::find_header(headers, "x-should-retry")) {
+    if (*h == "true") return true;
+    if (*h == "false") return false;
+  }
+  if (status == 429 && (error.code == "insufficient_quota" || error.type == "insufficient_quota")) return false;
+  return status == 408 || status == 409 || status == 429 || status >= 500;
+}
+
+std::optional<std::chrono::milliseconds> server_retry_delay(const net::HttpHeaders& headers,
+                                                            std::chrono::system_clock::time_point now,
+                                                            std::chrono::milliseconds max) {
+  std::optional<double> ms;
+  if (auto h = net::find_header(headers, "retry-after-ms")) ms = parse_number(*h);
+  if (!ms) {
+    if (auto h = net::find_header(headers, "retry-after")) {
+      if (auto secs = parse_number(*h)) {
+        ms = *secs * 1000.0;
+      } else {
+        const time_t when = curl_getdate(h->c_str(), nullptr);  // RFC 7231 HTTP-date and its older forms
+        if (when != -1) {
+          const auto at = std::chrono::system_clock::from_time_t(when);
+          ms = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count());
+        }
+      }
+    }
+  }
+  if (!ms || *ms < 0 || *ms > static_cast<double>(max.count())) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*ms)));
+}
+
+std::chrono::milliseconds backoff_delay(int retry, std::chrono::milliseconds base, std::chrono::milliseconds max,
+                                        double jitter) {
+  const double raw = static_cast<double>(base.count()) * std::pow(2.0, std::min(retry, 30));
+  const double capped = std::min(raw, static_cast<double>(max.count()));
+  return std::chrono::milliseconds(static_cast<int64_t>(capped * jitter));
+}
+
+double retry_jitter() {
+  std::uniform_real_distribution<double> d(0.75, 1.0);
+  return d(rng());
+}
+
+// ---- responses ---------------------------------------------------------------------------------------
+
+TokenUsage token_usage_from_openai(const json& usage, std::string model) {
+  TokenUsage u;
+  u.provider = "openai-compatible";
+  u.model = std::move(model);
+  if (!usage.is_object()) return u;
+  u.input_tokens = count_field(usage, "prompt_tokens");
+  if (u.input_tokens == 0) u.input_tokens = count_field(usage, "input_tokens");
+  u.output_tokens = count_field(usage, "completion_tokens");
+  if (u.output_tokens == 0) u.output_tokens = count_field(usage, "output_tokens");
+  u.total_tokens = count_field(usage, "total_tokens");
+  if (u.total_tokens == 0) u.total_tokens = u.input_tokens + u.output_tokens;
+  u.reasoning_tokens = nested_count(usage, "completion_tokens_details", "reasoning_tokens");
+  if (u.reasoning_tokens == 0) u.reasoning_tokens = nested_count(usage, "output_tokens_details", "reasoning_tokens");
+  u.cached_input_tokens = nested_count(usage, "prompt_tokens_details", "cached_tokens");
+  if (u.cached_input_tokens == 0) u.cached_input_tokens = count_field(usage, "prompt_cache_hit_tokens");  // DeepSeek
+  if (u.cached_input_tokens == 0) u.cached_input_tokens = count_field(usage, "cache_read_input_tokens");
+  u.cache_write_input_tokens = count_field(usage, "cache_creation_input_tokens");
+  return u;
+}
+
+bool ChatStreamAccumulator::on_event(const net::SseEvent& event) {
+  if (done_) return true;
+  std::string_view data = event.data;
+  while (!data.empty() && (data.back() == ' ' || data.back() == '\n' || data.back() == '\r')) data.remove_suffix(1);
+  if (event.event == "error") {
+    ++events_;
+    json j = json::parse(data, nullptr, false);
+    if (!j.is_discarded() && api_error_from_json(j)) fail_with(j);
+    fail_with(json{{"error", {{"message", std::string(data)}}}});
+  }
+  if (data.empty()) return false;  // an empty data line used as a keep-alive
+  ++events_;
+  if (data.rfind("[DONE]", 0) == 0) {
+    done_ = true;
+    return true;
+  }
+  json chunk = json::parse(data, nullptr, false);
+  if (chunk.is_discarded() || !chunk.is_object()) {
+    throw Error(ErrorCode::model, fmt::format("the model stream sent a chunk that is not a JSON object: {}",
+                                              one_line(data, 120)));
+  }
+  on_chunk(chunk);
+  return false;
+}
+
+void ChatStreamAccumulator::on_last_event(const net::SseEvent& event) {
+  std::string_view data = event.data;
+  while (!data.empty() && (data.back() == ' ' || data.back() == '\n' || data.back() == '\r')) data.remove_suffix(1);
+  if (event.event == "error" || data.rfind("[DONE]", 0) == 0 || json::accept(data)) on_event(event);
+}
+
+void ChatStreamAccumulator::fail_with(const json& error_json) {
+  ApiError e = api_error_from_json(error_json).value_or(ApiError{error_json.dump(), {}, {}, {}});
+  stream_error_ = e;
+  throw Error(ErrorCode::model, describe_api_error(0, e));
+}
+
+void ChatStreamAccumulator::on_chunk(const json& chunk) {
+  if (auto it = chunk.find("error"); it != chunk.end() && !it->is_null()) fail_with(chunk);
+  if (text_field(chunk, "object") == "error") fail_with(chunk);
+
+  if (id_.empty()) {
+    if (const auto* s = string_field(chunk, "id")) id_ = *s;
+  }
+  if (model_.empty()) {
+    if (const auto* s = string_field(chunk, "model")) model_ = *s;
+  }
+  if (auto it = chunk.find("usage"); it != chunk.end() && it->is_object() && !it->empty()) {
+    usage_ = *it;
+  } else if (auto g = chunk.find("x_groq"); g != chunk.end() && g->is_object()) {
+    if (auto gu = g->find("usage"); gu != g->end() && gu->is_object() && !gu->empty()) usage_ = *gu;
+  }
+
+  auto choices = chunk.find("choices");
+  if (choices == chunk.end() || !choices->is_array()) return;
+  for (const auto& choice : *choices) {
+    if (!choice.is_object()) continue;
+    if (auto idx = choice.find("index"); idx != choice.end() && idx->is_number_integer() && idx->get<int64_t>() != 0) {
+      continue;  // n > 1: only the first choice is ours
+    }
+    if (auto d = choice.find("delta"); d != choice.end() && d->is_object()) {
+      const json& delta = *d;
+      if (const auto* role = string_field(delta, "role"); role && !role->empty()) role_ = *role;
+      for (const char* key : {"content", "refusal"}) {
+        const auto* piece = string_field(delta, key);
+        if (!piece || piece->empty()) continue;
+        if (!content_) content_.emplace();
+        *content_ += *piece;
+        if (sink_) {
+          emitted_ = true;
+          sink_->on_text(*piece);
+        }
+      }
+      // vLLM renamed reasoning_content to reasoning; Ollama and Groq use reasoning. Never both at once.
+      const auto* reasoning = string_field(delta, "reasoning_content");
+      if (!reasoning || reasoning->empty()) reasoning = string_field(delta, "reasoning");
+      if (reasoning && !reasoning->empty()) {
+        if (!reasoning_) reasoning_.emplace();
+        *reasoning_ += *reasoning;
+        if (sink_) {
+          emitted_ = true;
+          sink_->on_reasoning(*reasoning);
+        }
+      }
+      if (auto tc = delta.find("tool_calls"); tc != delta.end() && tc->is_array()) {
+        size_t position = 0;
+        for (const auto& fragment : *tc) on_tool_call_fragment(position++, fragment);
+      }
+    }
+    // After the delta: Mistral, DeepSeek and vLLM put the finish reason in the chunk of the last delta.
+    if (const auto* reason = string_field(choice, "finish_reason"); reason && !reason->empty()) finish_reason_ = *reason;
+  }
+}
+
+void ChatStreamAccumulator::on_tool_call_fragment(size_t position, const json& fragment) {
+  if (!fragment.is_object()) return;
+  const std::string* fragment_id = string_field(fragment, "id");
+  const bool has_id = fragment_id && !fragment_id->empty();
+  int index = 0;
+  if (auto it = fragment.find("index"); it != fragment.end() && it->is_number_integer()) {
+    index = it->get<int>();
+  } else {
+    // No index (Mistral): the position in the delta's array; a different id at the same position in a
+    // later chunk is a new call, not more of the old one.
+    auto known = position_index_.find(position);
+    index = known != position_index_.end() ? known->second : static_cast<int>(position);
+    auto existing = calls_.find(index);
+    if (has_id && existing != calls_.end() && !existing->second.id.empty() && existing->second.id != *fragment_id) {
+      index = calls_.rbegin()->first + 1;
+    }
+    position_index_[position] = index;
+  }
+
+  auto [slot, inserted] = calls_.try_emplace(index);
+  StreamToolCall& call = slot->second;
+  if (inserted) call.index = index;
+  if (call.id.empty() && has_id) call.id = *fragment_id;
+  if (const auto* type = string_field(fragment, "type"); call.type.empty() && type && !type->empty()) call.type = *type;
+  if (auto fn = fragment.find("function"); fn != fragment.end() && fn->is_object()) {
+    if (const auto* name = string_field(*fn, "name"); call.name.empty() && name && !name->empty()) call.name = *name;
+    if (const auto* args = string_field(*fn, "arguments"); args && !args->empty()) {
+      call.arguments += *args;
+      if (call.announced && sink_) {
+        emitted_ = true;
+        sink_->on_tool_call_args(index, *args);
+      }
+    }
+  }
+  if (!call.announced && !call.id.empty() && !call.name.empty()) announce(call);
+}
+
+void ChatStreamAccumulator::announce(StreamToolCall& call) {
+  call.announced = true;
+  if (!sink_) return;
+  emitted_ = true;
+  sink_->on_tool_call_start(call.index, call.id, call.name);
+  if (!call.arguments.empty()) sink_->on_tool_call_args(call.index, call.arguments);
+}
+
+void ChatStreamAccumulator::on_completion(const json& completion) {
+  if (!completion.is_object()) throw Error(ErrorCode::model, "the model answered with something other than a JSON object");
+  json chunk = json::object();
+  for (const char* key : {"id", "model", "usage", "error", "object"}) {
+    if (auto it = completion.find(key); it != completion.end()) chunk[key] = *it;
+  }
+  json choices = json::array();
+  if (auto it = completion.find("choices"); it != completion.end() && it->is_array()) {
+    for (const auto& c : *it) {
+      if (!c.is_object()) continue;
+      json choice{{"index", c.value("index", 0)}, {"finish_reason", c.value("finish_reason", json())}};
+      if (auto msg = c.find("message"); msg != c.end()) choice["delta"] = *msg;
+      choices.push_back(std::move(choice));
+    }
+  }
+  chunk["choices"] = std::move(choices);
+  ++events_;
+  on_chunk(chunk);
+  done_ = true;
+}
+
+ModelResult ChatStreamAccumulator::finish(bool require_done) {
+  if (require_done && !done_) {
+    throw Error(ErrorCode::model,
+                fmt::format("the model stream ended without [DONE] after {} events: the answer was cut off", events_));
+  }
+  for (const auto& [index, call] : calls_) {
+    if (call.name.empty()) {
+      throw Error(ErrorCode::model, fmt::format("the model stream's tool call {} never got a function name", index));
+    }
+  }
+  ModelResult result;
+  for (auto& [index, call] : calls_) {
+    if (call.id.empty()) call.id = make_tool_call_id();
+    if (!call.announced) announce(call);
+    result.tool_calls.push_back(ModelToolCall{call.id, call.name, call.arguments});
+  }
+  result.text = content_.value_or(std::string());
+  result.reasoning = reasoning_.value_or(std::string());
+  result.finish_reason = finish_reason_;
+  if (!usage_.is_null()) result.usage = token_usage_from_openai(usage_, model_);
+  return result;
+}
+
+}  // namespace openai
+}  // namespace v1
+}  // namespace agentrt

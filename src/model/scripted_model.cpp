@@ -1,0 +1,127 @@
+#include "agentrt/scripted_model.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+// Length of a chunk of at most `n` bytes that does not end inside a UTF-8 sequence.
+size_t utf8_chunk(std::string_view s, size_t n) {
+  if (s.size() <= n) return s.size();
+  size_t k = n;
+  while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+  return k == 0 ? n : k;
+}
+}  // namespace
+
+ScriptedModel::ScriptedModel(ModelScript script, ScriptedModelOptions options)
+    : script_(std::move(script)), options_(options) {
+  if (!script_) throw Error(ErrorCode::invalid_argument, "scripted model: script is empty");
+}
+
+ModelResult ScriptedModel::complete(const ModelRequest& request, ModelStreamSink& sink, const CancelToken& cancel) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  if (cancel.cancelled()) throw Error(ErrorCode::cancelled, "model call cancelled");
+  ModelResult r = script_(request);
+  auto pause = [&] {
+    if (options_.chunk_delay.count() > 0 && cancel.wait_for(options_.chunk_delay))
+      throw Error(ErrorCode::cancelled, "model call cancelled");
+    if (cancel.cancelled()) throw Error(ErrorCode::cancelled, "model call cancelled");
+  };
+  if (!r.reasoning.empty()) {
+    pause();
+    sink.on_reasoning(r.reasoning);
+  }
+  std::string_view text = r.text;
+  if (options_.chunk_chars == 0) {
+    if (!text.empty()) {
+      pause();
+      sink.on_text(text);
+    }
+  } else {
+    while (!text.empty()) {
+      pause();
+      size_t n = utf8_chunk(text, options_.chunk_chars);
+      sink.on_text(text.substr(0, n));
+      text.remove_prefix(n);
+    }
+  }
+  if (options_.stream_tool_calls) {
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+      pause();
+      const auto& c = r.tool_calls[i];
+      sink.on_tool_call_start(static_cast<int>(i), c.id, c.name);
+      size_t half = c.arguments.size() / 2;
+      if (half > 0) sink.on_tool_call_args(static_cast<int>(i), std::string_view(c.arguments).substr(0, half));
+      sink.on_tool_call_args(static_cast<int>(i), std::string_view(c.arguments).substr(half));
+    }
+  }
+  if (r.finish_reason.empty()) r.finish_reason = r.tool_calls.empty() ? "stop" : "tool_calls";
+  return r;
+}
+
+const Message* last_user_message(const ModelRequest& request) {
+  for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it)
+    if (it->role == Role::user) return &*it;
+  return nullptr;
+}
+
+size_t tool_results_since_last_user(const ModelRequest& request) {
+  size_t n = 0;
+  for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it) {
+    if (it->role == Role::user) break;
+    if (it->role == Role::tool) ++n;
+  }
+  return n;
+}
+
+ModelResult text_result(std::string text) {
+  ModelResult r;
+  r.text = std::move(text);
+  r.finish_reason = "stop";
+  return r;
+}
+
+ModelResult tool_call_result(std::string id, std::string name, std::string arguments) {
+  ModelResult r;
+  r.tool_calls.push_back(ModelToolCall{std::move(id), std::move(name), std::move(arguments)});
+  r.finish_reason = "tool_calls";
+  return r;
+}
+
+std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
+  auto script = [](const ModelRequest& req) -> ModelResult {
+    const Message* user = last_user_message(req);
+    std::string text = user ? user->text() : std::string();
+    std::string lower = text;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    bool booking = lower.find("book") != std::string::npos;
+    if (req.stage == "intent") return text_result(booking ? "The user wants to book a room." : "The user asks a question.");
+    if (req.stage == "organization") return text_result("Done.");
+    if (booking) {
+      // Look at what happened since the user's message: the tool's result (or its rejection).
+      const Message* tool = nullptr;
+      for (auto it = req.messages.rbegin(); it != req.messages.rend(); ++it) {
+        if (it->role == Role::user) break;
+        if (it->role == Role::tool) {
+          tool = &*it;
+          break;
+        }
+      }
+      if (!tool) return tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
+      if (tool->text().find("\"ok\":true") != std::string::npos || tool->text().find("booking_id") != std::string::npos)
+        return text_result("Your booking is confirmed: room A1 on Monday.");
+      return text_result("I did not book the room: " + tool->text());
+    }
+    if (text.empty()) return text_result("Hello! Ask me anything, or ask me to book a room.");
+    return text_result("You said: \"" + text + "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval.");
+  };
+  return std::make_shared<ScriptedModel>(script, options);
+}
+
+}  // namespace v1
+}  // namespace agentrt

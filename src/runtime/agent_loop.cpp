@@ -1,0 +1,871 @@
+// The agent loop: stages, model calls, tool calls, approvals, and how each run ends.
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/summary.hpp"
+#include "runtime/context_builder.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "util/crypto.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+const char* const kStageOrder[] = {kIntent, kExecution, kOrganization};
+
+int stage_index(std::string_view s) {
+  for (int i = 0; i < 3; ++i)
+    if (s == kStageOrder[i]) return i;
+  return 1;
+}
+
+const StagePolicy& policy_of(const StagePolicies& p, std::string_view s) {
+  if (s == kIntent) return p.intent;
+  if (s == kOrganization) return p.organization;
+  return p.execution;
+}
+
+enum class Visibility { hidden, reasoning, text };
+
+void add_usage(std::vector<TokenUsage>& acc, const TokenUsage& u) {
+  for (auto& a : acc)
+    if (a.provider == u.provider && a.model == u.model) {
+      a += u;
+      return;
+    }
+  acc.push_back(u);
+}
+
+json usage_json(const std::vector<TokenUsage>& u) {
+  json out = json::array();
+  for (const auto& x : u) out.push_back(x);
+  return out;
+}
+
+std::vector<TokenUsage> usage_from_json(const json& j) {
+  std::vector<TokenUsage> out;
+  if (!j.is_array()) return out;
+  for (const auto& x : j) {
+    try {
+      out.push_back(x.get<TokenUsage>());
+    } catch (...) {
+    }
+  }
+  return out;
+}
+
+// Runs one run of a turn on the calling worker thread.
+class TurnRunner {
+ public:
+  TurnRunner(Runtime::Impl& rt, RunCtx& ctx) : rt_(rt), ctx_(ctx) { turn_usage_ = usage_from_json(ctx.turn.usage); }
+
+  // Runs the stages from `start` on. `step_open`: the continuation already opened the stage's step.
+  void run_stages(int start) {
+    std::string intent = ctx_.turn.intent;
+    std::string draft;
+    for (int i = start; i < 3; ++i) {
+      const std::string stage = kStageOrder[i];
+      const StagePolicy& policy = policy_of(rt_.cfg.stages, stage);
+      if (ctx_.open_step != stage) begin_step(stage);
+      const bool org_writes = rt_.cfg.stages.organization.call_model;
+      if (stage == kIntent) {
+        if (policy.call_model) {
+          std::string text;
+          if (!stage_loop(stage, policy, Visibility::hidden, false, text)) return;
+          ctx_.turn.intent = text;
+          ctx_.em->emit(events::custom("agentrt.intent", json{{"text", text}}));
+        }
+      } else if (stage == kExecution) {
+        if (!stage_loop(stage, policy, org_writes ? Visibility::reasoning : Visibility::text, !org_writes, draft))
+          return;
+      } else if (policy.call_model) {
+        draft_ = draft;
+        std::string answer;
+        if (!stage_loop(stage, policy, Visibility::text, true, answer)) return;
+      }
+      end_step();
+    }
+    finish_completed();
+  }
+
+  void begin_step(const std::string& stage) {
+    check_cancel();
+    ctx_.em->emit(events::step_started(stage));
+    ctx_.open_step = stage;
+    ctx_.turn.stage = stage;
+  }
+
+  void end_step() {
+    if (ctx_.open_step.empty()) return;
+    ctx_.em->emit(events::step_finished(ctx_.open_step));
+    ctx_.open_step.clear();
+  }
+
+  void check_cancel() {
+    if (ctx_.handle && ctx_.handle->cancel.cancelled()) throw Error(ErrorCode::cancelled, "the turn was cancelled");
+  }
+
+  void stage_turn() {
+    ctx_.turn.usage = usage_json(turn_usage_);
+    ctx_.em->set_turn(ctx_.turn);
+  }
+
+  // The model/tool loop of one stage. Returns false when the run paused for approval.
+  bool stage_loop(const std::string& stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
+                  std::string& final_text) {
+    for (;;) {
+      check_cancel();
+      if (ctx_.turn.steps >= rt_.cfg.max_steps)
+        throw Error(ErrorCode::invalid_state,
+                    fmt::format("step limit reached: {} model calls in this turn", rt_.cfg.max_steps));
+      auto defs = rt_.tools.definitions(stage, policy.tools);
+      ModelRequest req = build_request(stage, policy, defs);
+      auto [result, msg_id] = call_model(req, vis, final_candidate);
+      if (result.tool_calls.empty()) {
+        final_text = result.text;
+        return true;
+      }
+      if (!process_tool_calls(stage, result)) return false;
+    }
+  }
+
+  ModelRequest build_request(const std::string& stage, const StagePolicy& policy, std::vector<ToolDefinition> defs) {
+    ContextInput in;
+    in.system_prompt = policy.system_prompt;
+    if (stage != kIntent && !ctx_.turn.intent.empty()) in.system_notes.push_back("The user's intent: " + ctx_.turn.intent);
+    if (stage == kOrganization && !draft_.empty()) in.system_notes.push_back("Draft answer:\n" + draft_);
+    in.turn_id = ctx_.turn.id;
+    in.budget_chars = rt_.cfg.context_budget_chars;
+    ModelRequest req;
+    req.messages = build_context(in, ctx_.history, ctx_.ledger);
+    req.stage = stage;
+    req.model = policy.model;
+    req.params = policy.params;
+    req.tools = std::move(defs);
+    req.thread_id = ctx_.turn.thread_id;
+    req.turn_id = ctx_.turn.id;
+    req.run_id = ctx_.turn.run_id;
+    return req;
+  }
+
+  std::string unique_call_id(std::string_view proposed) {
+    std::string id(proposed);
+    if (id.empty()) id = new_id("call");
+    if (id.size() > 128) id = id.substr(0, 128);
+    while (ctx_.used_tool_call_ids.count(id)) id = fmt::format("{}_{}", proposed.substr(0, 100), new_id("r").substr(2, 8));
+    ctx_.used_tool_call_ids.insert(id);
+    return id;
+  }
+
+  class Sink final : public ModelStreamSink {
+   public:
+    Sink(TurnRunner& r, Visibility vis, std::string msg_id) : r_(r), vis_(vis), msg_id_(std::move(msg_id)) {}
+    void on_text(std::string_view d) override {
+      if (d.empty()) return;
+      if (vis_ == Visibility::hidden) return;
+      if (vis_ == Visibility::reasoning) return on_reasoning(d);
+      auto& ctx = r_.ctx_;
+      if (ctx.open_text.empty()) {
+        ctx.em->emit(events::text_start(msg_id_));
+        ctx.open_text = msg_id_;
+      }
+      ctx.em->emit(events::text_content(msg_id_, std::string(d)));
+    }
+    void on_reasoning(std::string_view d) override {
+      if (d.empty()) return;
+      auto& ctx = r_.ctx_;
+      if (ctx.open_reasoning.empty()) {
+        ctx.open_reasoning = new_id("rsn");
+        ctx.em->emit(events::reasoning_start(ctx.open_reasoning));
+        ctx.em->emit(events::reasoning_message_start(ctx.open_reasoning));
+      }
+      ctx.em->emit(events::reasoning_content(ctx.open_reasoning, std::string(d)));
+    }
+    void on_tool_call_start(int index, std::string_view id, std::string_view name) override {
+      auto& ctx = r_.ctx_;
+      std::string eff = r_.unique_call_id(id);
+      by_index_[index] = eff;
+      announced_.push_back({std::string(id), eff, false});
+      ctx.em->emit(events::tool_call_start(eff, std::string(name), msg_id_));
+      ctx.open_tool_calls.insert(eff);
+    }
+    void on_tool_call_args(int index, std::string_view d) override {
+      auto it = by_index_.find(index);
+      if (it == by_index_.end() || d.empty()) return;
+      r_.ctx_.em->emit(events::tool_call_args(it->second, std::string(d)));
+    }
+    // The effective id of a result's tool call: the announced one with the same id, else a new one.
+    std::pair<std::string, bool> take(const std::string& original) {
+      for (auto& a : announced_)
+        if (!a.taken && a.original == original) {
+          a.taken = true;
+          return {a.effective, true};
+        }
+      return {r_.unique_call_id(original), false};
+    }
+    const std::string& message_id() const { return msg_id_; }
+
+   private:
+    struct Announced {
+      std::string original, effective;
+      bool taken;
+    };
+    TurnRunner& r_;
+    Visibility vis_;
+    std::string msg_id_;
+    std::map<int, std::string> by_index_;
+    std::vector<Announced> announced_;
+  };
+
+  json worker_output(const std::string& answer) {
+    WorkerAgentOutput w;
+    w.answer = answer;
+    w.intent = ctx_.turn.intent;
+    w.turn_id = ctx_.turn.id;
+    w.run_id = ctx_.turn.run_id;
+    for (const auto& l : ctx_.ledger) {
+      if (l.output.is_null()) continue;
+      WorkerAgentOutput::ToolRef ref;
+      ref.tool_call_id = l.tool_call_id;
+      ref.tool_name = l.tool_name;
+      ref.status = tool_status_from_string(l.output.value("status", "failed"));
+      ref.result_summary = l.output.value("result_summary", "");
+      w.tools.push_back(std::move(ref));
+    }
+    w.usage = usage_json(turn_usage_);
+    return json(w);
+  }
+
+  std::pair<ModelResult, std::string> call_model(const ModelRequest& req, Visibility vis, bool final_candidate) {
+    Sink sink(*this, vis, new_id("msg"));
+    ModelResult result = rt_.cfg.model->complete(req, sink, ctx_.handle->cancel);
+    rt_.model_calls.fetch_add(1, std::memory_order_relaxed);
+    ++ctx_.turn.steps;
+    if (result.usage) {
+      add_usage(ctx_.run_usage, *result.usage);
+      add_usage(turn_usage_, *result.usage);
+    }
+    check_cancel();
+    auto& em = *ctx_.em;
+    if (!ctx_.open_reasoning.empty()) {
+      em.emit(events::reasoning_message_end(ctx_.open_reasoning));
+      em.emit(events::reasoning_end(ctx_.open_reasoning));
+      ctx_.open_reasoning.clear();
+    }
+    const bool is_final = result.tool_calls.empty();
+    const std::string& msg_id = sink.message_id();
+    json wao;
+    if (vis == Visibility::text) {
+      if (ctx_.open_text.empty() && (!result.text.empty() || is_final)) {
+        em.emit(events::text_start(msg_id));
+        if (!result.text.empty()) em.emit(events::text_content(msg_id, result.text));
+        ctx_.open_text = msg_id;
+      }
+      if (!ctx_.open_text.empty()) {
+        if (is_final && final_candidate) wao = worker_output(result.text);
+        em.emit(events::text_end(ctx_.open_text, wao.is_null() ? json(nullptr) : json{{"worker_agent_output", wao}}));
+        ctx_.open_text.clear();
+      }
+    } else if (vis == Visibility::reasoning && !result.text.empty() && !is_final) {
+      // Text next to tool calls stays part of the assistant message below.
+    }
+    // Tool calls: the result is authoritative; calls the stream did not announce are announced now.
+    std::vector<ToolCall> calls;
+    for (auto& c : result.tool_calls) {
+      auto [id, announced] = sink.take(c.id);
+      if (!announced) {
+        em.emit(events::tool_call_start(id, c.name, msg_id));
+        if (!c.arguments.empty()) em.emit(events::tool_call_args(id, c.arguments));
+      }
+      em.emit(events::tool_call_end(id));
+      ctx_.open_tool_calls.erase(id);
+      c.id = id;
+      calls.push_back(ToolCall{id, c.name, c.arguments});
+    }
+    // Announced calls missing from the result (a provider inconsistency) are closed, not left open.
+    for (const auto& open : std::vector<std::string>(ctx_.open_tool_calls.begin(), ctx_.open_tool_calls.end())) {
+      em.emit(events::tool_call_end(open));
+      ctx_.open_tool_calls.erase(open);
+    }
+    // The assistant message is written once, complete: never half of it.
+    const bool persist = !calls.empty() || (vis == Visibility::text);
+    if (persist) {
+      Message m;
+      m.id = msg_id;
+      m.role = Role::assistant;
+      m.content = result.text;
+      m.has_content = !result.text.empty();
+      m.tool_calls = calls;
+      if (!wao.is_null()) m.metadata = json{{"worker_agent_output", wao}};
+      MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, m};
+      em.add_message(rec);
+      ctx_.history.push_back(std::move(rec));
+    }
+    return {std::move(result), msg_id};
+  }
+
+  // Validates and records the calls of one model response, runs those that need no approval, and pauses
+  // for the rest. Returns false when the run paused.
+  bool process_tool_calls(const std::string& stage, const ModelResult& result) {
+    const StagePolicy& policy = policy_of(rt_.cfg.stages, stage);
+    std::vector<std::string> run_now, need_approval;
+    int ordinal = 0;
+    for (const auto& c : result.tool_calls) {
+      LedgerEntry l;
+      l.tool_call_id = c.id;
+      l.turn_id = ctx_.turn.id;
+      l.thread_id = ctx_.turn.thread_id;
+      l.run_id = ctx_.turn.run_id;
+      l.tool_name = c.name;
+      l.stage = stage;
+      l.ordinal = ordinal++;
+      l.arguments = c.arguments;
+      l.status = LedgerStatus::requested;
+      std::optional<ToolError> problem;
+      json args;
+      std::shared_ptr<const ToolRegistry::Entry> entry;
+      for (const auto& offered : rt_.tools.offered(stage, policy.tools))
+        if (offered->spec.name == c.name) entry = offered;
+      if (!entry) {
+        std::string names;
+        for (const auto& offered : rt_.tools.offered(stage, policy.tools))
+          names += (names.empty() ? "" : ", ") + offered->spec.name;
+        problem = ToolError{"unknown_tool", fmt::format("unknown tool '{}'; the tools available are: {}", c.name,
+                                                        names.empty() ? "none" : names)};
+      } else {
+        args = c.arguments.empty() ? json::object() : json::parse(c.arguments, nullptr, false);
+        if (args.is_discarded() || !args.is_object()) {
+          problem = ToolError{"invalid_arguments",
+                              fmt::format("the arguments of {} are not a JSON object", c.name)};
+          args = json::object();
+        } else if (auto v = entry->schema.validate(args)) {
+          problem = ToolError{"invalid_arguments", fmt::format("invalid arguments for {}: {}{}{}", c.name, v->path,
+                                                               v->path.empty() ? "" : ": ", v->message)};
+        } else {
+          l.idempotent = entry->spec.idempotent;
+          try {
+            l.needs_approval = entry->spec.approval.requires_approval(args);
+          } catch (...) {
+            l.needs_approval = true;  // a failing predicate errs on the side of asking
+          }
+          if (!l.needs_approval) l.status = LedgerStatus::approved;
+        }
+      }
+      ctx_.ledger.push_back(l);
+      ctx_.em->put_ledger(l);
+      if (problem) {
+        ToolAgentOutput out;
+        out.tool_call_id = l.tool_call_id;
+        out.tool_name = l.tool_name;
+        out.args = args.is_object() ? args : json::object();
+        out.status = ToolStatus::failed;
+        out.error = problem;
+        record_result(l.tool_call_id, std::move(out));
+      } else if (l.needs_approval) {
+        need_approval.push_back(l.tool_call_id);
+      } else {
+        run_now.push_back(l.tool_call_id);
+      }
+    }
+    execute(run_now);
+    if (!need_approval.empty()) {
+      pause(need_approval);
+      return false;
+    }
+    return true;
+  }
+
+  // Runs approved calls. A call to a tool that is not idempotent is durable as `started` before it runs
+  // and as finished right after, so a crash never runs it twice.
+  void execute(const std::vector<std::string>& ids) {
+    if (ids.empty()) return;
+    struct Running {
+      std::string id;
+      std::shared_ptr<const ToolRegistry::Entry> entry;
+      ToolCompletion completion;
+      json args;
+      int64_t started_ms = 0;
+      std::chrono::steady_clock::time_point deadline;
+    };
+    std::vector<Running> running;
+    bool durable = false;
+    for (const auto& id : ids) {
+      LedgerEntry* l = ctx_.find_ledger(id);
+      if (!l) continue;
+      Running r;
+      r.id = id;
+      r.entry = rt_.tools.find(l->tool_name);
+      r.args = json::parse(l->arguments.empty() ? std::string("{}") : l->arguments, nullptr, false);
+      if (!r.args.is_object()) r.args = json::object();
+      if (!r.entry) {
+        ToolAgentOutput out;
+        out.tool_call_id = id;
+        out.tool_name = l->tool_name;
+        out.args = r.args;
+        out.status = ToolStatus::failed;
+        out.error = ToolError{"unknown_tool", fmt::format("tool '{}' is no longer registered", l->tool_name)};
+        record_result(id, std::move(out));
+        continue;
+      }
+      l->status = LedgerStatus::started;
+      ctx_.em->put_ledger(*l);
+      if (!r.entry->spec.idempotent) durable = true;
+      running.push_back(std::move(r));
+    }
+    if (running.empty()) return;
+    if (durable) commit();
+    check_cancel_before_tools(running.size());
+    for (auto& r : running) {
+      LedgerEntry* l = ctx_.find_ledger(r.id);
+      ToolCallContext call{ctx_.turn.thread_id, ctx_.turn.id, ctx_.turn.run_id, ctx_.turn.user_id, l->stage,
+                           r.id, l->tool_name, r.args};
+      r.started_ms = now_ms();
+      r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
+      rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
+      try {
+        r.entry->spec.handler(call, r.completion);
+      } catch (const Error& e) {
+        r.completion.fail("tool_error", e.message());
+      } catch (const std::exception& e) {
+        r.completion.fail("tool_error", e.what());
+      } catch (...) {
+        r.completion.fail("tool_error", "the tool threw a non-standard exception");
+      }
+    }
+    bool cancelled = false;
+    for (auto& r : running) {
+      LedgerEntry* l = ctx_.find_ledger(r.id);
+      ToolAgentOutput out;
+      out.tool_call_id = r.id;
+      out.tool_name = l->tool_name;
+      out.args = r.args;
+      if (!r.completion.wait_until(r.deadline, ctx_.handle->cancel)) {
+        if (ctx_.handle->cancel.cancelled()) {
+          r.completion.fail("cancelled", "the turn was cancelled while the tool ran");
+          cancelled = true;
+        } else {
+          r.completion.fail("timeout", fmt::format("{} did not finish within {} ms", l->tool_name,
+                                                   r.entry->spec.timeout.count()));
+        }
+      }
+      auto oc = r.completion.outcome();
+      if (oc.ok) {
+        out.status = ToolStatus::succeeded;
+        out.result = oc.result.result;
+        out.ui = oc.result.ui;
+      } else {
+        out.status = oc.error.code == "cancelled" ? ToolStatus::interrupted : ToolStatus::failed;
+        out.error = oc.error;
+      }
+      out.timings.started_at_ms = r.started_ms;
+      out.timings.finished_at_ms = now_ms();
+      out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
+      record_result(r.id, std::move(out));
+    }
+    if (durable) commit();
+    if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
+  }
+
+  void check_cancel_before_tools(size_t) {
+    // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
+    if (!ctx_.handle->cancel.cancelled()) return;
+    throw Error(ErrorCode::cancelled, "the turn was cancelled");
+  }
+
+  // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger.
+  void record_result(const std::string& id, ToolAgentOutput out) {
+    LedgerEntry* l = ctx_.find_ledger(id);
+    const ToolSummaryError err = out.error ? ToolSummaryError{out.error->code, out.error->message} : ToolSummaryError{};
+    out.result_summary = rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result, out.error ? &err : nullptr);
+    out.summary_version = kSummaryVersion;
+    json out_json = out;
+    json index = {{"tool_call_id", id},
+                  {"tool_name", out.tool_name},
+                  {"run_id", ctx_.turn.run_id},
+                  {"stage", l ? l->stage : ctx_.turn.stage},
+                  {"storage_bucket", ""},
+                  {"storage_path", ""},
+                  {"payload_sha256", ""},
+                  {"summary_version", out.summary_version}};
+    if (rt_.cfg.objects) {
+      // The full payload goes to the object store first; the index (in this batch's commit) second.
+      json payload = out_json;
+      payload["thread_id"] = ctx_.turn.thread_id;
+      payload["turn_id"] = ctx_.turn.id;
+      payload["run_id"] = ctx_.turn.run_id;
+      std::string bytes = payload.dump(-1, ' ', false, json::error_handler_t::replace);
+      std::string key = fmt::format("agent-outputs/{}/{}/{}.json", ctx_.turn.thread_id, ctx_.turn.run_id, id);
+      try {
+        rt_.cfg.objects->put(key, bytes, "application/json");
+        index["storage_bucket"] = rt_.cfg.objects->bucket();
+        index["storage_path"] = key;
+        index["payload_sha256"] = crypto::sha256_hex(bytes);
+        auto objects = rt_.cfg.objects;
+        ctx_.em->add_compensation([objects, key] { objects->remove(key); });
+      } catch (const std::exception& e) {
+        index["payload_missing"] = true;
+        rt_.log(LogLevel::warn, "objects", fmt::format("tool payload {} not stored: {}", key, e.what()));
+      }
+    }
+    const std::string msg_id = new_id("msg");
+    json meta = {{"tool_agent_output", out_json}};
+    if (out.ui) meta["ui"] = *out.ui;
+    ctx_.em->emit(events::tool_call_result(msg_id, id, out.result_summary, meta));
+    Message m;
+    m.id = msg_id;
+    m.role = Role::tool;
+    m.content = out.result_summary;
+    m.tool_call_id = id;
+    if (out.error) m.error = out.error->message;
+    m.metadata = index;
+    MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, m};
+    ctx_.em->add_message(rec);
+    ctx_.history.push_back(std::move(rec));
+    if (l) {
+      switch (out.status) {
+        case ToolStatus::succeeded: l->status = LedgerStatus::finished; break;
+        case ToolStatus::failed: l->status = LedgerStatus::failed; break;
+        case ToolStatus::rejected: l->status = LedgerStatus::rejected; break;
+        case ToolStatus::expired: l->status = LedgerStatus::expired; break;
+        case ToolStatus::interrupted: l->status = LedgerStatus::interrupted; break;
+      }
+      l->output = std::move(out_json);
+      ctx_.em->put_ledger(*l);
+    }
+  }
+
+  void pause(const std::vector<std::string>& ids) {
+    const int64_t expires = now_ms() + rt_.cfg.approval_timeout.count();
+    const std::string apr = new_id("apr");
+    json interrupts = json::array();
+    for (const auto& id : ids) {
+      LedgerEntry* l = ctx_.find_ledger(id);
+      l->interrupt_id = "int_" + id;
+      ctx_.em->put_ledger(*l);
+      auto entry = rt_.tools.find(l->tool_name);
+      json args = json::parse(l->arguments.empty() ? std::string("{}") : l->arguments, nullptr, false);
+      if (args.is_discarded()) args = json::object();
+      json schema = {{"type", "object"},
+                     {"properties",
+                      {{"approved", {{"type", "boolean"}}},
+                       {"reason", {{"type", "string"}}},
+                       {"editedArgs", entry ? entry->spec.parameters : json{{"type", "object"}}}}}};
+      interrupts.push_back({{"id", l->interrupt_id},
+                            {"reason", "tool_call"},
+                            {"toolCallId", id},
+                            {"message", fmt::format("Approve {}?", l->tool_name)},
+                            {"expiresAt", iso8601_ms(expires)},
+                            {"responseSchema", schema},
+                            {"metadata", {{"approvalRequestId", apr}, {"toolName", l->tool_name}, {"arguments", args}}}});
+    }
+    end_step();
+    check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::waiting_approval);
+    ctx_.turn.status = TurnStatus::waiting_approval;
+    ctx_.turn.approval_request_id = apr;
+    ctx_.turn.interrupts = interrupts;
+    ctx_.turn.expires_at = expires;
+    ctx_.turn.owner.clear();
+    stage_turn();
+    ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id,
+                                       json{{"type", "interrupt"}, {"interrupts", interrupts}},
+                                       ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+    commit();
+  }
+
+  void finish_completed() {
+    check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::completed);
+    ctx_.turn.status = TurnStatus::completed;
+    ctx_.turn.owner.clear();
+    ctx_.turn.interrupts = json::array();
+    stage_turn();
+    ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "success"}},
+                                       ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+    commit();
+  }
+
+  // Gives every call of this turn that has no outcome yet one, so the history never holds an assistant
+  // tool call without its result.
+  void close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status) {
+    for (auto& l : ctx_.ledger) {
+      if (!l.output.is_null()) continue;
+      ToolAgentOutput out;
+      out.tool_call_id = l.tool_call_id;
+      out.tool_name = l.tool_name;
+      json args = json::parse(l.arguments.empty() ? std::string("{}") : l.arguments, nullptr, false);
+      out.args = args.is_object() ? args : json::object();
+      out.status = l.status == LedgerStatus::started ? ToolStatus::interrupted : not_run_status;
+      out.error = ToolError{code, message};
+      record_result(l.tool_call_id, std::move(out));
+    }
+  }
+
+  void close_open_streams() {
+    auto& em = *ctx_.em;
+    if (!ctx_.open_reasoning.empty()) {
+      em.emit(events::reasoning_message_end(ctx_.open_reasoning));
+      em.emit(events::reasoning_end(ctx_.open_reasoning));
+      ctx_.open_reasoning.clear();
+    }
+    if (!ctx_.open_text.empty()) {
+      em.emit(events::text_end(ctx_.open_text));
+      ctx_.open_text.clear();
+    }
+    for (const auto& id : ctx_.open_tool_calls) em.emit(events::tool_call_end(id));
+    ctx_.open_tool_calls.clear();
+  }
+
+  void finish_cancelled() {
+    close_open_streams();
+    close_unanswered("cancelled", "not run: the turn was cancelled", ToolStatus::rejected);
+    end_step();
+    check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::cancelled);
+    ctx_.turn.status = TurnStatus::cancelled;
+    ctx_.turn.owner.clear();
+    ctx_.turn.error = "cancelled";
+    stage_turn();
+    ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "cancelled"}},
+                                       ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+    commit();
+  }
+
+  void fail(const std::string& code, const std::string& message) {
+    // Events still open stay as they are: RUN_ERROR may end a run at any point.
+    ctx_.open_text.clear();
+    ctx_.open_reasoning.clear();
+    ctx_.open_tool_calls.clear();
+    close_unanswered("not_run", "not run: " + message, ToolStatus::failed);
+    Event err = events::run_error(message, code);
+    if (!ctx_.run_usage.empty()) err.usage = usage_json(ctx_.run_usage);
+    ctx_.em->emit(err);
+    Message sys;
+    sys.id = new_id("msg");
+    sys.role = Role::system;
+    sys.content = fmt::format("ERROR {}: {}", code, message);
+    ctx_.em->add_message(MessageRecord{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, sys});
+    if (can_transition(ctx_.turn.status, TurnStatus::failed)) ctx_.turn.status = TurnStatus::failed;
+    ctx_.turn.owner.clear();
+    ctx_.turn.error = message;
+    stage_turn();
+    commit();
+  }
+
+  void commit() { ctx_.em->flush(); }
+
+  // Runs the body and ends the run the way its outcome says.
+  template <class F>
+  void guarded(F&& body) {
+    try {
+      body();
+      return;
+    } catch (const Error& e) {
+      try {
+        if (e.code() == ErrorCode::cancelled && ctx_.handle->cancel.cancelled()) {
+          finish_cancelled();
+        } else if (e.code() == ErrorCode::conflict) {
+          rt_.log(LogLevel::warn, "runtime", fmt::format("turn {} changed under its run: {}", ctx_.turn.id, e.what()));
+        } else {
+          std::string code = e.code() == ErrorCode::model           ? "model_error"
+                             : e.code() == ErrorCode::timeout       ? "timeout"
+                             : e.code() == ErrorCode::invalid_state ? "step_limit"
+                             : e.code() == ErrorCode::io            ? "storage_error"
+                                                                    : std::string(to_string(e.code()));
+          fail(code, e.message());
+        }
+      } catch (const std::exception& e2) {
+        rt_.log(LogLevel::error, "runtime",
+                fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
+      }
+    } catch (const std::exception& e) {
+      try {
+        fail("internal", e.what());
+      } catch (const std::exception& e2) {
+        rt_.log(LogLevel::error, "runtime",
+                fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
+      }
+    }
+  }
+
+  std::vector<TokenUsage> turn_usage_;
+  std::string draft_;
+
+ private:
+  Runtime::Impl& rt_;
+  RunCtx& ctx_;
+};
+
+void load_run_state(Store& store, RunCtx& ctx) {
+  ctx.history = store.messages(ctx.turn.thread_id);
+  ctx.ledger = store.ledger(ctx.turn.id);
+  for (const auto& l : ctx.ledger) ctx.used_tool_call_ids.insert(l.tool_call_id);
+}
+
+}  // namespace
+
+void Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn) {
+  RunCtx ctx;
+  ctx.turn = std::move(turn);
+  ctx.handle = handle;
+  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+  TurnRunner runner(*this, ctx);
+  runner.guarded([&] {
+    load_run_state(*cfg.store, ctx);
+    runner.check_cancel();
+    runner.run_stages(0);
+  });
+  unregister_run(ctx.turn.id);
+}
+
+void Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id) {
+  auto t = cfg.store->get_turn(turn_id);
+  if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
+    unregister_run(turn_id);
+    return;
+  }
+  RunCtx ctx;
+  ctx.turn = std::move(*t);
+  ctx.handle = handle;
+  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+  TurnRunner runner(*this, ctx);
+  runner.guarded([&] {
+    load_run_state(*cfg.store, ctx);
+    check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
+    ctx.turn.status = TurnStatus::running;
+    runner.stage_turn();
+    ctx.em->emit(events::run_started(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.parent_run_id));
+    const std::string stage = ctx.turn.stage.empty() ? std::string(kExecution) : ctx.turn.stage;
+    runner.begin_step(stage);
+    // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is
+    // emitted for them: their START/ARGS/END went out in the paused run). A call found `started` was cut
+    // off by a crash: it runs again only if idempotent.
+    std::vector<std::string> to_run;
+    for (auto& l : ctx.ledger) {
+      if (!l.output.is_null()) continue;
+      if (l.status == LedgerStatus::rejected) {
+        ToolAgentOutput out;
+        out.tool_call_id = l.tool_call_id;
+        out.tool_name = l.tool_name;
+        json args = json::parse(l.arguments.empty() ? std::string("{}") : l.arguments, nullptr, false);
+        out.args = args.is_object() ? args : json::object();
+        out.status = ToolStatus::rejected;
+        std::string action = l.decision.is_object() ? l.decision.value("action", "reject") : "reject";
+        std::string reason = l.decision.is_object() ? l.decision.value("reason", "") : "";
+        out.error = ToolError{action == "cancel" ? "cancelled" : "rejected",
+                              reason.empty() ? (action == "cancel" ? "the person cancelled this call"
+                                                                   : "the person rejected this call")
+                                             : "the person rejected this call: " + reason};
+        runner.record_result(l.tool_call_id, std::move(out));
+      } else if (l.status == LedgerStatus::approved) {
+        to_run.push_back(l.tool_call_id);
+      } else if (l.status == LedgerStatus::started) {
+        if (l.idempotent) {
+          to_run.push_back(l.tool_call_id);
+        } else {
+          ToolAgentOutput out;
+          out.tool_call_id = l.tool_call_id;
+          out.tool_name = l.tool_name;
+          out.status = ToolStatus::interrupted;
+          out.error = ToolError{"interrupted", "the runtime stopped while this call ran; it was not run again"};
+          runner.record_result(l.tool_call_id, std::move(out));
+        }
+      }
+    }
+    runner.execute(to_run);
+    runner.run_stages(stage_index(stage));
+  });
+  unregister_run(ctx.turn.id);
+}
+
+void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason) {
+  check_transition(turn.id, turn.status, to);
+  RunCtx ctx;
+  ctx.turn = turn;
+  ctx.handle = std::make_shared<RunHandle>();
+  ctx.turn.parent_run_id = turn.run_id;
+  ctx.turn.run_id = new_id("run");
+  ctx.em = make_emitter(turn.thread_id, ctx.turn.run_id, turn.version, false);
+  load_run_state(*cfg.store, ctx);
+  TurnRunner runner(*this, ctx);
+  ctx.em->emit(events::run_started(turn.thread_id, ctx.turn.run_id, turn.run_id));
+  const bool expired = to == TurnStatus::expired;
+  const std::string msg = expired ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
+                                  : "not run: the turn was cancelled";
+  runner.close_unanswered(expired ? "approval_expired" : "cancelled", msg,
+                          expired ? ToolStatus::expired : ToolStatus::rejected);
+  ctx.turn.status = to;
+  ctx.turn.error = expired ? msg.substr(9) : reason;
+  ctx.turn.interrupts = json::array();
+  ctx.turn.owner.clear();
+  runner.stage_turn();
+  if (expired) {
+    ctx.em->emit(events::run_error(fmt::format("approval request {} expired at {}", turn.approval_request_id,
+                                               iso8601_ms(turn.expires_at)),
+                                   "approval_expired"));
+  } else {
+    ctx.em->emit(events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}}));
+  }
+  ctx.em->flush();
+}
+
+void Runtime::Impl::recover_running_turn(TurnRecord turn) {
+  if (turn.status == TurnStatus::resuming) {
+    // The decision is durable: take the turn over and run the continuation here.
+    TurnRecord mine = turn;
+    mine.owner = cfg.instance_id;
+    auto handle = register_run(turn.id);
+    auto em = make_emitter(turn.thread_id, turn.run_id, turn.version, false);
+    em->set_turn(mine);
+    try {
+      em->flush();
+    } catch (...) {
+      unregister_run(turn.id);
+      throw;
+    }
+    log(LogLevel::info, "recovery", fmt::format("turn {}: continuing a resume its runtime did not finish", turn.id));
+    std::string tid = turn.id;
+    enqueue([this, handle, tid] { run_continuation(handle, tid); });
+    return;
+  }
+  RunCtx ctx;
+  ctx.turn = turn;
+  ctx.handle = std::make_shared<RunHandle>();
+  ctx.em = make_emitter(turn.thread_id, turn.run_id, turn.version, false);
+  load_run_state(*cfg.store, ctx);
+  TurnRunner runner(*this, ctx);
+  log(LogLevel::warn, "recovery", fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
+                                              turn.owner.empty() ? "unknown" : turn.owner));
+  // A tool that was started and not finished is recorded interrupted and not run again.
+  runner.fail("runtime_restarted", "the runtime running this turn stopped before the turn finished");
+}
+
+std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
+  std::vector<Message> out;
+  for (auto& rec : cfg.store->messages(thread_id)) {
+    Message m = std::move(rec.message);
+    if (m.role == Role::tool && m.metadata.is_object() && cfg.objects) {
+      const std::string path = m.metadata.value("storage_path", "");
+      const std::string sha = m.metadata.value("payload_sha256", "");
+      if (!path.empty()) {
+        try {
+          auto bytes = cfg.objects->get(path);
+          if (bytes && crypto::sha256_hex(*bytes) == sha) {
+            json payload = json::parse(*bytes, nullptr, false);
+            if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
+              m.metadata["ui"] = payload["ui"];
+          } else {
+            log(LogLevel::warn, "history", fmt::format("tool payload {} is missing or does not match its sha256", path));
+          }
+        } catch (const std::exception& e) {
+          log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));
+        }
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,30 @@
+// The context builder: what the model sees, within a size budget.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agentrt/content.hpp"
+#include "agentrt/storage.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+struct ContextInput {
+  std::string system_prompt;
+  std::vector<std::string> system_notes;  // appended to the system prompt
+  std::string turn_id;                    // the current turn: its messages are always included
+  size_t budget_chars = 200000;
+};
+
+// System prompt first; then the current turn's messages (always, its tool results in full from the
+// ledger); then older history, newest first, as long as it fits the budget. An assistant message with
+// tool calls and its tool results are kept or dropped together, and the kept history is contiguous.
+std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
+                                   const std::vector<LedgerEntry>& ledger);
+
+// The size the budget counts for one message (text, parts, tool-call arguments).
+size_t context_size(const Message& m);
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,231 @@
+#include "runtime/event_pipeline.hpp"
+
+#include <algorithm>
+
+namespace agentrt {
+inline namespace v1 {
+
+void EventHub::attach(const std::string& thread_id, const std::shared_ptr<SubscriptionImpl>& sub) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& v = subs_[thread_id];
+  v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
+  v.push_back(sub);
+}
+
+void EventHub::detach(const std::string& thread_id, const SubscriptionImpl* sub) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = subs_.find(thread_id);
+  if (it == subs_.end()) return;
+  auto& v = it->second;
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [&](const auto& w) {
+                           auto s = w.lock();
+                           return !s || s.get() == sub;
+                         }),
+          v.end());
+  if (v.empty()) subs_.erase(it);
+}
+
+void EventHub::publish(const std::string& thread_id, const std::vector<StoredEvent>& events) {
+  std::vector<std::shared_ptr<SubscriptionImpl>> targets;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = subs_.find(thread_id);
+    if (it == subs_.end()) return;
+    for (const auto& w : it->second)
+      if (auto s = w.lock()) targets.push_back(std::move(s));
+  }
+  for (const auto& s : targets) s->push(events);
+}
+
+SubscriptionImpl::SubscriptionImpl(Store& store, EventHub& hub, std::string thread_id, int64_t after_seq)
+    : store_(store), hub_(hub), thread_id_(std::move(thread_id)), delivered_(after_seq) {}
+
+SubscriptionImpl::~SubscriptionImpl() { hub_.detach(thread_id_, this); }
+
+void SubscriptionImpl::start() { hub_.attach(thread_id_, shared_from_this()); }
+
+void SubscriptionImpl::push(const std::vector<StoredEvent>& events) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+    for (const auto& e : events) {
+      if (live_.size() >= kMaxQueued) {
+        // The consumer is far behind: drop the queue and read the store again from where it is.
+        live_.clear();
+        catching_up_ = true;
+        break;
+      }
+      live_.push_back(e);
+    }
+  }
+  cv_.notify_all();
+}
+
+std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (closed_) return std::nullopt;
+    while (!backlog_.empty()) {
+      StoredEvent e = std::move(backlog_.front());
+      backlog_.pop_front();
+      if (e.seq <= delivered_) continue;
+      delivered_ = e.seq;
+      return e;
+    }
+    if (catching_up_) {
+      constexpr size_t kPage = 512;
+      int64_t after = delivered_;
+      lock.unlock();
+      auto page = store_.events_after(thread_id_, after, kPage);
+      lock.lock();
+      if (page.size() < kPage) catching_up_ = false;
+      for (auto& e : page) backlog_.push_back(std::move(e));
+      if (!backlog_.empty()) continue;
+    }
+    while (!live_.empty()) {
+      StoredEvent e = std::move(live_.front());
+      live_.pop_front();
+      if (e.seq <= delivered_) continue;
+      if (e.seq != delivered_ + 1) {
+        // A gap (events committed before we attached, or by another process): read them from the store.
+        catching_up_ = true;
+        live_.push_front(std::move(e));
+        break;
+      }
+      delivered_ = e.seq;
+      return e;
+    }
+    if (catching_up_) continue;
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && live_.empty() && !catching_up_ && !closed_)
+      return std::nullopt;
+  }
+}
+
+void SubscriptionImpl::close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+    live_.clear();
+    backlog_.clear();
+  }
+  cv_.notify_all();
+}
+
+bool SubscriptionImpl::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit)
+    : store_(store), hub_(hub), thread_id_(std::move(thread_id)), run_id_(std::move(run_id)),
+      on_commit_(std::move(on_commit)) {
+  batch_.thread_id = thread_id_;
+}
+
+void RunEmitter::emit(const Event& e) {
+  std::string body = to_json_string(e);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (batch_.empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  batch_.events.push_back(StoredEvent{0, run_id_, std::move(body)});
+}
+
+void RunEmitter::add_message(MessageRecord m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  batch_.messages.push_back(std::move(m));
+}
+
+void RunEmitter::put_ledger(const LedgerEntry& l) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  for (auto& x : batch_.ledger)
+    if (x.tool_call_id == l.tool_call_id && x.turn_id == l.turn_id) {
+      x = l;
+      return;
+    }
+  batch_.ledger.push_back(l);
+}
+
+void RunEmitter::set_turn_version(int64_t version) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  turn_version_ = version;
+}
+
+int64_t RunEmitter::turn_version() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return turn_version_;
+}
+
+void RunEmitter::set_turn(const TurnRecord& t) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  batch_.expected_version = turn_version_;
+  batch_.turn = t;
+}
+
+void RunEmitter::create_thread(ThreadRecord t) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  batch_.create_thread = std::move(t);
+}
+
+void RunEmitter::set_approval(ApprovalRecord a) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  batch_.approval = std::move(a);
+}
+
+void RunEmitter::add_compensation(std::function<void()> undo) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  undo_.push_back(std::move(undo));
+}
+
+void RunEmitter::set_run_id(std::string run_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_id_ = std::move(run_id);
+}
+
+CommitBatch RunEmitter::flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CommitBatch out;
+  out.thread_id = thread_id_;
+  if (batch_.empty()) {
+    undo_.clear();
+    return out;
+  }
+  try {
+    store_.commit(batch_);
+  } catch (...) {
+    for (auto& u : undo_) {
+      try {
+        u();
+      } catch (...) {
+      }
+    }
+    undo_.clear();
+    batch_ = CommitBatch{};
+    batch_.thread_id = thread_id_;
+    throw;
+  }
+  undo_.clear();
+  if (batch_.turn) turn_version_ = batch_.turn->version;
+  out = std::move(batch_);
+  batch_ = CommitBatch{};
+  batch_.thread_id = thread_id_;
+  if (on_commit_) on_commit_(out);
+  if (!out.events.empty()) hub_.publish(thread_id_, out.events);
+  return out;
+}
+
+bool RunEmitter::has_pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !batch_.empty();
+}
+
+std::chrono::steady_clock::time_point RunEmitter::pending_since() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_since_;
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,103 @@
+// The event pipeline: RunEmitter batches a run's events with the projections they change and commits them
+// (Store::commit) before any subscriber sees them; EventHub fans committed events out to subscriptions.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agentrt/events.hpp"
+#include "agentrt/runtime.hpp"
+#include "agentrt/storage.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+class SubscriptionImpl;
+
+// Thread-safe: publish() from committing threads, attach/detach from subscribers.
+class EventHub {
+ public:
+  void attach(const std::string& thread_id, const std::shared_ptr<SubscriptionImpl>& sub);
+  void detach(const std::string& thread_id, const SubscriptionImpl* sub);
+  void publish(const std::string& thread_id, const std::vector<StoredEvent>& events);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::vector<std::weak_ptr<SubscriptionImpl>>, std::less<>> subs_;
+};
+
+// Replays committed events from the store after a sequence number, then follows the live tail. A consumer
+// that falls more than kMaxQueued events behind goes back to reading the store: nothing is dropped.
+class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
+ public:
+  static constexpr size_t kMaxQueued = 10000;
+  SubscriptionImpl(Store& store, EventHub& hub, std::string thread_id, int64_t after_seq);
+  ~SubscriptionImpl();
+  void start();  // attaches to the hub; call once after construction
+  std::optional<StoredEvent> next(std::chrono::milliseconds timeout);
+  void close();
+  bool closed() const;
+  void push(const std::vector<StoredEvent>& events);  // from EventHub::publish
+
+ private:
+  Store& store_;
+  EventHub& hub_;
+  std::string thread_id_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  int64_t delivered_ = 0;       // highest sequence number handed out
+  bool catching_up_ = true;     // reading the store, not the live queue
+  bool closed_ = false;
+  std::deque<StoredEvent> backlog_;
+  std::deque<StoredEvent> live_;
+};
+
+// A run's write buffer. Thread-safe: the run's thread emits, the flusher thread may flush.
+class RunEmitter {
+ public:
+  using Committed = std::function<void(const CommitBatch&)>;
+  RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit = {});
+
+  void emit(const Event& e);
+  void add_message(MessageRecord m);
+  void put_ledger(const LedgerEntry& l);
+  // The turn's committed version (-1: the turn is inserted by the first commit).
+  void set_turn_version(int64_t version);
+  int64_t turn_version() const;
+  // Stages the turn's new state; the commit compares-and-sets against the last committed version.
+  void set_turn(const TurnRecord& t);
+  void create_thread(ThreadRecord t);
+  void set_approval(ApprovalRecord a);
+  // Objects written for this batch, deleted again if the commit fails (compensation).
+  void add_compensation(std::function<void()> undo);
+  void set_run_id(std::string run_id);
+
+  // Commits everything pending in one transaction, then publishes the events. Returns the committed batch
+  // (seq numbers filled in). Throws what the store throws; nothing is published then.
+  CommitBatch flush();
+  bool has_pending() const;
+  std::chrono::steady_clock::time_point pending_since() const;
+  const std::string& thread_id() const { return thread_id_; }
+
+ private:
+  Store& store_;
+  EventHub& hub_;
+  std::string thread_id_;
+  std::string run_id_;
+  Committed on_commit_;
+  mutable std::mutex mutex_;
+  CommitBatch batch_;
+  std::vector<std::function<void()>> undo_;
+  std::chrono::steady_clock::time_point pending_since_{};
+  int64_t turn_version_ = -1;
+};
+
+}  // namespace v1
+}  // namespace agentrt

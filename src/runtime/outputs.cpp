@@ -1,0 +1,133 @@
+#include "agentrt/outputs.hpp"
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
+}  // namespace
+
+UiSchema parse_ui_schema(const json& j) {
+  if (!j.is_object()) bad("ui: must be an object {type, version, data, actions}");
+  UiSchema ui;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k != "type" && k != "version" && k != "data" && k != "actions") bad(fmt::format("ui: unknown field '{}'", k));
+  }
+  auto t = j.find("type");
+  if (t == j.end() || !t->is_string() || t->get_ref<const std::string&>().empty())
+    bad("ui: 'type' must be a non-empty string");
+  ui.type = t->get<std::string>();
+  auto v = j.find("version");
+  if (v == j.end() || !v->is_string() || *v != "v1") bad("ui: 'version' must be \"v1\"");
+  if (auto d = j.find("data"); d != j.end()) {
+    if (!d->is_object()) bad("ui: 'data' must be an object");
+    ui.data = *d;
+  }
+  if (auto a = j.find("actions"); a != j.end()) {
+    if (!a->is_array()) bad("ui: 'actions' must be an array");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const auto& act = (*a)[i];
+      if (!act.is_object() || !act.contains("type") || !act["type"].is_string())
+        bad(fmt::format("ui: actions[{}] must be an object with a string 'type'", i));
+    }
+    ui.actions = *a;
+  }
+  return ui;
+}
+
+void to_json(json& j, const UiSchema& ui) {
+  j = json{{"type", ui.type}, {"version", ui.version}, {"data", ui.data}, {"actions", ui.actions}};
+}
+
+std::string_view to_string(ToolStatus s) noexcept {
+  switch (s) {
+    case ToolStatus::succeeded: return "succeeded";
+    case ToolStatus::failed: return "failed";
+    case ToolStatus::rejected: return "rejected";
+    case ToolStatus::expired: return "expired";
+    case ToolStatus::interrupted: return "interrupted";
+  }
+  return "failed";
+}
+
+ToolStatus tool_status_from_string(std::string_view s) {
+  if (s == "succeeded") return ToolStatus::succeeded;
+  if (s == "failed") return ToolStatus::failed;
+  if (s == "rejected") return ToolStatus::rejected;
+  if (s == "expired") return ToolStatus::expired;
+  if (s == "interrupted") return ToolStatus::interrupted;
+  bad(fmt::format("unknown tool status '{}'", s));
+}
+
+void to_json(json& j, const ToolAgentOutput& o) {
+  j = json{{"tool_call_id", o.tool_call_id},
+           {"tool_name", o.tool_name},
+           {"args", o.args},
+           {"status", to_string(o.status)},
+           {"result", o.result},
+           {"error", nullptr},
+           {"result_summary", o.result_summary},
+           {"summary_version", o.summary_version},
+           {"ui", nullptr},
+           {"timings",
+            {{"started_at", o.timings.started_at_ms},
+             {"finished_at", o.timings.finished_at_ms},
+             {"duration_ms", o.timings.duration_ms}}}};
+  if (o.error) j["error"] = json{{"code", o.error->code}, {"message", o.error->message}};
+  if (o.ui) j["ui"] = *o.ui;
+}
+
+void from_json(const json& j, ToolAgentOutput& o) {
+  o = ToolAgentOutput{};
+  o.tool_call_id = j.at("tool_call_id").get<std::string>();
+  o.tool_name = j.at("tool_name").get<std::string>();
+  o.args = j.value("args", json::object());
+  o.status = tool_status_from_string(j.at("status").get<std::string>());
+  o.result = j.value("result", json());
+  if (auto e = j.find("error"); e != j.end() && e->is_object())
+    o.error = ToolError{e->value("code", ""), e->value("message", "")};
+  o.result_summary = j.value("result_summary", "");
+  o.summary_version = j.value("summary_version", 0);
+  if (auto u = j.find("ui"); u != j.end() && u->is_object()) o.ui = parse_ui_schema(*u);
+  if (auto t = j.find("timings"); t != j.end() && t->is_object()) {
+    o.timings.started_at_ms = t->value("started_at", int64_t{0});
+    o.timings.finished_at_ms = t->value("finished_at", int64_t{0});
+    o.timings.duration_ms = t->value("duration_ms", int64_t{0});
+  }
+}
+
+void to_json(json& j, const WorkerAgentOutput& o) {
+  json tools = json::array();
+  for (const auto& t : o.tools)
+    tools.push_back({{"tool_call_id", t.tool_call_id},
+                     {"tool_name", t.tool_name},
+                     {"status", to_string(t.status)},
+                     {"result_summary", t.result_summary}});
+  j = json{{"answer", o.answer}, {"turn_id", o.turn_id}, {"run_id", o.run_id}, {"tools", tools}, {"usage", o.usage}};
+  if (!o.intent.empty()) j["intent"] = o.intent;
+}
+
+void from_json(const json& j, WorkerAgentOutput& o) {
+  o = WorkerAgentOutput{};
+  o.answer = j.at("answer").get<std::string>();
+  o.intent = j.value("intent", "");
+  o.turn_id = j.value("turn_id", "");
+  o.run_id = j.value("run_id", "");
+  o.usage = j.value("usage", json::array());
+  for (const auto& t : j.value("tools", json::array())) {
+    WorkerAgentOutput::ToolRef r;
+    r.tool_call_id = t.value("tool_call_id", "");
+    r.tool_name = t.value("tool_name", "");
+    r.status = tool_status_from_string(t.value("status", "succeeded"));
+    r.result_summary = t.value("result_summary", "");
+    o.tools.push_back(std::move(r));
+  }
+}
+
+}  // namespace v1
+}  // namespace agentrt

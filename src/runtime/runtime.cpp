@@ -1,0 +1,660 @@
+#include "agentrt/runtime.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "runtime/runtime_impl.hpp"
+#include "util/crypto.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string new_id(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   (static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) << 1)};
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out(prefix);
+  out += '_';
+  for (int k = 0; k < 2; ++k) {
+    uint64_t v = rng();
+    for (int i = 0; i < 16; ++i) {
+      out += hex[v & 15];
+      v >>= 4;
+    }
+  }
+  return out;
+}
+
+std::string iso8601_ms(int64_t ms) {
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+}
+
+LedgerEntry* RunCtx::find_ledger(const std::string& id) {
+  for (auto& l : ledger)
+    if (l.tool_call_id == id) return &l;
+  return nullptr;
+}
+
+void from_json(const json& j, Decision& d) {
+  if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "decision must be an object");
+  d = Decision{};
+  if (auto it = j.find("interruptId"); it != j.end() && it->is_string()) d.interrupt_id = it->get<std::string>();
+  else if (auto it2 = j.find("toolCallId"); it2 != j.end() && it2->is_string()) d.interrupt_id = it2->get<std::string>();
+  else throw Error(ErrorCode::invalid_argument, "decision: needs a string 'interruptId' (or 'toolCallId')");
+  if (auto a = j.find("action"); a != j.end()) {
+    if (!a->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'action' must be a string");
+    const auto& s = a->get_ref<const std::string&>();
+    if (s == "approve") d.action = Decision::Action::approve;
+    else if (s == "reject") d.action = Decision::Action::reject;
+    else if (s == "cancel") d.action = Decision::Action::cancel;
+    else throw Error(ErrorCode::invalid_argument, fmt::format("decision: unknown action '{}'", s));
+  } else if (auto ap = j.find("approved"); ap != j.end()) {
+    if (!ap->is_boolean()) throw Error(ErrorCode::invalid_argument, "decision: 'approved' must be a boolean");
+    d.action = ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
+  } else {
+    throw Error(ErrorCode::invalid_argument, "decision: needs 'action' (approve|reject|cancel) or 'approved'");
+  }
+  if (auto e = j.find("editedArgs"); e != j.end() && !e->is_null()) {
+    if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "decision: 'editedArgs' must be an object");
+    d.edited_args = *e;
+  }
+  if (auto r = j.find("reason"); r != j.end() && !r->is_null()) {
+    if (!r->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'reason' must be a string");
+    d.reason = r->get<std::string>();
+  }
+}
+
+TurnInput turn_input_from_agui(const json& in, std::string user_id) {
+  if (!in.is_object()) throw Error(ErrorCode::invalid_argument, "RunAgentInput must be a JSON object");
+  auto str = [&](const char* k) -> std::string {
+    auto it = in.find(k);
+    if (it == in.end() || !it->is_string())
+      throw Error(ErrorCode::invalid_argument, fmt::format("RunAgentInput: '{}' must be a string", k));
+    return it->get<std::string>();
+  };
+  TurnInput t;
+  t.thread_id = str("threadId");
+  t.run_id = str("runId");
+  t.user_id = std::move(user_id);
+  auto msgs = in.find("messages");
+  if (msgs == in.end() || !msgs->is_array())
+    throw Error(ErrorCode::invalid_argument, "RunAgentInput: 'messages' must be an array");
+  const json* last_user = nullptr;
+  for (const auto& m : *msgs)
+    if (m.is_object() && m.value("role", "") == "user") last_user = &m;
+  if (!last_user) throw Error(ErrorCode::invalid_argument, "RunAgentInput: no user message to answer");
+  t.message = last_user->get<Message>();
+  t.client_message_id = t.message.id;
+  return t;
+}
+
+std::vector<Decision> decisions_from_agui_resume(const json& resume) {
+  if (!resume.is_array()) throw Error(ErrorCode::invalid_argument, "resume must be an array of entries");
+  std::vector<Decision> out;
+  for (const auto& r : resume) {
+    if (!r.is_object() || !r.contains("interruptId") || !r["interruptId"].is_string())
+      throw Error(ErrorCode::invalid_argument, "resume entry: needs a string 'interruptId'");
+    Decision d;
+    d.interrupt_id = r["interruptId"].get<std::string>();
+    const std::string status = r.value("status", "");
+    if (status == "cancelled") {
+      d.action = Decision::Action::cancel;
+    } else if (status == "resolved") {
+      json p = r.value("payload", json::object());
+      if (!p.is_object()) p = json{{"approved", p.is_boolean() ? p.get<bool>() : true}};
+      d.action = p.value("approved", true) ? Decision::Action::approve : Decision::Action::reject;
+      if (auto e = p.find("editedArgs"); e != p.end() && !e->is_null()) {
+        if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "resume payload: editedArgs must be an object");
+        d.edited_args = *e;
+      }
+      if (auto rs = p.find("reason"); rs != p.end() && rs->is_string()) d.reason = rs->get<std::string>();
+    } else {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("resume entry: status must be \"resolved\" or \"cancelled\", not '{}'", status));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------- Impl
+
+Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
+  if (!cfg.store) throw Error(ErrorCode::invalid_argument, "runtime config: store is required");
+  if (!cfg.model) throw Error(ErrorCode::invalid_argument, "runtime config: model is required");
+  if (cfg.workers < 1 || cfg.workers > 256)
+    throw Error(ErrorCode::invalid_argument, fmt::format("runtime config: workers must be 1..256, not {}", cfg.workers));
+  if (cfg.max_steps < 1) throw Error(ErrorCode::invalid_argument, "runtime config: max_steps must be at least 1");
+  if (cfg.approval_timeout.count() <= 0)
+    throw Error(ErrorCode::invalid_argument, "runtime config: approval_timeout must be positive");
+  if (cfg.flush_interval.count() <= 0 || cfg.sweep_interval.count() <= 0 || cfg.instance_lease.count() <= 0)
+    throw Error(ErrorCode::invalid_argument, "runtime config: intervals must be positive");
+  if (!cfg.summarizer) cfg.summarizer = std::make_shared<Summarizer>();
+  if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
+  cfg.store->heartbeat(cfg.instance_id, now_ms());
+  sweep();  // recover turns a dead process left behind, expire overdue approvals
+  for (int i = 0; i < cfg.workers; ++i) workers.emplace_back([this] { worker_loop(); });
+  flusher = std::thread([this] { flusher_loop(); });
+  sweeper = std::thread([this] { sweeper_loop(); });
+}
+
+Runtime::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(runs_mutex);
+    for (auto& [id, h] : runs) h->cancel.cancel();
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    stopping = true;
+  }
+  queue_cv.notify_all();
+  for (auto& t : workers) t.join();
+  {
+    std::lock_guard<std::mutex> lock(flush_mutex);
+  }
+  flush_cv.notify_all();
+  flusher.join();
+  {
+    std::lock_guard<std::mutex> lock(sweep_mutex);
+  }
+  sweep_cv.notify_all();
+  sweeper.join();
+  try {
+    cfg.store->remove_instance(cfg.instance_id);
+  } catch (const std::exception& e) {
+    log(LogLevel::warn, "runtime", fmt::format("could not deregister instance: {}", e.what()));
+  }
+}
+
+void Runtime::Impl::log(LogLevel level, std::string_view component, std::string_view message) const {
+  if (!cfg.log || level < cfg.log_level || cfg.log_level == LogLevel::off) return;
+  try {
+    cfg.log(level, component, message);
+  } catch (...) {
+    // A failing log sink must not break a run.
+  }
+}
+
+void Runtime::Impl::enqueue(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    queue.push_back(std::move(job));
+  }
+  queue_cv.notify_one();
+}
+
+void Runtime::Impl::worker_loop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex);
+      queue_cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, and nothing left to drain
+      job = std::move(queue.front());
+      queue.pop_front();
+    }
+    try {
+      job();
+    } catch (const std::exception& e) {
+      log(LogLevel::error, "runtime", fmt::format("worker job failed: {}", e.what()));
+    } catch (...) {
+      log(LogLevel::error, "runtime", "worker job failed with a non-standard exception");
+    }
+  }
+}
+
+std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& thread_id, const std::string& run_id,
+                                                        int64_t turn_version, bool live) {
+  auto em = std::make_shared<RunEmitter>(*cfg.store, hub, thread_id, run_id,
+                                         [this](const CommitBatch& b) { on_commit(b); });
+  em->set_turn_version(turn_version);
+  if (live) {
+    std::lock_guard<std::mutex> lock(flush_mutex);
+    live_emitters.erase(std::remove_if(live_emitters.begin(), live_emitters.end(),
+                                       [](const auto& w) { return w.expired(); }),
+                        live_emitters.end());
+    live_emitters.push_back(em);
+  }
+  return em;
+}
+
+void Runtime::Impl::on_commit(const CommitBatch& b) {
+  if (!b.turn) return;
+  {
+    std::lock_guard<std::mutex> lock(turn_mutex);
+    ++turn_generation;
+  }
+  turn_cv.notify_all();
+}
+
+void Runtime::Impl::flusher_loop() {
+  std::unique_lock<std::mutex> lock(flush_mutex);
+  for (;;) {
+    if (stopping && live_emitters.empty()) return;
+    flush_cv.wait_for(lock, cfg.flush_interval / 2 + std::chrono::milliseconds(1));
+    bool stop_now;
+    {
+      std::lock_guard<std::mutex> q(queue_mutex);
+      stop_now = stopping;
+    }
+    std::vector<std::shared_ptr<RunEmitter>> due;
+    auto now = std::chrono::steady_clock::now();
+    for (auto it = live_emitters.begin(); it != live_emitters.end();) {
+      auto em = it->lock();
+      if (!em) {
+        it = live_emitters.erase(it);
+        continue;
+      }
+      if (em->has_pending() && now - em->pending_since() >= cfg.flush_interval) due.push_back(std::move(em));
+      ++it;
+    }
+    lock.unlock();
+    for (auto& em : due) {
+      try {
+        em->flush();
+      } catch (const std::exception& e) {
+        log(LogLevel::error, "pipeline", fmt::format("group commit failed: {}", e.what()));
+      }
+    }
+    due.clear();
+    lock.lock();
+    if (stop_now) {
+      live_emitters.clear();
+      return;
+    }
+  }
+}
+
+void Runtime::Impl::sweeper_loop() {
+  std::unique_lock<std::mutex> lock(sweep_mutex);
+  for (;;) {
+    sweep_cv.wait_for(lock, cfg.sweep_interval);
+    {
+      std::lock_guard<std::mutex> q(queue_mutex);
+      if (stopping) return;
+    }
+    lock.unlock();
+    try {
+      cfg.store->heartbeat(cfg.instance_id, now_ms());
+      sweep();
+    } catch (const std::exception& e) {
+      log(LogLevel::error, "sweeper", e.what());
+    }
+    lock.lock();
+  }
+}
+
+std::shared_ptr<RunHandle> Runtime::Impl::register_run(const std::string& turn_id) {
+  auto h = std::make_shared<RunHandle>();
+  h->turn_id = turn_id;
+  std::lock_guard<std::mutex> lock(runs_mutex);
+  runs[turn_id] = h;
+  return h;
+}
+
+void Runtime::Impl::unregister_run(const std::string& turn_id) {
+  std::lock_guard<std::mutex> lock(runs_mutex);
+  runs.erase(turn_id);
+}
+
+bool Runtime::Impl::instance_alive(const std::string& owner, int64_t now) {
+  if (owner.empty()) return false;
+  if (owner == cfg.instance_id) return true;
+  auto hb = cfg.store->instance_heartbeat(owner);
+  return hb && now - *hb < cfg.instance_lease.count();
+}
+
+namespace {
+
+bool valid_id(std::string_view s, size_t max = 128) {
+  if (s.empty() || s.size() > max) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.' || c == ':';
+  });
+}
+
+void require_id(std::string_view s, std::string_view what) {
+  if (!valid_id(s))
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{} '{}' must be 1-128 characters of A-Z a-z 0-9 _ - . :", what, s.substr(0, 140)));
+}
+
+}  // namespace
+
+TurnHandle Runtime::Impl::start_turn(const TurnInput& input) {
+  require_id(input.thread_id, "thread id");
+  if (input.user_id.empty() || input.user_id.size() > 128)
+    throw Error(ErrorCode::invalid_argument, "user id must be 1-128 characters");
+  if (input.message.role != Role::user)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("a turn's input must be a user message, not {}", to_string(input.message.role)));
+  if (input.message.parts.empty() && input.message.content.empty())
+    throw Error(ErrorCode::invalid_argument, "the user message is empty");
+  std::string client_id = !input.client_message_id.empty() ? input.client_message_id : input.message.id;
+  if (!client_id.empty()) require_id(client_id, "client message id");
+  if (!input.run_id.empty()) require_id(input.run_id, "run id");
+  Message msg = input.message;
+  msg.tool_calls.clear();
+  msg.tool_call_id.clear();
+  msg.id = client_id.empty() ? new_id("msg") : client_id;
+  const size_t size = json(msg).dump(-1, ' ', false, json::error_handler_t::replace).size();
+  if (size > cfg.max_input_bytes)
+    throw Error(ErrorCode::too_large,
+                fmt::format("the input message is {} bytes; the limit is {}", size, cfg.max_input_bytes));
+
+  auto owner_check = [&](const std::optional<ThreadRecord>& t) {
+    if (t && (t->user_id != input.user_id || t->deleted))
+      throw Error(ErrorCode::not_found, fmt::format("thread {} not found", input.thread_id));
+  };
+  owner_check(cfg.store->get_thread(input.thread_id));
+  if (!client_id.empty()) {
+    if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id))
+      return TurnHandle{t->thread_id, t->id, t->run_id, true, 0};
+  }
+
+  TurnRecord turn;
+  turn.id = new_id("turn");
+  turn.thread_id = input.thread_id;
+  turn.user_id = input.user_id;
+  turn.status = TurnStatus::running;
+  turn.client_message_id = client_id;
+  turn.run_id = input.run_id.empty() ? new_id("run") : input.run_id;
+  turn.stage = kIntent;
+  turn.owner = cfg.instance_id;
+
+  auto handle = register_run(turn.id);
+  auto em = make_emitter(turn.thread_id, turn.run_id, -1, true);
+  ThreadRecord th;
+  th.id = turn.thread_id;
+  th.user_id = turn.user_id;
+  em->create_thread(th);
+  em->set_turn(turn);
+  em->add_message(MessageRecord{turn.thread_id, 0, turn.id, turn.run_id, msg});
+  em->emit(events::run_started(turn.thread_id, turn.run_id));
+  CommitBatch committed;
+  try {
+    committed = em->flush();
+  } catch (const Error& e) {
+    unregister_run(turn.id);
+    if (e.code() == ErrorCode::conflict) {
+      // A concurrent start with the same client message id won the race: answer with its turn.
+      if (!client_id.empty())
+        if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id))
+          return TurnHandle{t->thread_id, t->id, t->run_id, true, 0};
+      if (!cfg.store->active_turn(input.thread_id)) owner_check(cfg.store->get_thread(input.thread_id));
+    }
+    throw;
+  }
+  runs_started.fetch_add(1, std::memory_order_relaxed);
+  turn.version = committed.turn ? committed.turn->version : 0;
+  TurnHandle out{turn.thread_id, turn.id, turn.run_id, false,
+                 committed.events.empty() ? 0 : committed.events.front().seq};
+  enqueue([this, handle, turn, em]() mutable {
+    (void)em;
+    run_fresh(handle, turn);
+  });
+  return out;
+}
+
+json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
+                           const std::vector<Decision>& decisions) {
+  if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
+  auto turn = cfg.store->get_turn(turn_id);
+  if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+  if (auto prior = cfg.store->get_approval(approval_request_id)) {
+    if (prior->turn_id != turn->id)
+      throw Error(ErrorCode::conflict,
+                  fmt::format("approval request {} belongs to another turn", approval_request_id));
+    return prior->answer;
+  }
+  if (turn->status == TurnStatus::expired)
+    throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired ({})", turn->id, turn->error));
+  if (turn->status != TurnStatus::waiting_approval)
+    throw Error(ErrorCode::invalid_state,
+                fmt::format("turn {} is {}, not waiting for approval", turn->id, to_string(turn->status)));
+  if (turn->approval_request_id != approval_request_id)
+    throw Error(ErrorCode::not_found, fmt::format("approval request {} is not open on turn {} (the open one is {})",
+                                                  approval_request_id, turn->id, turn->approval_request_id));
+  const int64_t now = now_ms();
+  if (turn->expires_at > 0 && now >= turn->expires_at) {
+    end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
+    throw Error(ErrorCode::expired,
+                fmt::format("turn {}: the approval request expired at {}", turn->id, iso8601_ms(turn->expires_at)));
+  }
+
+  auto ledger = cfg.store->ledger(turn->id);
+  // Every open interrupt must be answered exactly once.
+  std::map<std::string, const Decision*> by_interrupt;
+  for (const auto& d : decisions) {
+    const LedgerEntry* match = nullptr;
+    for (const auto& l : ledger)
+      if (!l.interrupt_id.empty() && l.output.is_null() && l.status == LedgerStatus::requested &&
+          (l.interrupt_id == d.interrupt_id || l.tool_call_id == d.interrupt_id))
+        match = &l;
+    if (!match)
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("decision for unknown interrupt '{}' on turn {}", d.interrupt_id, turn->id));
+    if (by_interrupt.count(match->interrupt_id))
+      throw Error(ErrorCode::invalid_argument, fmt::format("two decisions for interrupt '{}'", match->interrupt_id));
+    by_interrupt[match->interrupt_id] = &d;
+  }
+  std::vector<LedgerEntry> updates;
+  for (auto& l : ledger) {
+    if (l.interrupt_id.empty() || !l.output.is_null() || l.status != LedgerStatus::requested) continue;
+    auto it = by_interrupt.find(l.interrupt_id);
+    if (it == by_interrupt.end())
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("interrupt '{}' ({}) has no decision: a resume must answer every open interrupt",
+                              l.interrupt_id, l.tool_name));
+    const Decision& d = *it->second;
+    json dj = {{"action", d.action == Decision::Action::approve  ? "approve"
+                          : d.action == Decision::Action::reject ? "reject"
+                                                                 : "cancel"}};
+    if (!d.reason.empty()) dj["reason"] = d.reason;
+    if (d.action == Decision::Action::approve) {
+      if (d.edited_args) {
+        auto entry = tools.find(l.tool_name);
+        if (!entry)
+          throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}' is no longer registered", l.tool_name));
+        if (auto v = entry->schema.validate(*d.edited_args))
+          throw Error(ErrorCode::invalid_argument, fmt::format("edited arguments for {} are invalid: {}{}{}",
+                                                               l.tool_name, v->path, v->path.empty() ? "" : ": ",
+                                                               v->message));
+        l.arguments = d.edited_args->dump();
+        dj["editedArgs"] = *d.edited_args;
+      }
+      l.status = LedgerStatus::approved;
+    } else {
+      l.status = LedgerStatus::rejected;
+    }
+    l.decision = dj;
+    updates.push_back(l);
+  }
+
+  const std::string new_run = new_id("run");
+  json answer = {{"status", "accepted"},
+                 {"turnId", turn->id},
+                 {"threadId", turn->thread_id},
+                 {"runId", new_run},
+                 {"approvalRequestId", std::string(approval_request_id)}};
+  json decisions_json = json::array();
+  for (const auto& d : decisions) {
+    json dj = {{"interruptId", d.interrupt_id},
+               {"action", d.action == Decision::Action::approve  ? "approve"
+                          : d.action == Decision::Action::reject ? "reject"
+                                                                 : "cancel"}};
+    if (d.edited_args) dj["editedArgs"] = *d.edited_args;
+    if (!d.reason.empty()) dj["reason"] = d.reason;
+    decisions_json.push_back(std::move(dj));
+  }
+
+  TurnRecord next = *turn;
+  check_transition(next.id, next.status, TurnStatus::resuming);
+  next.status = TurnStatus::resuming;
+  next.parent_run_id = turn->run_id;
+  next.run_id = new_run;
+  next.owner = cfg.instance_id;
+  next.interrupts = json::array();
+
+  auto handle = register_run(turn->id);
+  auto em = make_emitter(turn->thread_id, new_run, turn->version, false);
+  em->set_turn(next);
+  for (const auto& l : updates) em->put_ledger(l);
+  em->set_approval(ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+  try {
+    em->flush();
+  } catch (const Error& e) {
+    unregister_run(turn->id);
+    if (e.code() == ErrorCode::conflict) {
+      // Another resume (or the sweeper) changed the turn first; the first answer wins.
+      if (auto prior = cfg.store->get_approval(approval_request_id)) return prior->answer;
+      auto now_turn = cfg.store->get_turn(turn_id);
+      if (now_turn && now_turn->status == TurnStatus::expired)
+        throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired", turn->id));
+      throw Error(ErrorCode::invalid_state, fmt::format("turn {} changed while resuming: it is now {}", turn->id,
+                                                        now_turn ? to_string(now_turn->status) : "gone"));
+    }
+    throw;
+  }
+  runs_started.fetch_add(1, std::memory_order_relaxed);
+  std::string tid = turn->id;
+  enqueue([this, handle, tid] { run_continuation(handle, tid); });
+  return answer;
+}
+
+void Runtime::Impl::cancel(std::string_view turn_id) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto turn = cfg.store->get_turn(turn_id);
+    if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+    if (is_terminal(turn->status)) return;
+    {
+      std::lock_guard<std::mutex> lock(runs_mutex);
+      auto it = runs.find(turn_id);
+      if (it != runs.end()) {
+        it->second->cancel.cancel();
+        return;
+      }
+    }
+    if (turn->status == TurnStatus::waiting_approval) {
+      try {
+        end_waiting_turn(*turn, TurnStatus::cancelled, "cancelled by the host");
+        return;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::conflict) throw;
+        continue;  // resumed or expired meanwhile: look again
+      }
+    }
+    // RUNNING or RESUMING, but not in this runtime.
+    if (instance_alive(turn->owner, now_ms()))
+      throw Error(ErrorCode::invalid_state,
+                  fmt::format("turn {} is running in another runtime instance ({})", turn->id, turn->owner));
+    recover_running_turn(*turn);
+    return;
+  }
+  throw Error(ErrorCode::conflict, fmt::format("turn {} kept changing while being cancelled", turn_id));
+}
+
+void Runtime::Impl::sweep() {
+  std::lock_guard<std::mutex> guard(sweep_run_mutex);
+  const int64_t now = now_ms();
+  for (auto& t : cfg.store->turns_in_status(TurnStatus::waiting_approval)) {
+    if (t.expires_at <= 0 || t.expires_at > now) continue;
+    try {
+      end_waiting_turn(t, TurnStatus::expired, "approval expired");
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::conflict) log(LogLevel::error, "sweeper", e.what());
+    }
+  }
+  for (auto status : {TurnStatus::running, TurnStatus::resuming}) {
+    for (auto& t : cfg.store->turns_in_status(status)) {
+      if (t.owner == cfg.instance_id) continue;
+      if (instance_alive(t.owner, now)) continue;
+      try {
+        recover_running_turn(t);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::conflict) log(LogLevel::error, "sweeper", e.what());
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- Runtime
+
+Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Runtime::~Runtime() = default;
+
+ToolRegistry& Runtime::tools() { return impl_->tools; }
+TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
+json Runtime::resume(std::string_view turn_id, std::string_view approval_request_id,
+                     const std::vector<Decision>& decisions) {
+  return impl_->resume(turn_id, approval_request_id, decisions);
+}
+void Runtime::cancel(std::string_view turn_id) { impl_->cancel(turn_id); }
+
+std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int64_t after_seq) {
+  require_id(thread_id, "thread id");
+  if (after_seq < 0) throw Error(ErrorCode::invalid_argument, "after_seq must not be negative");
+  struct Sub final : Subscription {
+    std::shared_ptr<SubscriptionImpl> impl;
+    std::optional<StoredEvent> next(std::chrono::milliseconds timeout) override { return impl->next(timeout); }
+    void close() override { impl->close(); }
+    bool closed() const override { return impl->closed(); }
+    ~Sub() override { impl->close(); }
+  };
+  auto s = std::make_unique<Sub>();
+  s->impl = std::make_shared<SubscriptionImpl>(*impl_->cfg.store, impl_->hub, std::string(thread_id), after_seq);
+  s->impl->start();
+  return s;
+}
+
+std::vector<Message> Runtime::history(std::string_view thread_id) { return impl_->history(thread_id); }
+std::optional<TurnRecord> Runtime::turn(std::string_view turn_id) { return impl_->cfg.store->get_turn(turn_id); }
+std::optional<TurnRecord> Runtime::active_turn(std::string_view thread_id) {
+  return impl_->cfg.store->active_turn(thread_id);
+}
+std::optional<ThreadRecord> Runtime::thread(std::string_view thread_id) { return impl_->cfg.store->get_thread(thread_id); }
+std::vector<ThreadRecord> Runtime::threads(std::string_view user_id) { return impl_->cfg.store->list_threads(user_id); }
+
+TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> lock(impl_->turn_mutex);
+      gen = impl_->turn_generation;
+    }
+    auto t = impl_->cfg.store->get_turn(turn_id);
+    if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+    if (t->status != TurnStatus::running && t->status != TurnStatus::resuming) return *t;
+    // Changes made by another process are not signalled here: look at the store again now and then.
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return *t;
+    auto until = std::min(deadline, now + std::chrono::milliseconds(50));
+    std::unique_lock<std::mutex> lock(impl_->turn_mutex);
+    impl_->turn_cv.wait_until(lock, until, [&] { return impl_->turn_generation != gen; });
+  }
+}
+
+void Runtime::sweep() { impl_->sweep(); }
+
+RuntimeStats Runtime::stats() const {
+  return RuntimeStats{impl_->model_calls.load(), impl_->tool_executions.load(), impl_->runs_started.load()};
+}
+Store& Runtime::store() { return *impl_->cfg.store; }
+const RuntimeConfig& Runtime::config() const { return impl_->cfg; }
+
+}  // namespace v1
+}  // namespace agentrt

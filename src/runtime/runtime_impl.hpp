@@ -1,0 +1,112 @@
+// Runtime internals shared by runtime.cpp (facade, scheduling, approvals, sweeper) and agent_loop.cpp.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentrt/runtime.hpp"
+#include "runtime/event_pipeline.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+int64_t now_ms();
+std::string new_id(std::string_view prefix);
+std::string iso8601_ms(int64_t ms);
+
+// A turn that runs (or is queued to run) in this runtime: what cancel() reaches.
+struct RunHandle {
+  std::string turn_id;
+  CancelToken cancel;
+};
+
+// One run of a turn, on one worker thread. Not thread-safe (the emitter is).
+struct RunCtx {
+  TurnRecord turn;
+  std::shared_ptr<RunEmitter> em;
+  std::shared_ptr<RunHandle> handle;
+  std::vector<MessageRecord> history;   // the thread's messages, kept current by this run
+  std::vector<LedgerEntry> ledger;      // this turn's tool calls, kept current by this run
+  std::vector<TokenUsage> run_usage;    // per provider/model, this run
+  std::string open_step;
+  // Streaming state, so a cancelled run can close what it opened.
+  std::string open_text, open_reasoning;
+  std::set<std::string> open_tool_calls;
+  std::set<std::string> used_tool_call_ids;  // ids taken in this turn (a model may repeat ids)
+
+  LedgerEntry* find_ledger(const std::string& id);
+};
+
+struct Runtime::Impl {
+  explicit Impl(RuntimeConfig c);
+  ~Impl();
+
+  RuntimeConfig cfg;
+  ToolRegistry tools;
+  EventHub hub;
+
+  // Workers run queued jobs (fresh runs and continuations).
+  std::mutex queue_mutex;
+  std::condition_variable queue_cv;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  std::vector<std::thread> workers;
+
+  std::mutex runs_mutex;
+  std::map<std::string, std::shared_ptr<RunHandle>, std::less<>> runs;  // by turn id
+
+  // Emitters with events waiting for a commit (streamed deltas); the flusher commits them in time.
+  std::mutex flush_mutex;
+  std::condition_variable flush_cv;
+  std::vector<std::weak_ptr<RunEmitter>> live_emitters;
+  std::thread flusher;
+
+  std::mutex sweep_mutex;
+  std::condition_variable sweep_cv;
+  std::thread sweeper;
+  std::mutex sweep_run_mutex;  // one sweep at a time
+
+  // Turn state changes wake wait().
+  std::mutex turn_mutex;
+  std::condition_variable turn_cv;
+  uint64_t turn_generation = 0;
+
+  std::atomic<int64_t> model_calls{0}, tool_executions{0}, runs_started{0};
+
+  void log(LogLevel level, std::string_view component, std::string_view message) const;
+  void enqueue(std::function<void()> job);
+  void worker_loop();
+  void flusher_loop();
+  void sweeper_loop();
+  std::shared_ptr<RunEmitter> make_emitter(const std::string& thread_id, const std::string& run_id,
+                                           int64_t turn_version, bool live);
+  void on_commit(const CommitBatch& b);
+  std::shared_ptr<RunHandle> register_run(const std::string& turn_id);
+  void unregister_run(const std::string& turn_id);
+
+  TurnHandle start_turn(const TurnInput& input);
+  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions);
+  void cancel(std::string_view turn_id);
+  void sweep();
+  bool instance_alive(const std::string& owner, int64_t now);
+
+  // agent_loop.cpp
+  void run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn);
+  void run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id);
+  void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
+  void recover_running_turn(TurnRecord turn);
+  std::vector<Message> history(std::string_view thread_id);
+};
+
+}  // namespace v1
+}  // namespace agentrt

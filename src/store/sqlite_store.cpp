@@ -1,0 +1,551 @@
+#include "store/sqlite_store.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Migrations, in order; migration i brings the schema from version i to i+1.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE threads(
+  id TEXT PRIMARY KEY, user_id TEXT NOT NULL, title TEXT NOT NULL DEFAULT '',
+  deleted INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX threads_by_user ON threads(user_id, updated_at);
+CREATE TABLE turns(
+  id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, user_id TEXT NOT NULL, status TEXT NOT NULL,
+  version INTEGER NOT NULL, client_message_id TEXT NOT NULL, run_id TEXT NOT NULL, parent_run_id TEXT NOT NULL,
+  stage TEXT NOT NULL, approval_request_id TEXT NOT NULL, interrupts TEXT NOT NULL, expires_at INTEGER NOT NULL,
+  owner TEXT NOT NULL, intent TEXT NOT NULL, error TEXT NOT NULL, usage TEXT NOT NULL, steps INTEGER NOT NULL,
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE status IN ('RUNNING','WAITING_APPROVAL','RESUMING');
+CREATE UNIQUE INDEX turns_by_client_message ON turns(thread_id, client_message_id) WHERE client_message_id <> '';
+CREATE INDEX turns_by_thread ON turns(thread_id, created_at);
+CREATE INDEX turns_open ON turns(status) WHERE status IN ('RUNNING','WAITING_APPROVAL','RESUMING');
+CREATE TABLE events(
+  thread_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL,
+  PRIMARY KEY(thread_id, seq)) WITHOUT ROWID;
+CREATE TABLE messages(
+  thread_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_id TEXT NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL,
+  PRIMARY KEY(thread_id, idx)) WITHOUT ROWID;
+CREATE TABLE ledger(
+  turn_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, thread_id TEXT NOT NULL, run_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL, stage TEXT NOT NULL, ordinal INTEGER NOT NULL, arguments TEXT NOT NULL,
+  status TEXT NOT NULL, needs_approval INTEGER NOT NULL, idempotent INTEGER NOT NULL, interrupt_id TEXT NOT NULL,
+  decision TEXT NOT NULL, output TEXT NOT NULL, updated_at INTEGER NOT NULL,
+  PRIMARY KEY(turn_id, tool_call_id)) WITHOUT ROWID;
+CREATE TABLE approvals(
+  id TEXT PRIMARY KEY, turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, decisions TEXT NOT NULL,
+  answer TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE instances(id TEXT PRIMARY KEY, heartbeat INTEGER NOT NULL) WITHOUT ROWID;
+)sql",
+};
+
+[[noreturn]] void throw_sqlite(sqlite3* db, int rc, std::string_view what) {
+  int ext = db ? sqlite3_extended_errcode(db) : rc;
+  std::string msg = fmt::format("sqlite: {}: {} ({})", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), ext);
+  if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, msg);
+  throw Error(ErrorCode::io, msg);
+}
+
+json parse_or(const unsigned char* text, json fallback) {
+  if (!text || !*text) return fallback;
+  return json::parse(reinterpret_cast<const char*>(text), nullptr, false);
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+// A cached prepared statement, reset and unbound when this handle goes out of scope.
+class SqliteStore::Statement {
+ public:
+  Statement(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+  ~Statement() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  Statement(Statement&& o) noexcept : db_(o.db_), s_(o.s_) { o.s_ = nullptr; }
+
+  Statement& bind(int i, std::string_view v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    check(sqlite3_bind_int64(s_, i, v));
+    return *this;
+  }
+  Statement& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
+  Statement& bind(int i, bool v) { return bind(i, static_cast<int64_t>(v ? 1 : 0)); }
+  // true when a row is available
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw_sqlite(db_, rc, sqlite3_sql(s_));
+  }
+  void run() {
+    while (step()) {
+    }
+  }
+  std::string text(int col) const {
+    auto* p = sqlite3_column_text(s_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s_, col)) : std::string();
+  }
+  const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
+  int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+  bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "bind");
+  }
+  sqlite3* db_;
+  sqlite3_stmt* s_;
+};
+
+SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(options)) {
+  if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("sqlite: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
+  int rc = sqlite3_open_v2(options_.path.c_str(), &db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = fmt::format("sqlite: cannot open '{}': {}", options_.path, db_ ? sqlite3_errmsg(db_) : "?");
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw Error(ErrorCode::io, msg);
+  }
+  try {
+    sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
+    exec("PRAGMA journal_mode=WAL");
+    exec(fmt::format("PRAGMA synchronous={}", options_.synchronous).c_str());
+    exec("PRAGMA foreign_keys=OFF");
+    exec("PRAGMA temp_store=MEMORY");
+    migrate();
+  } catch (...) {
+    for (auto& [k, s] : cache_) sqlite3_finalize(s);
+    sqlite3_close_v2(db_);
+    throw;
+  }
+}
+
+SqliteStore::~SqliteStore() {
+  for (auto& [k, s] : cache_) sqlite3_finalize(s);
+  sqlite3_close_v2(db_);
+}
+
+void SqliteStore::exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, "sqlite: " + msg);
+    throw Error(ErrorCode::io, fmt::format("sqlite: {}: {}", std::string_view(sql).substr(0, 60), msg));
+  }
+}
+
+SqliteStore::Statement SqliteStore::stmt(const char* sql) {
+  auto it = cache_.find(sql);
+  if (it == cache_.end()) {
+    sqlite3_stmt* s = nullptr;
+    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "prepare");
+    it = cache_.emplace(sql, s).first;
+  }
+  return Statement(db_, it->second);
+}
+
+int SqliteStore::schema_version() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("PRAGMA user_version");
+  return s.step() ? static_cast<int>(s.i64(0)) : 0;
+}
+
+void SqliteStore::migrate() {
+  exec("BEGIN IMMEDIATE");
+  try {
+    int version = 0;
+    {
+      auto s = stmt("PRAGMA user_version");
+      if (s.step()) version = static_cast<int>(s.i64(0));
+    }
+    constexpr int known = static_cast<int>(std::size(kMigrations));
+    static_assert(known == kSchemaVersion);
+    if (version > known)
+      throw Error(ErrorCode::unsupported,
+                  fmt::format("sqlite: '{}' has schema version {}, newer than this agentrt knows ({})", options_.path,
+                              version, known));
+    for (int v = version; v < known; ++v) exec(kMigrations[v]);
+    if (version != known) exec(fmt::format("PRAGMA user_version={}", known).c_str());
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void SqliteStore::begin_write() { stmt("BEGIN IMMEDIATE").run(); }
+
+void SqliteStore::end_write(bool commit) {
+  if (commit) {
+    stmt("COMMIT").run();
+    write_txns_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+void SqliteStore::commit(CommitBatch& b) {
+  if (b.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_write();
+  try {
+    const int64_t now = now_ms();
+    if (b.create_thread) {
+      const auto& t = *b.create_thread;
+      auto ins = stmt(
+          "INSERT INTO threads(id,user_id,title,deleted,created_at,updated_at) VALUES(?,?,?,0,?,?) "
+          "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at WHERE threads.user_id=excluded.user_id");
+      ins.bind(1, t.id).bind(2, t.user_id).bind(3, t.title).bind(4, now).bind(5, now).run();
+      if (sqlite3_changes(db_) == 0)
+        throw Error(ErrorCode::conflict, fmt::format("thread {} belongs to another user", t.id));
+    }
+    if (b.turn) {
+      auto& t = *b.turn;
+      t.updated_at = now;
+      if (b.expected_version < 0) {
+        t.version = 0;
+        if (t.created_at == 0) t.created_at = now;
+        if (!t.client_message_id.empty()) {
+          auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
+          dup.bind(1, t.thread_id).bind(2, t.client_message_id);
+          if (dup.step())
+            throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
+                                                         t.thread_id, t.client_message_id, dup.text(0)));
+        }
+        auto act = stmt(
+            "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+        act.bind(1, t.thread_id);
+        if (act.step())
+          throw Error(ErrorCode::conflict,
+                      fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
+        auto ins = stmt(
+            "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
+            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at) "
+            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+        ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
+        ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
+        ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
+        ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
+        ins.bind(17, t.created_at).bind(18, t.updated_at);
+        ins.run();
+      } else {
+        auto up = stmt(
+            "UPDATE turns SET status=?,version=version+1,run_id=?,parent_run_id=?,stage=?,approval_request_id=?,"
+            "interrupts=?,expires_at=?,owner=?,intent=?,error=?,usage=?,steps=?,updated_at=? WHERE id=? AND version=?");
+        up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
+        up.bind(5, t.approval_request_id).bind(6, dump(t.interrupts)).bind(7, t.expires_at).bind(8, t.owner);
+        up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
+        up.bind(14, t.id).bind(15, b.expected_version);
+        up.run();
+        if (sqlite3_changes(db_) == 0)
+          throw Error(ErrorCode::conflict,
+                      fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
+        t.version = b.expected_version + 1;
+      }
+    }
+    if (!b.events.empty()) {
+      int64_t seq = 0;
+      {
+        auto q = stmt("SELECT seq FROM events WHERE thread_id=? ORDER BY seq DESC LIMIT 1");
+        q.bind(1, b.thread_id);
+        if (q.step()) seq = q.i64(0);
+      }
+      for (auto& e : b.events) {
+        e.seq = ++seq;
+        auto ins = stmt("INSERT INTO events(thread_id,seq,run_id,body) VALUES(?,?,?,?)");
+        ins.bind(1, b.thread_id).bind(2, e.seq).bind(3, e.run_id).bind(4, e.json).run();
+      }
+    }
+    if (!b.messages.empty()) {
+      int64_t idx = -1;
+      {
+        auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
+        q.bind(1, b.thread_id);
+        if (q.step()) idx = q.i64(0);
+      }
+      for (auto& m : b.messages) {
+        m.index = ++idx;
+        m.thread_id = b.thread_id;
+        auto ins = stmt("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?)");
+        ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
+        ins.bind(5, dump(json(m.message))).run();
+      }
+    }
+    for (auto& l : b.ledger) {
+      l.updated_at = now;
+      auto up = stmt(
+          "INSERT OR REPLACE INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
+          "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at) "
+          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      up.bind(1, l.turn_id).bind(2, l.tool_call_id).bind(3, l.thread_id).bind(4, l.run_id).bind(5, l.tool_name);
+      up.bind(6, l.stage).bind(7, l.ordinal).bind(8, l.arguments).bind(9, to_string(l.status));
+      up.bind(10, l.needs_approval).bind(11, l.idempotent).bind(12, l.interrupt_id);
+      up.bind(13, l.decision.is_null() ? std::string() : dump(l.decision));
+      up.bind(14, l.output.is_null() ? std::string() : dump(l.output)).bind(15, l.updated_at);
+      up.run();
+    }
+    if (b.approval) {
+      auto& a = *b.approval;
+      if (a.created_at == 0) a.created_at = now;
+      auto ins = stmt("INSERT INTO approvals(id,turn_id,thread_id,decisions,answer,created_at) VALUES(?,?,?,?,?,?)");
+      ins.bind(1, a.approval_request_id).bind(2, a.turn_id).bind(3, a.thread_id).bind(4, dump(a.decisions));
+      ins.bind(5, dump(a.answer)).bind(6, a.created_at);
+      ins.run();
+    }
+    end_write(true);
+  } catch (...) {
+    end_write(false);
+    throw;
+  }
+}
+
+namespace {
+constexpr const char* kThreadCols = "id,user_id,title,deleted,created_at,updated_at";
+}
+
+std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "SELECT id,user_id,title,deleted,created_at,updated_at,"
+      "(SELECT seq FROM events WHERE thread_id=threads.id ORDER BY seq DESC LIMIT 1) FROM threads WHERE id=?");
+  s.bind(1, thread_id);
+  if (!s.step()) return std::nullopt;
+  ThreadRecord t{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), s.i64(6)};
+  return t;
+}
+
+std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bool include_deleted) {
+  (void)kThreadCols;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "SELECT id,user_id,title,deleted,created_at,updated_at FROM threads WHERE user_id=? AND (deleted=0 OR ?) "
+      "ORDER BY updated_at DESC, id");
+  s.bind(1, user_id).bind(2, include_deleted);
+  std::vector<ThreadRecord> out;
+  while (s.step()) out.push_back(ThreadRecord{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), 0});
+  return out;
+}
+
+void SqliteStore::set_thread_title(std::string_view thread_id, std::string_view title) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_write();
+  try {
+    auto s = stmt("UPDATE threads SET title=?, updated_at=? WHERE id=?");
+    s.bind(1, title).bind(2, now_ms()).bind(3, thread_id).run();
+    if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    end_write(true);
+  } catch (...) {
+    end_write(false);
+    throw;
+  }
+}
+
+void SqliteStore::soft_delete_thread(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_write();
+  try {
+    auto s = stmt("UPDATE threads SET deleted=1, updated_at=? WHERE id=?");
+    s.bind(1, now_ms()).bind(2, thread_id).run();
+    if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    end_write(true);
+  } catch (...) {
+    end_write(false);
+    throw;
+  }
+}
+
+#define AGENTRT_TURN_COLS                                                                                    \
+  "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
+  "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at"
+
+std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_view a, std::string_view b) {
+  auto s = stmt(sql);
+  s.bind(1, a);
+  if (!b.empty()) s.bind(2, b);
+  std::vector<TurnRecord> out;
+  while (s.step()) {
+    TurnRecord t;
+    t.id = s.text(0);
+    t.thread_id = s.text(1);
+    t.user_id = s.text(2);
+    t.status = turn_status_from_string(s.text(3));
+    t.version = s.i64(4);
+    t.client_message_id = s.text(5);
+    t.run_id = s.text(6);
+    t.parent_run_id = s.text(7);
+    t.stage = s.text(8);
+    t.approval_request_id = s.text(9);
+    t.interrupts = parse_or(s.raw(10), json::array());
+    t.expires_at = s.i64(11);
+    t.owner = s.text(12);
+    t.intent = s.text(13);
+    t.error = s.text(14);
+    t.usage = parse_or(s.raw(15), json::array());
+    t.steps = static_cast<int>(s.i64(16));
+    t.created_at = s.i64(17);
+    t.updated_at = s.i64(18);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::optional<TurnRecord> SqliteStore::get_turn(std::string_view turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE id=?", turn_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_view thread_id,
+                                                                   std::string_view client_message_id) {
+  if (client_message_id.empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE thread_id=? AND client_message_id=?", thread_id,
+                       client_message_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS
+                       " FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')",
+                       thread_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns(
+      "SELECT " AGENTRT_TURN_COLS " FROM turns WHERE thread_id=? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+      thread_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? ORDER BY created_at", to_string(status));
+}
+
+std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT idx,turn_id,run_id,body FROM messages WHERE thread_id=? ORDER BY idx");
+  s.bind(1, thread_id);
+  std::vector<MessageRecord> out;
+  while (s.step()) {
+    MessageRecord m;
+    m.thread_id = std::string(thread_id);
+    m.index = s.i64(0);
+    m.turn_id = s.text(1);
+    m.run_id = s.text(2);
+    m.message = json::parse(reinterpret_cast<const char*>(s.raw(3))).get<Message>();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT seq,run_id,body FROM events WHERE thread_id=? AND seq>? ORDER BY seq LIMIT ?");
+  s.bind(1, thread_id).bind(2, after_seq).bind(3, static_cast<int64_t>(limit));
+  std::vector<StoredEvent> out;
+  while (s.step()) out.push_back(StoredEvent{s.i64(0), s.text(1), s.text(2)});
+  return out;
+}
+
+std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "SELECT turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,needs_approval,"
+      "idempotent,interrupt_id,decision,output,updated_at FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
+  s.bind(1, turn_id);
+  std::vector<LedgerEntry> out;
+  while (s.step()) {
+    LedgerEntry l;
+    l.turn_id = s.text(0);
+    l.tool_call_id = s.text(1);
+    l.thread_id = s.text(2);
+    l.run_id = s.text(3);
+    l.tool_name = s.text(4);
+    l.stage = s.text(5);
+    l.ordinal = static_cast<int>(s.i64(6));
+    l.arguments = s.text(7);
+    l.status = ledger_status_from_string(s.text(8));
+    l.needs_approval = s.i64(9) != 0;
+    l.idempotent = s.i64(10) != 0;
+    l.interrupt_id = s.text(11);
+    l.decision = parse_or(s.raw(12), nullptr);
+    l.output = parse_or(s.raw(13), nullptr);
+    l.updated_at = s.i64(14);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::optional<ApprovalRecord> SqliteStore::get_approval(std::string_view id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return ApprovalRecord{s.text(0), s.text(1), s.text(2), parse_or(s.raw(3), json::array()),
+                        parse_or(s.raw(4), json::object()), s.i64(5)};
+}
+
+void SqliteStore::heartbeat(std::string_view instance_id, int64_t now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("INSERT INTO instances(id,heartbeat) VALUES(?,?) ON CONFLICT(id) DO UPDATE SET heartbeat=excluded.heartbeat");
+  s.bind(1, instance_id).bind(2, now).run();
+  write_txns_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SqliteStore::remove_instance(std::string_view instance_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stmt("DELETE FROM instances WHERE id=?").bind(1, instance_id).run();
+  write_txns_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::optional<int64_t> SqliteStore::instance_heartbeat(std::string_view instance_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT heartbeat FROM instances WHERE id=?");
+  s.bind(1, instance_id);
+  if (!s.step()) return std::nullopt;
+  return s.i64(0);
+}
+
+void SqliteStore::checkpoint() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  exec("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,75 @@
+// SqliteStore: the embedded default Store (one file, WAL, synchronous=NORMAL, prepared statements only).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "agentrt/storage.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace agentrt {
+inline namespace v1 {
+
+struct SqliteStoreOptions {
+  std::string path;                // the database file (":memory:" for tests that need no file)
+  std::string synchronous = "NORMAL";  // NORMAL | FULL | OFF
+  int busy_timeout_ms = 5000;      // how long a writer waits for another process's transaction
+};
+
+// Thread-safe: one connection behind one mutex (SQLite serialises writers anyway). Several processes may
+// open the same file; writers then wait on each other up to busy_timeout_ms.
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(SqliteStoreOptions options);
+  ~SqliteStore() override;
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  static constexpr int kSchemaVersion = 1;
+
+  void commit(CommitBatch& batch) override;
+  std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;
+  std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted) override;
+  void set_thread_title(std::string_view thread_id, std::string_view title) override;
+  void soft_delete_thread(std::string_view thread_id) override;
+  std::optional<TurnRecord> get_turn(std::string_view turn_id) override;
+  std::optional<TurnRecord> find_turn_by_client_message(std::string_view thread_id,
+                                                        std::string_view client_message_id) override;
+  std::optional<TurnRecord> active_turn(std::string_view thread_id) override;
+  std::optional<TurnRecord> last_turn(std::string_view thread_id) override;
+  std::vector<TurnRecord> turns_in_status(TurnStatus status) override;
+  std::vector<MessageRecord> messages(std::string_view thread_id) override;
+  std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
+  std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
+  std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) override;
+  void heartbeat(std::string_view instance_id, int64_t now_ms) override;
+  void remove_instance(std::string_view instance_id) override;
+  std::optional<int64_t> instance_heartbeat(std::string_view instance_id) override;
+  int64_t write_transactions() const override { return write_txns_.load(); }
+
+  // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
+  void checkpoint();
+  int schema_version();
+
+ private:
+  class Statement;
+  Statement stmt(const char* sql);
+  void exec(const char* sql);
+  void migrate();
+  void begin_write();
+  void end_write(bool commit);
+  std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
+
+  SqliteStoreOptions options_;
+  std::mutex mutex_;
+  sqlite3* db_ = nullptr;
+  std::map<const char*, sqlite3_stmt*> cache_;
+  std::atomic<int64_t> write_txns_{0};
+};
+
+}  // namespace v1
+}  // namespace agentrt
