@@ -112,7 +112,9 @@ class Runtime {
   // again returns the first answer and runs nothing. Error(invalid_state) when the turn is not waiting,
   // Error(expired) when its deadline passed, Error(invalid_argument) for decisions that don't cover the
   // interrupts exactly or edited arguments that fail the tool's schema.
-  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions);
+  // `run_id`: the continuation run's id (e.g. the AG-UI request's runId); generated when empty.
+  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
+              std::string_view run_id = {});
 
   // Stops a running or waiting turn; its run ends with outcome {type:"cancelled"}. No-op on a finished turn.
   void cancel(std::string_view turn_id);

@@ -55,7 +55,8 @@ class OpenAIEndpoint {
 json build_chat_body(const ModelRequest& request, const OpenAIConfig& config);
 
 // One history message as a chat-completions message; nullopt for roles that are never sent (activity,
-// reasoning).
+// reasoning). User parts become text / image_url / input_audio / file parts; other roles carry text only
+// (the API allows nothing else there), so their media parts are left out.
 std::optional<json> to_openai_message(const Message& message);
 
 // A fresh tool-call id for servers that send none ("call_" + 24 random alphanumerics).

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <pthread.h>
+#include <unistd.h>
+
 #include <random>
 
 #include <fmt/format.h>
@@ -17,9 +20,25 @@ int64_t now_ms() {
       .count();
 }
 
+namespace {
+// A forked child inherits the generator's state: ids would repeat across processes. Reseed after fork.
+std::atomic<uint64_t> g_fork_generation{0};
+const bool g_atfork_installed = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
+  return true;
+}();
+}  // namespace
+
 std::string new_id(std::string_view prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   (static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) << 1)};
+  (void)g_atfork_installed;
+  thread_local uint64_t generation = ~uint64_t{0};
+  thread_local std::mt19937_64 rng;
+  if (generation != g_fork_generation.load(std::memory_order_relaxed)) {
+    generation = g_fork_generation.load(std::memory_order_relaxed);
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), static_cast<unsigned>(getpid())};
+    rng.seed(seq);
+  }
   static constexpr char hex[] = "0123456789abcdef";
   std::string out(prefix);
   out += '_';
@@ -410,8 +429,10 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input) {
 }
 
 json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
-                           const std::vector<Decision>& decisions) {
+                           const std::vector<Decision>& decisions, std::string_view run_id) {
   if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
+  if (!run_id.empty()) require_id(run_id, "run id");
+  // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
   auto turn = cfg.store->get_turn(turn_id);
   if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
   if (auto prior = cfg.store->get_approval(approval_request_id)) {
@@ -484,7 +505,7 @@ json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_r
     updates.push_back(l);
   }
 
-  const std::string new_run = new_id("run");
+  const std::string new_run = run_id.empty() ? new_id("run") : std::string(run_id);
   json answer = {{"status", "accepted"},
                  {"turnId", turn->id},
                  {"threadId", turn->thread_id},
@@ -599,8 +620,8 @@ Runtime::~Runtime() = default;
 ToolRegistry& Runtime::tools() { return impl_->tools; }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
 json Runtime::resume(std::string_view turn_id, std::string_view approval_request_id,
-                     const std::vector<Decision>& decisions) {
-  return impl_->resume(turn_id, approval_request_id, decisions);
+                     const std::vector<Decision>& decisions, std::string_view run_id) {
+  return impl_->resume(turn_id, approval_request_id, decisions, run_id);
 }
 void Runtime::cancel(std::string_view turn_id) { impl_->cancel(turn_id); }
 

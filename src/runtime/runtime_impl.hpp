@@ -95,7 +95,8 @@ struct Runtime::Impl {
   void unregister_run(const std::string& turn_id);
 
   TurnHandle start_turn(const TurnInput& input);
-  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions);
+  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
+              std::string_view run_id);
   void cancel(std::string_view turn_id);
   void sweep();
   bool instance_alive(const std::string& owner, int64_t now);

@@ -1,0 +1,285 @@
+/*
+ * agentrt.h — the stable C ABI of agentrt (C99).
+ *
+ * Conventions (see STYLE.md, "C ABI"):
+ * - Opaque handles, JSON strings in and out (UTF-8, NUL-terminated).
+ * - Every fallible function returns an int32_t status: AGENTRT_OK (0) or a negative AGENTRT_E_* code.
+ *   Out-parameters come first and are named `out`; on failure they are set to NULL (or 0).
+ * - agentrt_last_error() returns the calling thread's message for the last failed call. Every agentrt_
+ *   call (except agentrt_last_error itself) clears it first.
+ * - Strings the library returns through `char **out` are owned by the caller and freed with agentrt_free.
+ *   Strings passed in are borrowed for the duration of the call only.
+ * - No C++ exception ever leaves a function of this header.
+ * - Evolution: functions are added, released signatures never change. agentrt_abi_version() is the
+ *   major number of the shared library's SONAME (libagentrt.so.<ABI>); bindings check it at load.
+ */
+#ifndef AGENTRT_H
+#define AGENTRT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENTRT_VERSION_MAJOR 0
+#define AGENTRT_VERSION_MINOR 1
+#define AGENTRT_VERSION_PATCH 0
+#define AGENTRT_VERSION_STRING "0.1.0"
+/* The ABI generation; equal to agentrt_abi_version() of a library this header matches. */
+#define AGENTRT_ABI_VERSION 1
+
+#if defined(_WIN32)
+#if defined(AGENTRT_BUILDING)
+#define AGENTRT_API __declspec(dllexport)
+#else
+#define AGENTRT_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define AGENTRT_API __attribute__((visibility("default")))
+#else
+#define AGENTRT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ status */
+
+/* Status codes. The numbers never change (they are agentrt::ErrorCode in the C++ core). */
+typedef enum agentrt_status {
+  AGENTRT_OK = 0,
+  AGENTRT_E_INVALID_ARGUMENT = -1, /* bad input: NULL, malformed JSON, schema violation, bad id shape */
+  AGENTRT_E_NOT_FOUND = -2,        /* unknown thread, turn, approval request, tool */
+  AGENTRT_E_CONFLICT = -3,         /* one active turn per thread, a duplicate name, a lost race */
+  AGENTRT_E_EXPIRED = -4,          /* an approval deadline has passed */
+  AGENTRT_E_TOO_LARGE = -5,        /* a size limit was exceeded */
+  AGENTRT_E_CANCELLED = -6,        /* the operation (or the stream, or the model call) was cancelled/closed */
+  AGENTRT_E_TIMEOUT = -7,          /* a deadline passed (a pull, a wait) */
+  AGENTRT_E_IO = -8,               /* storage or network I/O failed */
+  AGENTRT_E_INVALID_STATE = -9,    /* not allowed in the object's current state */
+  AGENTRT_E_MODEL = -10,           /* the model provider failed */
+  AGENTRT_E_UNAUTHORIZED = -11,    /* missing or wrong credentials */
+  AGENTRT_E_UNSUPPORTED = -12,     /* not available in this build or configuration */
+  AGENTRT_E_INTERNAL = -13         /* a bug in agentrt, or an exception escaping host code */
+} agentrt_status;
+
+/* ----------------------------------------------------------------------------------------- general */
+
+/* The library's version, "MAJOR.MINOR.PATCH". Static storage: never freed. */
+AGENTRT_API const char *agentrt_version(void);
+
+/* The ABI generation of the loaded library (the SONAME's major number). A binding refuses to load a
+ * library whose value differs from the AGENTRT_ABI_VERSION it was written for. */
+AGENTRT_API uint32_t agentrt_abi_version(void);
+
+/* The calling thread's message for its last failed agentrt_ call, or "" when the last call succeeded.
+ * Never NULL. Owned by the library; valid until the calling thread's next agentrt_ call. */
+AGENTRT_API const char *agentrt_last_error(void);
+
+/* The stable lower-case name of a status ("ok", "invalid_argument", "not_found", ...), or "unknown".
+ * Static storage: never freed. */
+AGENTRT_API const char *agentrt_status_name(int32_t status);
+
+/* Frees a string (or any buffer) returned by this library. Accepts NULL. */
+AGENTRT_API void agentrt_free(void *ptr);
+
+/* A callback that releases host data the library held (stored callbacks' user_data). Called exactly once,
+ * also when the registration it was passed to fails. */
+typedef void (*agentrt_destroy_cb)(void *user_data);
+
+/* ----------------------------------------------------------------------------------------- runtime */
+
+/* A runtime: a store, an object store, a model, tools and the worker threads that run turns.
+ * Thread-safe: every function taking an agentrt_runtime may be called from any thread at once, except
+ * agentrt_runtime_free, which must be the last call on it. */
+typedef struct agentrt_runtime agentrt_runtime;
+
+/* A call to a host model (see agentrt_runtime_open_with_model). Thread-safe: push from any thread. */
+typedef struct agentrt_model_call agentrt_model_call;
+
+/* A host model. Called on a runtime worker thread for every model call, with the request JSON:
+ *   {stage, model?, params, messages: [AG-UI messages], tools: [{name, description, parameters}],
+ *    toolChoice?, parallelToolCalls, threadId, turnId, runId}
+ * `request_json` is borrowed for the duration of the callback. The host owns `call` from the callback on:
+ * it pushes deltas with agentrt_model_call_text/_reasoning/_tool_call_start/_tool_call_args, ends the call
+ * with agentrt_model_call_finish or agentrt_model_call_fail (now, or later from any thread), and then
+ * releases the handle with agentrt_model_call_free. The worker waits for the end (or the turn's
+ * cancellation); the callback may return before it. */
+typedef void (*agentrt_model_cb)(agentrt_model_call *call, const char *request_json, void *user_data);
+
+/* Opens a runtime from a JSON config (NULL or "" means {}). Keys: those of the C++ runtime_config_from_json
+ * (data_dir, store, objects, model, stages, workers, max_steps, approval_timeout_ms, context_budget_chars,
+ * flush_interval_ms, sweep_interval_ms, instance_lease_ms, max_input_bytes, summary_max_chars), plus:
+ *   demo_tools   true: register the offline demo's tools (book_room, check_availability). Default false.
+ * The model section ({type:"demo"} | {type:"openai", base_url, model, ...} | {type:"auto"}) is also the
+ * transcription config of agentrt_transcribe. Unknown keys fail with AGENTRT_E_INVALID_ARGUMENT.
+ * On success *out is a new runtime, freed with agentrt_runtime_free. */
+AGENTRT_API int32_t agentrt_runtime_open(agentrt_runtime **out, const char *config_json);
+
+/* Like agentrt_runtime_open, with the host's model instead of the config's: `model` is called for every
+ * model call (see agentrt_model_cb). The config's model section, if any, is used only by agentrt_transcribe.
+ * `destroy` (may be NULL) is called exactly once with `user_data`: when the runtime is freed, or before this
+ * function returns when it fails. */
+AGENTRT_API int32_t agentrt_runtime_open_with_model(agentrt_runtime **out, const char *config_json,
+                                                    agentrt_model_cb model, void *user_data,
+                                                    agentrt_destroy_cb destroy);
+
+/* Closes and frees a runtime: cancels the turns in flight, joins the worker threads, closes the event
+ * streams still open on it (their next pull returns AGENTRT_E_CANCELLED; free them as usual), and calls
+ * the destroy callbacks of its tools and model. Accepts NULL. Must not be called from a callback of the
+ * same runtime. May block while a host callback is still running. */
+AGENTRT_API void agentrt_runtime_free(agentrt_runtime *rt);
+
+/* -------------------------------------------------------------------------------------------- tools */
+
+/* One call of a host tool. Owned by the host from the tool callback until agentrt_tool_call_free; after
+ * that it must not be used. Thread-safe: complete, fail and free from any thread (free once). */
+typedef struct agentrt_tool_call agentrt_tool_call;
+
+/* A host tool. Called on a runtime worker thread for every execution, with the call JSON (borrowed for the
+ * duration of the callback):
+ *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage}
+ * The host completes the call with agentrt_tool_call_complete or agentrt_tool_call_fail, before returning
+ * or later from any thread, and then frees the handle with agentrt_tool_call_free. A call that is freed
+ * without being completed fails with code "tool_error". The tool's timeoutMs bounds the wait. */
+typedef void (*agentrt_tool_cb)(agentrt_tool_call *call, const char *call_json, void *user_data);
+
+/* Registers a host tool. `spec_json`:
+ *   {name, description?, parameters? (JSON Schema object), approval?: "never"|"always",
+ *    stages?: ["execution", ...], idempotent?: bool, timeoutMs?: int}
+ * `destroy` (may be NULL) is called exactly once with `user_data`, on any thread, when the library no
+ * longer needs it: after agentrt_tool_unregister once no call is being dispatched, at agentrt_runtime_free
+ * at the latest, or before this function returns when it fails. AGENTRT_E_CONFLICT when the name is taken,
+ * AGENTRT_E_INVALID_ARGUMENT for a bad spec. */
+AGENTRT_API int32_t agentrt_tool_register(agentrt_runtime *rt, const char *spec_json, agentrt_tool_cb cb,
+                                          void *user_data, agentrt_destroy_cb destroy);
+
+/* Removes a tool: it is offered to no later model call. AGENTRT_E_NOT_FOUND when there is none by that name. */
+AGENTRT_API int32_t agentrt_tool_unregister(agentrt_runtime *rt, const char *name);
+
+/* Completes a call successfully. `result_json`: any JSON value (the tool's result). `ui_json`: NULL or a
+ * UiSchema card {type, version:"v1", data?, actions?}. AGENTRT_E_INVALID_ARGUMENT for malformed JSON (the
+ * call stays open); AGENTRT_E_INVALID_STATE when the call already ended (completed, failed, timed out or
+ * cancelled). */
+AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call *call, const char *result_json,
+                                               const char *ui_json);
+
+/* Fails a call. `code`: a short machine-readable reason (NULL means "tool_error"); `message`: what went
+ * wrong (may be NULL). AGENTRT_E_INVALID_STATE when the call already ended. */
+AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call *call, const char *code, const char *message);
+
+/* Releases the host's handle (failing the call if it was never completed). Accepts NULL. */
+AGENTRT_API void agentrt_tool_call_free(agentrt_tool_call *call);
+
+/* ------------------------------------------------------------------------------------- host models */
+
+/* Streams a piece of the answer's text. AGENTRT_E_CANCELLED once the model call was cancelled (the turn was
+ * cancelled or the runtime is closing), AGENTRT_E_INVALID_STATE once the call ended. */
+AGENTRT_API int32_t agentrt_model_call_text(agentrt_model_call *call, const char *delta);
+
+/* Streams a piece of the model's reasoning. Same codes as agentrt_model_call_text. */
+AGENTRT_API int32_t agentrt_model_call_reasoning(agentrt_model_call *call, const char *delta);
+
+/* Announces tool call number `index` (0, 1, ...) with its id and name. Same codes. */
+AGENTRT_API int32_t agentrt_model_call_tool_call_start(agentrt_model_call *call, int32_t index, const char *id,
+                                                       const char *name);
+
+/* Streams a fragment of tool call `index`'s JSON arguments. Same codes. */
+AGENTRT_API int32_t agentrt_model_call_tool_call_args(agentrt_model_call *call, int32_t index,
+                                                      const char *delta);
+
+/* Ends the call with its result (NULL or "" means {}):
+ *   {text?, reasoning?, toolCalls?: [{id, name, arguments (JSON text or object)}],
+ *    usage?: {inputTokens, outputTokens, ...}, finishReason?}
+ * Fields left out are taken from what was streamed. AGENTRT_E_INVALID_ARGUMENT for a malformed result
+ * (the call stays open), otherwise the same codes as agentrt_model_call_text. */
+AGENTRT_API int32_t agentrt_model_call_finish(agentrt_model_call *call, const char *result_json);
+
+/* Ends the call with an error: `status` is the AGENTRT_E_* code to report (AGENTRT_E_MODEL when it is not
+ * a negative code), `message` says what went wrong (may be NULL). Same codes as agentrt_model_call_text. */
+AGENTRT_API int32_t agentrt_model_call_fail(agentrt_model_call *call, int32_t status, const char *message);
+
+/* Releases the host's handle (failing the call with AGENTRT_E_MODEL if it never ended). Accepts NULL. */
+AGENTRT_API void agentrt_model_call_free(agentrt_model_call *call);
+
+/* -------------------------------------------------------------------------------------------- turns */
+
+/* Starts a turn. `input_json` is either
+ *   {threadId, userId, message: {id?, role?: "user", content: string | ContentPart[]}, runId?,
+ *    clientMessageId?}
+ * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
+ * taken (history sent by a client is ignored). *out = {turnId, runId, threadId, existing, firstSeq}.
+ * A repeated client message id returns the first turn with existing = true. AGENTRT_E_CONFLICT when the
+ * thread has an active turn, AGENTRT_E_NOT_FOUND when the thread belongs to another user. */
+AGENTRT_API int32_t agentrt_turn_start(char **out, agentrt_runtime *rt, const char *input_json);
+
+/* Answers every open interrupt of a turn waiting for approval. `decisions_json` is an array of
+ *   {interruptId, action: "approve"|"reject"|"cancel", editedArgs?, reason?}
+ * or of AG-UI resume entries {interruptId, status: "resolved"|"cancelled", payload?}, or an object
+ * {decisions: [...], runId?} naming the new run's id. *out = {status: "accepted", turnId, runId,
+ * approvalRequestId}; the continuation runs as a new run on the workers. The same approval request id again
+ * returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,
+ * AGENTRT_E_EXPIRED past its deadline, AGENTRT_E_NOT_FOUND for an unknown turn or approval request. */
+AGENTRT_API int32_t agentrt_turn_resume(char **out, agentrt_runtime *rt, const char *turn_id,
+                                        const char *approval_request_id, const char *decisions_json);
+
+/* Cancels a running or waiting turn (its run ends with outcome {type:"cancelled"}). Returns at once; a
+ * finished turn is left as it is. AGENTRT_E_NOT_FOUND for an unknown turn. */
+AGENTRT_API int32_t agentrt_turn_cancel(agentrt_runtime *rt, const char *turn_id);
+
+/* The turn's record: {id, threadId, userId, status ("RUNNING", "WAITING_APPROVAL", "RESUMING",
+ * "COMPLETED", "FAILED", "EXPIRED", "CANCELLED"), version, clientMessageId, runId, parentRunId, stage,
+ * approvalRequestId, interrupts, expiresAt, intent, error, usage, steps, createdAt, updatedAt}. */
+AGENTRT_API int32_t agentrt_turn_get(char **out, agentrt_runtime *rt, const char *turn_id);
+
+/* Waits until the turn is neither RUNNING nor RESUMING and returns its record (as agentrt_turn_get).
+ * AGENTRT_E_TIMEOUT (and *out = NULL) when `timeout_ms` passes first. A negative timeout is invalid. */
+AGENTRT_API int32_t agentrt_turn_wait(char **out, agentrt_runtime *rt, const char *turn_id, int32_t timeout_ms);
+
+/* The turn's open interrupts: {turnId, threadId, status, approvalRequestId, expiresAt, interrupts: [AG-UI
+ * Interrupt]}. `interrupts` is empty unless the status is WAITING_APPROVAL. */
+AGENTRT_API int32_t agentrt_turn_interrupts(char **out, agentrt_runtime *rt, const char *turn_id);
+
+/* The thread's history as a JSON array of AG-UI messages (tool messages carry their `ui` in metadata).
+ * An unknown thread has an empty history. */
+AGENTRT_API int32_t agentrt_thread_history(char **out, agentrt_runtime *rt, const char *thread_id);
+
+/* ------------------------------------------------------------------------------------------- events */
+
+/* A pull stream of a thread's events: the committed ones after a sequence number, then the live tail.
+ * Thread-safe: agentrt_events_next from one thread at a time, agentrt_events_close from any thread. */
+typedef struct agentrt_events agentrt_events;
+
+/* Opens a stream of `thread_id`'s events with sequence numbers greater than `after_seq` (0: from the
+ * start). Freed with agentrt_events_free, before or after the runtime. */
+AGENTRT_API int32_t agentrt_events_open(agentrt_events **out, agentrt_runtime *rt, const char *thread_id,
+                                        int64_t after_seq);
+
+/* Pulls the next event: *out = the AG-UI event JSON (free with agentrt_free), *out_seq = its sequence
+ * number (`out_seq` may be NULL). Waits up to `timeout_ms` (0: does not wait). AGENTRT_E_TIMEOUT when no
+ * event came in time, AGENTRT_E_CANCELLED when the stream was closed (or its runtime freed). */
+AGENTRT_API int32_t agentrt_events_next(char **out, int64_t *out_seq, agentrt_events *stream, int32_t timeout_ms);
+
+/* Closes the stream from any thread: a pull waiting in agentrt_events_next returns AGENTRT_E_CANCELLED at
+ * once, and so do later pulls. The handle stays valid until agentrt_events_free. */
+AGENTRT_API int32_t agentrt_events_close(agentrt_events *stream);
+
+/* Closes (if needed) and frees a stream. Accepts NULL. */
+AGENTRT_API void agentrt_events_free(agentrt_events *stream);
+
+/* ---------------------------------------------------------------------------------------------- ASR */
+
+/* Transcribes audio with the runtime's OpenAI-compatible transcription service (the config's model section
+ * with type "openai", or OPENAI_BASE_URL / OPENAI_API_KEY for type "auto"). `audio` is borrowed for the call;
+ * `mime_type` e.g. "audio/wav"; `options_json` NULL or {model?, language?, prompt?, responseFormat?,
+ * filename?}. *out = the transcript text. AGENTRT_E_UNSUPPORTED when the runtime has no transcription
+ * service (the offline demo), AGENTRT_E_TOO_LARGE for audio over the limit, AGENTRT_E_MODEL /
+ * AGENTRT_E_IO when the service fails. Blocks for the length of the HTTP request. */
+AGENTRT_API int32_t agentrt_transcribe(char **out, agentrt_runtime *rt, const void *audio, size_t audio_len,
+                                       const char *mime_type, const char *options_json);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AGENTRT_H */

@@ -1,0 +1,198 @@
+#include "command_line.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+namespace agentrt::cli {
+
+namespace {
+
+struct CommandSpec {
+  const char* name;
+  std::set<std::string> options;  // the command's own options (the common ones are always allowed)
+  const char* positional;         // what a bare argument means: "thread", "message" or nullptr (none)
+};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"chat", {"--thread"}, nullptr},
+      {"run", {"--thread", "--message", "--yes", "--no", "--reason", "--json"}, "message"},
+      {"resume", {"--thread", "--yes", "--no", "--reason", "--json"}, "thread"},
+      {"history", {"--thread", "--json"}, "thread"},
+      {"threads", {"--json"}, nullptr},
+      {"events", {"--thread", "--after"}, "thread"},
+      {"help", {}, nullptr},
+      {"version", {}, nullptr},
+  };
+  return specs;
+}
+
+const std::set<std::string> kCommon = {"--data", "--config", "--user", "--verbose", "--demo-tools"};
+const std::set<std::string> kTakesValue = {"--data", "--config", "--user", "--thread", "--message", "--reason",
+                                           "--after"};
+
+}  // namespace
+
+bool valid_thread_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.' || c == ':';
+  });
+}
+
+CliOptions parse_command_line(int argc, const char* const* argv) {
+  CliOptions o;
+  if (argc < 2) throw UsageError("no command given");
+  std::string first = argv[1];
+  if (first == "-h" || first == "--help") first = "help";
+  if (first == "--version") first = "version";
+  auto spec = std::find_if(commands().begin(), commands().end(), [&](const CommandSpec& c) { return first == c.name; });
+  if (spec == commands().end()) throw UsageError("unknown command '" + first + "'");
+  o.command = first;
+
+  bool thread_given = false, message_given = false, yes = false, no = false;
+  std::vector<std::string> positional;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      o.command = "help";
+      return o;
+    }
+    if (arg == "-v") arg = "--verbose";
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string value;
+    bool has_inline_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline_value = true;
+    }
+    if (!kCommon.count(arg) && !spec->options.count(arg)) {
+      bool known = kCommon.count(arg) > 0;
+      for (const auto& c : commands()) known = known || c.options.count(arg) > 0;
+      throw UsageError(known ? "'" + o.command + "' does not take " + arg : "unknown option '" + arg + "'");
+    }
+    if (kTakesValue.count(arg)) {
+      if (!has_inline_value) {
+        if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+        value = argv[++i];
+      }
+    } else if (has_inline_value) {
+      throw UsageError(arg + " takes no value");
+    }
+
+    if (arg == "--data") {
+      if (value.empty()) throw UsageError("--data needs a folder");
+      o.data_dir = value;
+      o.data_dir_given = true;
+    } else if (arg == "--config") {
+      o.config_file = value;
+    } else if (arg == "--user") {
+      if (value.empty()) throw UsageError("--user needs a user id");
+      o.user = value;
+    } else if (arg == "--verbose") {
+      o.verbose = true;
+    } else if (arg == "--demo-tools") {
+      o.demo_tools = true;
+    } else if (arg == "--thread") {
+      o.thread = value;
+      thread_given = true;
+    } else if (arg == "--message") {
+      o.message = value;
+      message_given = true;
+    } else if (arg == "--yes") {
+      yes = true;
+    } else if (arg == "--no") {
+      no = true;
+    } else if (arg == "--reason") {
+      o.reason = value;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--after") {
+      int64_t n = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || p != value.data() + value.size() || n < 0)
+        throw UsageError("--after needs a sequence number (an integer >= 0), not '" + value + "'");
+      o.after = n;
+    }
+  }
+
+  if (yes && no) throw UsageError("--yes and --no exclude each other");
+  if (yes) o.approval = ApprovalMode::yes;
+  if (no) o.approval = ApprovalMode::no;
+  if (!o.reason.empty() && !no) throw UsageError("--reason goes with --no");
+
+  if (!positional.empty()) {
+    if (!spec->positional || positional.size() > 1)
+      throw UsageError("unexpected argument '" + positional[spec->positional ? 1 : 0] + "'");
+    if (std::string(spec->positional) == "thread") {
+      if (thread_given) throw UsageError("the thread is given twice (argument and --thread)");
+      o.thread = positional[0];
+      thread_given = true;
+    } else {
+      if (message_given) throw UsageError("the message is given twice (argument and --message)");
+      o.message = positional[0];
+      message_given = true;
+    }
+  }
+
+  const bool needs_thread = o.command == "run" || o.command == "resume" || o.command == "history" ||
+                            o.command == "events";
+  if (needs_thread && !thread_given) throw UsageError("'" + o.command + "' needs a thread (--thread T)");
+  if (thread_given && !valid_thread_id(o.thread))
+    throw UsageError("thread id '" + o.thread.substr(0, 140) + "' must be 1-128 characters of A-Z a-z 0-9 _ - . :");
+  if (o.command == "run" && !message_given) throw UsageError("'run' needs a message (--message TEXT)");
+  if (o.command == "run" && o.message.empty()) throw UsageError("the message is empty");
+  return o;
+}
+
+std::string usage_text() {
+  return R"(usage: agentrt <command> [options]
+
+Runs agent turns on an embedded store (a SQLite file and an object folder in the data folder) and shows
+them as they stream. Offline it uses a built-in demo model whose tools need your approval; with
+OPENAI_BASE_URL or OPENAI_API_KEY set it uses that OpenAI-compatible model.
+
+commands:
+  chat [--thread T]            interactive session: type messages, watch answers stream, and approve,
+                               reject (with a reason) or edit the arguments of each tool call that needs
+                               approval. A turn left waiting on the thread is asked about first.
+                               /help, /history, /quit (or Ctrl-D) inside. Ctrl-C cancels a running turn.
+  run --thread T --message TEXT [--yes | --no [--reason R]] [--json]
+                               runs one turn and exits. --yes approves and --no rejects every tool call
+                               that needs approval; without them the turn is left waiting (exit 2).
+  resume THREAD [--yes | --no [--reason R]] [--json]
+                               answers the turn waiting for approval on THREAD (also one left by an
+                               earlier process); without --yes/--no it asks on the terminal.
+  history THREAD [--json]      the thread's messages; --json prints the AG-UI messages array.
+  threads [--json]             the user's threads, newest first.
+  events THREAD [--after SEQ]  the thread's stored AG-UI events, one JSON object a line.
+  help                         this text.
+
+options:
+  --data DIR       data folder (default ./agentrt-data)
+  --config FILE    runtime configuration JSON (see include/agentrt/config.hpp); --data overrides its
+                   data_dir
+  --user ID        the user owning the threads (default "local")
+  --json           print the raw AG-UI events, one JSON object a line, instead of the human view
+  --verbose, -v    also show runs, stages, the intent and reasoning, and info logs
+  --demo-tools     register the demo tools (book_room, check_availability) with a real model too
+
+exit status:
+  0   the turn completed (or the command succeeded)
+  2   a turn is waiting for approval (answer it with `agentrt resume THREAD --yes|--no`)
+  1   the turn failed, was cancelled or expired, or an error (message on stderr)
+  64  the command line is wrong (usage on stderr)
+)";
+}
+
+}  // namespace agentrt::cli

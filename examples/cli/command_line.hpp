@@ -1,0 +1,51 @@
+// CliOptions: the `agentrt` command line (command, data folder, thread, message, approval answers, output mode).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace agentrt::cli {
+
+// A command line that cannot be run as written: the host prints the usage text and exits 64 (EX_USAGE).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How a turn's approvals are answered when nobody is asked.
+enum class ApprovalMode {
+  none,  // leave the turn waiting (exit status 2)
+  yes,   // approve every interrupt
+  no,    // reject every interrupt
+  ask,   // ask the person at the terminal (chat; resume without --yes/--no)
+};
+
+struct CliOptions {
+  std::string command;                  // chat | run | resume | history | threads | events | help | version
+  std::string data_dir = "agentrt-data";
+  bool data_dir_given = false;          // --data was passed (it then overrides the config file's data_dir)
+  std::string config_file;
+  std::string user = "local";
+  std::string thread;
+  std::string message;
+  ApprovalMode approval = ApprovalMode::none;
+  std::string reason;                   // --reason: why --no rejects
+  bool json = false;
+  bool verbose = false;
+  bool demo_tools = false;              // register the demo tools also with a real model
+  int64_t after = 0;                    // events --after SEQ
+};
+
+// Parses argv. Throws UsageError for an unknown command or option, a missing value, an option the command
+// does not take, or a required option left out (run: --thread and --message; resume/history/events: a thread).
+CliOptions parse_command_line(int argc, const char* const* argv);
+
+// The usage text (commands, options, exit statuses).
+std::string usage_text();
+
+// True for a thread id the runtime accepts: 1-128 characters of A-Z a-z 0-9 _ - . :
+bool valid_thread_id(const std::string& id);
+
+}  // namespace agentrt::cli

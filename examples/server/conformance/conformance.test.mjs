@@ -1,0 +1,218 @@
+// The official AG-UI 1.0 client (@ag-ui/client HttpAgent) against agentrt-server, no adapters: golden path A
+// (a streamed answer) and golden path B (a tool call interrupt, then resume through `resume` entries). Every
+// event that crossed the wire is validated with @ag-ui/core's schemas (closed at the top level) and the
+// client's own verifyEvents; RUN_STARTED/RUN_FINISHED must carry the request's threadId and runId.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomUUID } from "node:crypto";
+import { createInterface } from "node:readline";
+
+import { HttpAgent, verifyEvents } from "@ag-ui/client";
+import { EventSchemas, RunAgentInputSchema } from "@ag-ui/core/schemas";
+import { from, lastValueFrom, toArray } from "rxjs";
+
+const TOKEN = "conformance-token-1";
+let server;
+let dataDir;
+let baseUrl;
+
+before(async () => {
+  const binary = process.env.AGENTRT_SERVER;
+  assert.ok(binary, "set AGENTRT_SERVER to the agentrt-server binary");
+  dataDir = mkdtempSync(join(tmpdir(), "agentrt-conformance-"));
+  server = spawn(binary, ["--listen", "127.0.0.1:0", "--data", dataDir, "--token", `${TOKEN}:conformance`,
+    "--model", "demo", "--log-level", "warn"], { stdio: ["ignore", "pipe", "inherit"] });
+  const lines = createInterface({ input: server.stdout });
+  const first = await new Promise((resolve, reject) => {
+    lines.once("line", resolve);
+    server.once("exit", (code) => reject(new Error(`agentrt-server exited with ${code}`)));
+  });
+  const port = Number(/port (\d+)/.exec(first)[1]);
+  baseUrl = `http://127.0.0.1:${port}/api/v1`;
+});
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once("exit", resolve));
+    server.kill("SIGTERM");
+    await exited;
+  }
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+// A fetch that keeps a copy of every request body and of every response's raw bytes.
+function recordingFetch(log) {
+  return async (url, init) => {
+    const entry = { url, request: JSON.parse(init.body), status: 0, contentType: "", raw: "" };
+    log.push(entry);
+    const res = await fetch(url, init);
+    entry.status = res.status;
+    entry.contentType = res.headers.get("content-type");
+    const [mine, theirs] = res.body.tee();
+    entry.done = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of mine) entry.raw += decoder.decode(chunk, { stream: true });
+    })();
+    return new Response(theirs, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
+// The events of one raw SSE body, framed the way the spec says: LF only, one data payload per event.
+function parseSse(raw) {
+  assert.ok(!raw.includes("\r"), "the stream must use LF framing only");
+  const events = [];
+  for (const frame of raw.split("\n\n")) {
+    if (!frame.trim()) continue;
+    const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
+    if (data.length === 0) continue;  // a comment (keep-alive)
+    assert.equal(data.length, 1, "one data line per event");
+    assert.match(frame, /^id: \d+\n/m, "every event frame carries its sequence number");
+    events.push(JSON.parse(data[0]));
+  }
+  return events;
+}
+
+const strictSchemas = new Map(EventSchemas.options.map((o) => [o.shape.type.value, o.strict()]));
+
+async function checkEvents(events) {
+  for (const e of events) {
+    const schema = strictSchemas.get(e.type);
+    assert.ok(schema, `unknown event type ${e.type}`);
+    EventSchemas.parse(e);
+    schema.parse(e);  // no property the protocol does not define
+    assert.ok(Number.isInteger(e.timestamp), `${e.type}: integer timestamp`);
+  }
+  // The client's own ordering rules (throws an AGUIError on a violation).
+  const verified = await lastValueFrom(from(events).pipe(verifyEvents(), toArray()));
+  assert.equal(verified.length, events.length);
+}
+
+function squeeze(types) {
+  return types.filter((t, i) => !(i > 0 && t === types[i - 1] && /_(CONTENT|ARGS)$/.test(t)));
+}
+
+async function runAndRecord(agent, log, params) {
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  let result;
+  try {
+    result = await agent.runAgent(params);
+  } finally {
+    console.warn = warn;
+  }
+  const entry = log[log.length - 1];
+  await entry.done;
+  assert.equal(entry.status, 200);
+  assert.equal(entry.contentType, "text/event-stream");
+  RunAgentInputSchema.parse(entry.request);
+  assert.deepEqual(warnings, [], "the client warned (stripped fields, legacy events, ...)");
+  const events = parseSse(entry.raw);
+  await checkEvents(events);
+  return { result, events, request: entry.request };
+}
+
+function newAgent(log) {
+  return new HttpAgent({
+    url: `${baseUrl}/agent/runs`,
+    headers: { Authorization: `Bearer ${TOKEN}` },
+    threadId: randomUUID(),
+    fetch: recordingFetch(log),
+  });
+}
+
+test("golden path A: HttpAgent runs a turn and receives the streamed answer", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "hello" });
+  const runId = randomUUID();
+  const { result, events, request } = await runAndRecord(agent, log, { runId });
+
+  assert.equal(request.runId, runId);
+  assert.deepEqual(squeeze(events.map((e) => e.type)), [
+    "RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]);
+  const [first, last] = [events[0], events[events.length - 1]];
+  assert.equal(first.threadId, agent.threadId);
+  assert.equal(first.runId, runId);
+  assert.equal(last.threadId, agent.threadId);
+  assert.equal(last.runId, runId);
+  assert.deepEqual(last.outcome, { type: "success" });
+
+  assert.equal(result.newMessages.length, 1);
+  const answer = agent.messages[agent.messages.length - 1];
+  assert.equal(answer.role, "assistant");
+  assert.match(answer.content, /You said: "hello"/);
+  assert.deepEqual(agent.pendingInterrupts, []);
+
+  // A second turn: the client sends its whole history again; only the new message is taken.
+  agent.addMessage({ id: randomUUID(), role: "user", content: "and again" });
+  const second = await runAndRecord(agent, log, { runId: randomUUID() });
+  assert.equal(second.request.messages.length, 3);
+  assert.match(agent.messages[agent.messages.length - 1].content, /You said: "and again"/);
+  assert.equal(agent.messages.length, 4);
+});
+
+test("golden path B: an interrupt, then resume entries run the tool once in a run with the request's runId", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "please book a room" });
+  const run1 = randomUUID();
+  const paused = await runAndRecord(agent, log, { runId: run1 });
+  assert.deepEqual(squeeze(paused.events.map((e) => e.type)), [
+    "RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS",
+    "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]);
+  const fin = paused.events[paused.events.length - 1];
+  assert.equal(fin.threadId, agent.threadId);
+  assert.equal(fin.runId, run1);
+  assert.equal(fin.outcome.type, "interrupt");
+  assert.equal(agent.pendingInterrupts.length, 1);
+  const interrupt = agent.pendingInterrupts[0];
+  assert.equal(interrupt.reason, "tool_call");
+  const toolCallId = interrupt.toolCallId;
+  assert.ok(toolCallId);
+
+  const run2 = randomUUID();
+  const resumed = await runAndRecord(agent, log, {
+    runId: run2,
+    resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }],
+  });
+  assert.deepEqual(resumed.request.resume, [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }]);
+  assert.deepEqual(squeeze(resumed.events.map((e) => e.type)), [
+    "RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+    "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]);
+  const [start, end] = [resumed.events[0], resumed.events[resumed.events.length - 1]];
+  assert.equal(start.threadId, agent.threadId);
+  assert.equal(start.runId, run2);
+  assert.equal(start.parentRunId, run1);
+  assert.equal(end.threadId, agent.threadId);
+  assert.equal(end.runId, run2);
+  assert.deepEqual(end.outcome, { type: "success" });
+  const result = resumed.events.find((e) => e.type === "TOOL_CALL_RESULT");
+  assert.equal(result.toolCallId, toolCallId);
+
+  assert.deepEqual(agent.pendingInterrupts, []);
+  const tool = agent.messages.find((m) => m.role === "tool");
+  assert.equal(tool.toolCallId, toolCallId);
+  assert.match(agent.messages[agent.messages.length - 1].content, /booking is confirmed/);
+  // Exactly one tool result in the whole thread.
+  const res = await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, {
+    headers: { Authorization: `Bearer ${TOKEN}` },
+  });
+  const history = await res.json();
+  assert.deepEqual(history.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+});
+
+test("invalid input is refused before any event, and HttpAgent surfaces it as an HTTP error", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "assistant", content: "no user message here" });
+  await assert.rejects(agent.runAgent({ runId: randomUUID() }), /HTTP 422/);
+  await log[0].done;
+  assert.equal(log[0].status, 422);
+  assert.equal(JSON.parse(log[0].raw).error.code, "invalid_argument");
+});

@@ -1,0 +1,58 @@
+// agentrt-server: the agentrt runtime over HTTP (AG-UI 1.0 over SSE). See examples/server/README.md.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <thread>
+
+#include "agent_server.hpp"
+#include "agentrt/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace agentrt::server;
+  ServerConfig config;
+  try {
+    if (!apply_server_flags(argc, argv, config)) {
+      std::cout << server_usage();
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "agentrt-server: " << e.what() << "\n";
+    return 2;
+  }
+
+  // SIGINT/SIGTERM are taken by sigwait() below; every thread started from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-stream must not kill the server
+
+  try {
+    AgentServer server(config);
+    std::exception_ptr failure;
+    std::thread serving([&] {
+      try {
+        server.run();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      kill(getpid(), SIGTERM);  // wake the waiting main thread if serving ended on its own
+    });
+    std::cout << "agentrt-server listening on " << server.public_url() << " (port " << server.port() << ")"
+              << std::endl;
+    int sig = 0;
+    sigwait(&signals, &sig);
+    server.stop();
+    serving.join();
+    if (failure) std::rethrow_exception(failure);
+    std::cerr << "agentrt-server: stopped\n";
+  } catch (const std::exception& e) {
+    std::cerr << "agentrt-server: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

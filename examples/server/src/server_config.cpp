@@ -1,0 +1,227 @@
+#include "server_config.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "agentrt/attachments.hpp"
+#include "agentrt/error.hpp"
+
+namespace agentrt::server {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& message) {
+  throw Error(ErrorCode::invalid_argument, "server config: " + message);
+}
+
+void only_keys(const json& j, std::initializer_list<std::string_view> keys, const char* where) {
+  if (!j.is_object()) bad(fmt::format("{} must be an object", where));
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
+      bad(fmt::format("{}: unknown key '{}'", where, it.key()));
+}
+
+int64_t integer(const json& j, const char* key, int64_t current, int64_t lo, int64_t hi) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return current;
+  if (!it->is_number_integer()) bad(fmt::format("'{}' must be an integer", key));
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", key, lo, hi, v));
+  return v;
+}
+
+std::string string(const json& j, const char* key, const std::string& current) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return current;
+  if (!it->is_string()) bad(fmt::format("'{}' must be a string", key));
+  return it->get<std::string>();
+}
+
+int64_t parse_int(const std::string& flag, const std::string& value, int64_t lo, int64_t hi) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(value, &used);
+    if (used == value.size() && v >= lo && v <= hi) return v;
+  } catch (const std::exception&) {
+  }
+  bad(fmt::format("{} needs an integer between {} and {}, not '{}'", flag, lo, hi, value));
+}
+
+void add_token(ServerConfig& c, const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size())
+    bad(fmt::format("--token needs TOKEN:USER, not '{}'", spec.substr(0, 8) + "..."));
+  c.tokens[spec.substr(0, colon)] = spec.substr(colon + 1);
+}
+
+}  // namespace
+
+void parse_listen(const std::string& value, std::string& host, int& port) {
+  const size_t colon = value.rfind(':');
+  if (colon == std::string::npos) bad(fmt::format("listen address '{}' needs host:port", value));
+  std::string h = value.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  host = h.empty() ? "127.0.0.1" : h;
+  port = static_cast<int>(parse_int("listen port", value.substr(colon + 1), 0, 65535));
+}
+
+ServerConfig server_config_from_json(const json& j) {
+  only_keys(j,
+            {"listen", "public_url", "tokens", "limits", "runtime", "asr", "demo_chunk_delay_ms", "cors_origins",
+             "access_log", "log_level"},
+            "config");
+  ServerConfig c;
+  if (j.contains("listen")) parse_listen(string(j, "listen", ""), c.host, c.port);
+  c.public_url = string(j, "public_url", c.public_url);
+  if (auto t = j.find("tokens"); t != j.end() && !t->is_null()) {
+    if (!t->is_object()) bad("'tokens' must be an object {token: user id}");
+    for (auto it = t->begin(); it != t->end(); ++it) {
+      if (!it->is_string()) bad("every token must map to a user id string");
+      c.tokens[it.key()] = it->get<std::string>();
+    }
+  }
+  if (auto l = j.find("limits"); l != j.end() && !l->is_null()) {
+    only_keys(*l,
+              {"max_body_bytes", "max_upload_bytes", "max_audio_bytes", "max_streams", "spare_threads",
+               "runs_per_minute", "run_burst", "keepalive_ms", "signed_url_ttl_ms"},
+              "limits");
+    auto& L = c.limits;
+    L.max_body_bytes = static_cast<size_t>(integer(*l, "max_body_bytes", static_cast<int64_t>(L.max_body_bytes), 1024,
+                                                   int64_t{1} << 30));
+    L.max_upload_bytes = static_cast<uint64_t>(
+        integer(*l, "max_upload_bytes", static_cast<int64_t>(L.max_upload_bytes), 1, int64_t{1} << 32));
+    L.max_audio_bytes = static_cast<uint64_t>(
+        integer(*l, "max_audio_bytes", static_cast<int64_t>(L.max_audio_bytes), 1, int64_t{1} << 32));
+    L.max_streams = static_cast<int>(integer(*l, "max_streams", L.max_streams, 1, 100000));
+    L.spare_threads = static_cast<int>(integer(*l, "spare_threads", L.spare_threads, 4, 10000));
+    if (auto r = l->find("runs_per_minute"); r != l->end() && !r->is_null()) {
+      if (!r->is_number() || r->get<double>() < 0) bad("'runs_per_minute' must be a number >= 0");
+      L.runs_per_minute = r->get<double>();
+    }
+    L.run_burst = static_cast<int>(integer(*l, "run_burst", L.run_burst, 1, 100000));
+    L.keepalive = std::chrono::milliseconds(integer(*l, "keepalive_ms", L.keepalive.count(), 10, 3600000));
+    L.signed_url_ttl =
+        std::chrono::milliseconds(integer(*l, "signed_url_ttl_ms", L.signed_url_ttl.count(), 1000, int64_t{1} << 40));
+  }
+  if (auto r = j.find("runtime"); r != j.end() && !r->is_null()) {
+    if (!r->is_object()) bad("'runtime' must be an object (runtime_config_from_json keys)");
+    c.runtime = *r;
+  }
+  if (auto a = j.find("asr"); a != j.end()) {
+    if (!a->is_null() && !a->is_object()) bad("'asr' must be an object or null");
+    c.asr = *a;
+  }
+  c.demo_chunk_delay_ms = static_cast<int>(integer(j, "demo_chunk_delay_ms", 0, 0, 60000));
+  if (auto o = j.find("cors_origins"); o != j.end() && !o->is_null()) {
+    if (!o->is_array()) bad("'cors_origins' must be an array of strings");
+    for (const auto& s : *o) {
+      if (!s.is_string()) bad("'cors_origins' must be an array of strings");
+      c.cors_origins.push_back(s.get<std::string>());
+    }
+  }
+  if (auto a = j.find("access_log"); a != j.end() && !a->is_null()) {
+    if (!a->is_boolean()) bad("'access_log' must be a boolean");
+    c.access_log = a->get<bool>();
+  }
+  c.log_level = string(j, "log_level", c.log_level);
+  return c;
+}
+
+std::string server_usage() {
+  return R"(usage: agentrt-server [options]
+  --config FILE          JSON config file (see agentrt-server.example.json); flags override it
+  --listen HOST:PORT     listen address (default 127.0.0.1:8080; port 0 picks a free port)
+  --public-url URL       how clients reach this server (default http://HOST:PORT); signed object URLs use it
+  --data DIR             data folder: SQLite store and object files (runtime.data_dir)
+  --token TOKEN:USER     accept bearer TOKEN as user USER (repeatable)
+  --model auto|demo|openai   the model (default auto: openai when OPENAI_API_KEY/OPENAI_BASE_URL is set)
+  --keepalive-ms N       keep-alive comment after N ms of silence on a stream (default 15000)
+  --runs-per-minute N    per-token limit on run starts (default 0: unlimited); --run-burst N
+  --max-streams N        open SSE streams at once (default 1000)
+  --max-body-bytes N     JSON request bodies (default 2 MiB); --max-upload-bytes N; --max-audio-bytes N
+  --signed-url-ttl-ms N  lifetime of the object URLs handed out (default 3600000)
+  --demo-delay-ms N      the demo model pauses N ms before each streamed chunk
+  --log-level LEVEL      debug|info|warn|error|off (default info); --access-log
+  --help
+)";
+}
+
+bool apply_server_flags(int argc, char** argv, ServerConfig& c) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // The file first, so flags win wherever --config appears.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) bad("--config needs a file");
+      std::ifstream in(args[i + 1]);
+      if (!in) bad(fmt::format("cannot read config file '{}'", args[i + 1]));
+      json j = json::parse(in, nullptr, false);
+      if (j.is_discarded()) bad(fmt::format("config file '{}' is not valid JSON", args[i + 1]));
+      c = server_config_from_json(j);
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) bad(fmt::format("{} needs a value\n{}", a, server_usage()));
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") return false;
+    if (a == "--config") {
+      ++i;
+    } else if (a == "--listen") {
+      parse_listen(value(), c.host, c.port);
+    } else if (a == "--public-url") {
+      c.public_url = value();
+    } else if (a == "--data") {
+      c.runtime["data_dir"] = value();
+    } else if (a == "--token") {
+      add_token(c, value());
+    } else if (a == "--model") {
+      const std::string m = value();
+      if (m != "auto" && m != "demo" && m != "openai") bad(fmt::format("--model must be auto, demo or openai, not '{}'", m));
+      c.runtime["model"] = json{{"type", m}};
+    } else if (a == "--keepalive-ms") {
+      c.limits.keepalive = std::chrono::milliseconds(parse_int(a, value(), 10, 3600000));
+    } else if (a == "--runs-per-minute") {
+      c.limits.runs_per_minute = static_cast<double>(parse_int(a, value(), 0, 1000000));
+    } else if (a == "--run-burst") {
+      c.limits.run_burst = static_cast<int>(parse_int(a, value(), 1, 100000));
+    } else if (a == "--max-streams") {
+      c.limits.max_streams = static_cast<int>(parse_int(a, value(), 1, 100000));
+    } else if (a == "--max-body-bytes") {
+      c.limits.max_body_bytes = static_cast<size_t>(parse_int(a, value(), 1024, int64_t{1} << 30));
+    } else if (a == "--max-upload-bytes") {
+      c.limits.max_upload_bytes = static_cast<uint64_t>(parse_int(a, value(), 1, int64_t{1} << 32));
+    } else if (a == "--max-audio-bytes") {
+      c.limits.max_audio_bytes = static_cast<uint64_t>(parse_int(a, value(), 1, int64_t{1} << 32));
+    } else if (a == "--signed-url-ttl-ms") {
+      c.limits.signed_url_ttl = std::chrono::milliseconds(parse_int(a, value(), 1000, int64_t{1} << 40));
+    } else if (a == "--demo-delay-ms") {
+      c.demo_chunk_delay_ms = static_cast<int>(parse_int(a, value(), 0, 60000));
+    } else if (a == "--log-level") {
+      c.log_level = value();
+    } else if (a == "--access-log") {
+      c.access_log = true;
+    } else {
+      bad(fmt::format("unknown option '{}'\n{}", a, server_usage()));
+    }
+  }
+  return true;
+}
+
+void validate_server_config(const ServerConfig& c) {
+  if (c.tokens.empty()) bad("no bearer tokens: pass --token TOKEN:USER (or 'tokens' in the config file)");
+  for (const auto& [token, user] : c.tokens) {
+    if (token.size() < 8) bad(fmt::format("token for user '{}' is shorter than 8 characters", user));
+    if (!is_valid_attachment_id(user)) bad(fmt::format("user id '{}' must be 1-128 of [A-Za-z0-9._-]", user));
+  }
+  static const char* levels[] = {"debug", "info", "warn", "error", "off"};
+  if (std::find(std::begin(levels), std::end(levels), c.log_level) == std::end(levels))
+    bad(fmt::format("log level '{}' is not debug, info, warn, error or off", c.log_level));
+}
+
+}  // namespace agentrt::server

@@ -1,0 +1,35 @@
+// Opening a runtime from JSON: the one factory that names concrete backends (store, objects, model).
+#pragma once
+
+#include <string>
+
+#include "agentrt/json.hpp"
+#include "agentrt/runtime.hpp"
+#include "agentrt/tools.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+// Keys (all optional; unknown keys are refused with Error(invalid_argument)):
+//   data_dir              folder for the defaults below (default "./agentrt-data")
+//   store                 {type:"sqlite", path (default <data_dir>/agentrt.db), synchronous:"NORMAL"|"FULL"}
+//   objects               {type:"fs", root (default <data_dir>/objects), bucket ("agentrt"),
+//                          signing_secret_env (the secret's environment variable; default: a random key kept
+//                          in <data_dir>/signing.key, created 0600), public_base_url
+//                          (default "http://127.0.0.1:8080/api/v1/objects")} or null for none
+//   model                 {type:"auto"} (default: "openai" when OPENAI_API_KEY or OPENAI_BASE_URL is set,
+//                          else "demo"), {type:"demo"}, or {type:"openai", ...openai_config_from_json keys}
+//   stages                StagePolicies JSON
+//   workers, max_steps, approval_timeout_ms, context_budget_chars, flush_interval_ms, sweep_interval_ms,
+//   instance_lease_ms, max_input_bytes, summary_max_chars
+RuntimeConfig runtime_config_from_json(const json& config);
+
+// True when the config's model is the offline demo model (the host then registers the demo tools).
+bool uses_demo_model(const RuntimeConfig& config);
+
+// The demo tools of the offline demo: book_room(room, day) needs approval and returns a booking card;
+// check_availability(room, day) needs none.
+void register_demo_tools(ToolRegistry& tools);
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,189 @@
+#include "agentrt/config.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "agentrt/openai.hpp"
+#include "agentrt/scripted_model.hpp"
+#include "store/fs_object_store.hpp"
+#include "store/sqlite_store.hpp"
+#include "util/crypto.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& m) { throw Error(ErrorCode::invalid_argument, "config: " + m); }
+
+void only_keys(const json& j, std::initializer_list<const char*> keys, const char* where) {
+  if (!j.is_object()) bad(fmt::format("{} must be an object", where));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* k : keys) ok = ok || it.key() == k;
+    if (!ok) bad(fmt::format("{}: unknown key '{}'", where, it.key()));
+  }
+}
+
+std::string str(const json& j, const char* key, std::string dflt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return dflt;
+  if (!it->is_string()) bad(fmt::format("'{}' must be a string", key));
+  return it->get<std::string>();
+}
+
+int64_t num(const json& j, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return dflt;
+  if (!it->is_number_integer()) bad(fmt::format("'{}' must be an integer", key));
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", key, lo, hi, v));
+  return v;
+}
+
+std::string load_or_create_secret(const std::filesystem::path& dir) {
+  auto p = dir / "signing.key";
+  std::ifstream in(p, std::ios::binary);
+  if (in) {
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (s.size() >= 32) return s;
+  }
+  std::string secret = crypto::random_hex(32);
+  std::string tmp = (dir / ".signing.key.tmp").string();
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorCode::io, fmt::format("config: cannot write {}", tmp));
+    out << secret;
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::error_code ec;
+  std::filesystem::rename(tmp, p, ec);
+  if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create {}: {}", p.string(), ec.message()));
+  return secret;
+}
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+}  // namespace
+
+RuntimeConfig runtime_config_from_json(const json& j) {
+  only_keys(j,
+            {"data_dir", "store", "objects", "model", "stages", "workers", "max_steps", "approval_timeout_ms",
+             "context_budget_chars", "flush_interval_ms", "sweep_interval_ms", "instance_lease_ms", "max_input_bytes",
+             "summary_max_chars"},
+            "config");
+  RuntimeConfig c;
+  std::filesystem::path data = str(j, "data_dir", "agentrt-data");
+  std::error_code ec;
+  std::filesystem::create_directories(data, ec);
+  if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create data_dir {}: {}", data.string(), ec.message()));
+
+  json store = j.value("store", json::object());
+  only_keys(store, {"type", "path", "synchronous"}, "store");
+  if (str(store, "type", "sqlite") != "sqlite")
+    bad(fmt::format("store type '{}' is not available (sqlite)", str(store, "type", "")));
+  c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{str(store, "path", (data / "agentrt.db").string()),
+                                                             str(store, "synchronous", "NORMAL")});
+
+  json objects = j.contains("objects") ? j["objects"] : json::object();
+  if (!objects.is_null()) {
+    only_keys(objects, {"type", "root", "bucket", "signing_secret_env", "public_base_url", "fsync"}, "objects");
+    if (str(objects, "type", "fs") != "fs") bad(fmt::format("objects type '{}' is not available (fs)", str(objects, "type", "")));
+    FsObjectStoreOptions o;
+    o.root = str(objects, "root", (data / "objects").string());
+    o.bucket = str(objects, "bucket", "agentrt");
+    std::string env = str(objects, "signing_secret_env", "");
+    if (!env.empty()) {
+      const char* v = std::getenv(env.c_str());
+      if (!v || !*v) bad(fmt::format("objects: environment variable {} (signing secret) is not set", env));
+      o.signing_secret = v;
+    } else {
+      o.signing_secret = load_or_create_secret(data);
+    }
+    o.public_base_url = str(objects, "public_base_url", "http://127.0.0.1:8080/api/v1/objects");
+    o.fsync = objects.value("fsync", false);
+    c.objects = std::make_shared<FsObjectStore>(o);
+  }
+
+  json model = j.value("model", json::object());
+  if (!model.is_object()) bad("model must be an object");
+  std::string type = str(model, "type", "auto");
+  if (type == "auto") type = (env_set("OPENAI_API_KEY") || env_set("OPENAI_BASE_URL")) ? "openai" : "demo";
+  if (type == "demo") {
+    only_keys(model, {"type"}, "model");
+    c.model = make_demo_model();
+  } else if (type == "openai") {
+    json oc = model;
+    oc.erase("type");
+    OpenAIConfig base = openai_config_from_env();
+    OpenAIConfig cfg = oc.empty() ? base : openai_config_from_json(oc);
+    if (!oc.contains("base_url")) cfg.base_url = base.base_url;
+    if (!oc.contains("model")) cfg.model = base.model;
+    c.model = make_openai_provider(cfg);
+  } else {
+    bad(fmt::format("model type '{}' is unknown (auto, demo, openai)", type));
+  }
+
+  if (j.contains("stages")) c.stages = j["stages"].get<StagePolicies>();
+  c.workers = static_cast<int>(num(j, "workers", c.workers, 1, 256));
+  c.max_steps = static_cast<int>(num(j, "max_steps", c.max_steps, 1, 1000));
+  c.approval_timeout = std::chrono::milliseconds(num(j, "approval_timeout_ms", c.approval_timeout.count(), 1,
+                                                     int64_t{365} * 24 * 3600 * 1000));
+  c.context_budget_chars = static_cast<size_t>(num(j, "context_budget_chars", static_cast<int64_t>(c.context_budget_chars),
+                                                   1000, int64_t{1} << 40));
+  c.flush_interval = std::chrono::milliseconds(num(j, "flush_interval_ms", c.flush_interval.count(), 1, 10000));
+  c.sweep_interval = std::chrono::milliseconds(num(j, "sweep_interval_ms", c.sweep_interval.count(), 1, 3600000));
+  c.instance_lease = std::chrono::milliseconds(num(j, "instance_lease_ms", c.instance_lease.count(), 10, 3600000));
+  c.max_input_bytes = static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1,
+                                              int64_t{1} << 32));
+  c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
+  return c;
+}
+
+bool uses_demo_model(const RuntimeConfig& config) { return config.model && config.model->name() == "scripted"; }
+
+void register_demo_tools(ToolRegistry& tools) {
+  const json params = json::parse(R"({"type":"object","properties":{
+    "room":{"type":"string","description":"Room name, e.g. A1","minLength":1,"maxLength":16},
+    "day":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},
+    "required":["room","day"],"additionalProperties":false})");
+  ToolSpec book;
+  book.name = "book_room";
+  book.description = "Book a hotel room for a day. Needs the person's approval.";
+  book.parameters = params;
+  book.approval = ApprovalPolicy::always();
+  book.handler = sync_tool([](const ToolCallContext& c) {
+    ToolResult r;
+    const std::string room = c.args.value("room", "");
+    const std::string day = c.args.value("day", "");
+    r.result = json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", room}, {"day", day},
+                    {"summary", fmt::format("Booked room {} on {}", room, day)}};
+    r.ui = UiSchema{"booking_confirmation", "v1", json{{"room", room}, {"day", day}, {"booking_id", "BK-" + c.thread_id}},
+                    json::array({json{{"type", "button"}, {"label", "Cancel booking"}, {"action", "cancel_booking"}}})};
+    return r;
+  });
+  tools.add(std::move(book));
+  ToolSpec check;
+  check.name = "check_availability";
+  check.description = "Check whether a room is free on a day.";
+  check.parameters = params;
+  check.idempotent = true;
+  check.handler = sync_tool([](const ToolCallContext& c) {
+    ToolResult r;
+    r.result = json{{"room", c.args.value("room", "")}, {"day", c.args.value("day", "")}, {"available", true}};
+    r.ui = UiSchema{"availability", "v1", r.result, json::array()};
+    return r;
+  });
+  tools.add(std::move(check));
+}
+
+}  // namespace v1
+}  // namespace agentrt
