@@ -195,4 +195,16 @@ exit status:
 )";
 }
 
+std::string short_usage_text() {
+  return R"(usage: agentrt chat [--thread T]
+       agentrt run --thread T --message TEXT [--yes | --no [--reason R]] [--json]
+       agentrt resume THREAD [--yes | --no [--reason R]] [--json]
+       agentrt history THREAD [--json]
+       agentrt threads [--json]
+       agentrt events THREAD [--after SEQ]
+  options for every command: --data DIR (default ./agentrt-data), --config FILE, --user ID, --verbose
+  `agentrt help` explains them all.
+)";
+}
+
 }  // namespace agentrt::cli

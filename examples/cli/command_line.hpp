@@ -42,8 +42,9 @@ struct CliOptions {
 // does not take, or a required option left out (run: --thread and --message; resume/history/events: a thread).
 CliOptions parse_command_line(int argc, const char* const* argv);
 
-// The usage text (commands, options, exit statuses).
+// The usage text (commands, options, exit statuses), and its short form shown after a usage error.
 std::string usage_text();
+std::string short_usage_text();
 
 // True for a thread id the runtime accepts: 1-128 characters of A-Z a-z 0-9 _ - . :
 bool valid_thread_id(const std::string& id);

@@ -208,6 +208,15 @@ std::optional<std::string> TurnDriver::answer(const TurnRecord& turn) {
     }
     try {
       json answer = rt_.resume(turn.id, turn.approval_request_id, decisions);
+      for (size_t i = 0; i < decisions.size() && i < items.size(); ++i) {
+        const Decision& d = decisions[i];
+        if (d.action == Decision::Action::approve)
+          fmt::print(info_, "[approved] {} {}\n", items[i].tool_name,
+                     d.edited_args ? d.edited_args->dump() : items[i].arguments);
+        else
+          fmt::print(info_, "[rejected] {}: {}\n", items[i].tool_name, d.reason);
+      }
+      std::fflush(info_);
       return answer.value("runId", "");
     } catch (const Error& e) {
       // The runtime validates edited arguments again; in a conversation, let the person answer again.

@@ -69,6 +69,9 @@ void from_json(const json& j, ToolCall& c);
 void to_json(json& j, const Message& m);
 void from_json(const json& j, Message& m);
 
+// The same JSON as to_json(Message), written straight to text (the store's hot path).
+std::string to_json_string(const Message& m);
+
 // Parses a content value (string or part array) into `out` (text or parts). Throws on a malformed value.
 void parse_content(const json& content, Message& out);
 

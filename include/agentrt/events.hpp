@@ -98,5 +98,7 @@ inline namespace v1 {
 std::string to_json_string(const Event& e);
 // Appends `s` as a JSON string literal (quoted, escaped, invalid UTF-8 replaced).
 void append_json_string(std::string& out, std::string_view s);
+// Appends `j` as compact JSON (like dump(), several times faster; non-finite numbers become null).
+void append_json(std::string& out, const json& j);
 }  // namespace v1
 }  // namespace agentrt

@@ -54,6 +54,7 @@ struct ToolAgentOutput {
   ToolTimings timings;
 };
 void to_json(json& j, const ToolAgentOutput& o);
+std::string to_json_string(const ToolAgentOutput& o);  // the same JSON, written straight to text
 void from_json(const json& j, ToolAgentOutput& o);
 
 // The turn's final answer and what led to it.

@@ -38,6 +38,10 @@ struct RuntimeConfig {
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::shared_ptr<Summarizer> summarizer;            // default: Summarizer{}
+  // Tools registered before the runtime recovers anything. Turns a dead process left in RESUMING are taken
+  // over at the first sweep (sweep_interval after construction), so tools added with tools().add() right
+  // after construction are there too.
+  std::vector<ToolSpec> tools;
   std::string instance_id;                           // default: random
 };
 
@@ -115,6 +119,12 @@ class Runtime {
   // `run_id`: the continuation run's id (e.g. the AG-UI request's runId); generated when empty.
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
               std::string_view run_id = {});
+
+  // The same, run on the calling thread instead of a worker (no hand-off): they return the turn's record
+  // once it is paused for approval or finished. For hosts that want a blocking call (scripts, CLIs, tests).
+  TurnRecord run_turn(const TurnInput& input);
+  TurnRecord resume_turn(std::string_view turn_id, std::string_view approval_request_id,
+                         const std::vector<Decision>& decisions, std::string_view run_id = {});
 
   // Stops a running or waiting turn; its run ends with outcome {type:"cancelled"}. No-op on a finished turn.
   void cancel(std::string_view turn_id);

@@ -76,8 +76,9 @@ struct LedgerEntry {
   bool idempotent = false;
   std::string interrupt_id;
   json decision;  // the person's decision, when there was one
-  json output;    // ToolAgentOutput JSON once the call has an outcome
+  std::string output;  // ToolAgentOutput JSON text once the call has an outcome; "" = none yet
   int64_t updated_at = 0;
+  bool has_output() const { return !output.empty(); }
 };
 
 // The answer to a resume, kept so that the same approval request id gets the same answer.

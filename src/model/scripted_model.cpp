@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "agentrt/error.hpp"
 
@@ -113,9 +116,20 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
         }
       }
       if (!tool) return tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
-      if (tool->text().find("\"ok\":true") != std::string::npos || tool->text().find("booking_id") != std::string::npos)
-        return text_result("Your booking is confirmed: room A1 on Monday.");
-      return text_result("I did not book the room: " + tool->text());
+      // Quote what the tool said: after an edited approval the booking differs from the request.
+      json result = json::parse(tool->text(), nullptr, false);
+      if (result.is_object() && result.value("ok", false)) {
+        static const std::map<std::string, std::string> days = {
+            {"mon", "Monday"}, {"tue", "Tuesday"}, {"wed", "Wednesday"}, {"thu", "Thursday"},
+            {"fri", "Friday"}, {"sat", "Saturday"}, {"sun", "Sunday"}};
+        std::string day = result.value("day", "?");
+        if (auto it = days.find(day); it != days.end()) day = it->second;
+        return text_result(fmt::format("Your booking is confirmed: room {} on {}.", result.value("room", "?"), day));
+      }
+      std::string why = tool->text();
+      if (result.is_object() && result.contains("error") && result["error"].is_object())
+        why = result["error"].value("message", why);
+      return text_result("I did not book the room: " + why);
     }
     if (text.empty()) return text_result("Hello! Ask me anything, or ask me to book a room.");
     return text_result("You said: \"" + text + "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval.");

@@ -140,7 +140,7 @@ class TurnRunner {
     in.turn_id = ctx_.turn.id;
     in.budget_chars = rt_.cfg.context_budget_chars;
     ModelRequest req;
-    req.messages = build_context(in, ctx_.history, ctx_.ledger);
+    req.messages = build_context(in, ctx_.history, ctx_.full_results);
     req.stage = stage;
     req.model = policy.model;
     req.params = policy.params;
@@ -227,12 +227,13 @@ class TurnRunner {
     w.turn_id = ctx_.turn.id;
     w.run_id = ctx_.turn.run_id;
     for (const auto& l : ctx_.ledger) {
-      if (l.output.is_null()) continue;
+      auto it = ctx_.outcomes.find(l.tool_call_id);
+      if (it == ctx_.outcomes.end()) continue;
       WorkerAgentOutput::ToolRef ref;
       ref.tool_call_id = l.tool_call_id;
       ref.tool_name = l.tool_name;
-      ref.status = tool_status_from_string(l.output.value("status", "failed"));
-      ref.result_summary = l.output.value("result_summary", "");
+      ref.status = it->second.status;
+      ref.result_summary = it->second.summary;
       w.tools.push_back(std::move(ref));
     }
     w.usage = usage_json(turn_usage_);
@@ -481,7 +482,7 @@ class TurnRunner {
     const ToolSummaryError err = out.error ? ToolSummaryError{out.error->code, out.error->message} : ToolSummaryError{};
     out.result_summary = rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result, out.error ? &err : nullptr);
     out.summary_version = kSummaryVersion;
-    json out_json = out;
+    const std::string out_str = to_json_string(out);
     json index = {{"tool_call_id", id},
                   {"tool_name", out.tool_name},
                   {"run_id", ctx_.turn.run_id},
@@ -492,11 +493,15 @@ class TurnRunner {
                   {"summary_version", out.summary_version}};
     if (rt_.cfg.objects) {
       // The full payload goes to the object store first; the index (in this batch's commit) second.
-      json payload = out_json;
-      payload["thread_id"] = ctx_.turn.thread_id;
-      payload["turn_id"] = ctx_.turn.id;
-      payload["run_id"] = ctx_.turn.run_id;
-      std::string bytes = payload.dump(-1, ' ', false, json::error_handler_t::replace);
+      std::string bytes = out_str;
+      bytes.pop_back();
+      bytes += ",\"thread_id\":";
+      append_json_string(bytes, ctx_.turn.thread_id);
+      bytes += ",\"turn_id\":";
+      append_json_string(bytes, ctx_.turn.id);
+      bytes += ",\"run_id\":";
+      append_json_string(bytes, ctx_.turn.run_id);
+      bytes += '}';
       std::string key = fmt::format("agent-outputs/{}/{}/{}.json", ctx_.turn.thread_id, ctx_.turn.run_id, id);
       try {
         rt_.cfg.objects->put(key, bytes, "application/json");
@@ -510,10 +515,19 @@ class TurnRunner {
         rt_.log(LogLevel::warn, "objects", fmt::format("tool payload {} not stored: {}", key, e.what()));
       }
     }
+    // TOOL_CALL_RESULT: the summary as content, ToolAgentOutput and the ui card in metadata.
     const std::string msg_id = new_id("msg");
-    json meta = {{"tool_agent_output", out_json}};
-    if (out.ui) meta["ui"] = *out.ui;
-    ctx_.em->emit(events::tool_call_result(msg_id, id, out.result_summary, meta));
+    std::string ev = to_json_string(events::tool_call_result(msg_id, id, out.result_summary));
+    ev.pop_back();
+    ev += ",\"metadata\":{\"tool_agent_output\":";
+    ev += out_str;
+    if (out.ui) {
+      ev += ",\"ui\":";
+      append_json(ev, json(*out.ui));
+    }
+    ev += "}}";
+    ctx_.em->emit_json(std::move(ev));
+    ctx_.note_outcome(id, out);
     Message m;
     m.id = msg_id;
     m.role = Role::tool;
@@ -532,7 +546,7 @@ class TurnRunner {
         case ToolStatus::expired: l->status = LedgerStatus::expired; break;
         case ToolStatus::interrupted: l->status = LedgerStatus::interrupted; break;
       }
-      l->output = std::move(out_json);
+      l->output = out_str;
       ctx_.em->put_ledger(*l);
     }
   }
@@ -590,7 +604,7 @@ class TurnRunner {
   // tool call without its result.
   void close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status) {
     for (auto& l : ctx_.ledger) {
-      if (!l.output.is_null()) continue;
+      if (l.has_output()) continue;
       ToolAgentOutput out;
       out.tool_call_id = l.tool_call_id;
       out.tool_name = l.tool_name;
@@ -699,12 +713,23 @@ class TurnRunner {
 void load_run_state(Store& store, RunCtx& ctx) {
   ctx.history = store.messages(ctx.turn.thread_id);
   ctx.ledger = store.ledger(ctx.turn.id);
-  for (const auto& l : ctx.ledger) ctx.used_tool_call_ids.insert(l.tool_call_id);
+  for (const auto& m : ctx.history)
+    for (const auto& c : m.message.tool_calls) ctx.used_tool_call_ids.insert(c.id);
+  for (const auto& l : ctx.ledger) {
+    ctx.used_tool_call_ids.insert(l.tool_call_id);
+    if (!l.has_output()) continue;
+    try {
+      ctx.note_outcome(l.tool_call_id, json::parse(l.output).get<ToolAgentOutput>());
+    } catch (const std::exception&) {
+      // An unreadable stored output: the call still counts as answered; its summary is in the history.
+      ctx.outcomes[l.tool_call_id] = RunCtx::Outcome{ToolStatus::failed, ""};
+    }
+  }
 }
 
 }  // namespace
 
-void Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn) {
+TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn) {
   RunCtx ctx;
   ctx.turn = std::move(turn);
   ctx.handle = handle;
@@ -716,13 +741,14 @@ void Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn
     runner.run_stages(0);
   });
   unregister_run(ctx.turn.id);
+  return ctx.turn;
 }
 
-void Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id) {
+TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id) {
   auto t = cfg.store->get_turn(turn_id);
   if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
     unregister_run(turn_id);
-    return;
+    return t ? *t : TurnRecord{};
   }
   RunCtx ctx;
   ctx.turn = std::move(*t);
@@ -742,7 +768,7 @@ void Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::str
     // off by a crash: it runs again only if idempotent.
     std::vector<std::string> to_run;
     for (auto& l : ctx.ledger) {
-      if (!l.output.is_null()) continue;
+      if (l.has_output()) continue;
       if (l.status == LedgerStatus::rejected) {
         ToolAgentOutput out;
         out.tool_call_id = l.tool_call_id;
@@ -776,6 +802,7 @@ void Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::str
     runner.run_stages(stage_index(stage));
   });
   unregister_run(ctx.turn.id);
+  return ctx.turn;
 }
 
 void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason) {

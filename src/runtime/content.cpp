@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
+#include "agentrt/events.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -197,6 +198,64 @@ void to_json(json& j, const Message& m) {
   if (!m.name.empty()) j["name"] = m.name;
   if (!m.error.empty()) j["error"] = m.error;
   if (m.metadata.is_object()) j["metadata"] = m.metadata;
+}
+
+namespace {
+void append_key(std::string& out, const char* key) {
+  out += ",\"";
+  out += key;
+  out += "\":";
+}
+void append_value(std::string& out, const json& j) { append_json(out, j); }
+}  // namespace
+
+std::string to_json_string(const Message& m) {
+  std::string out;
+  out.reserve(96 + m.content.size());
+  out += "{\"id\":";
+  append_json_string(out, m.id);
+  append_key(out, "role");
+  append_json_string(out, to_string(m.role));
+  if (!m.parts.empty()) {
+    append_key(out, "content");
+    append_value(out, json(m.parts));
+  } else if (m.has_content || m.role != Role::assistant) {
+    append_key(out, "content");
+    append_json_string(out, m.content);
+  }
+  if (!m.tool_calls.empty()) {
+    out += ",\"toolCalls\":[";
+    for (size_t i = 0; i < m.tool_calls.size(); ++i) {
+      const auto& c = m.tool_calls[i];
+      if (i) out += ',';
+      out += "{\"id\":";
+      append_json_string(out, c.id);
+      out += ",\"type\":\"function\",\"function\":{\"name\":";
+      append_json_string(out, c.name);
+      out += ",\"arguments\":";
+      append_json_string(out, c.arguments);
+      out += "}}";
+    }
+    out += ']';
+  }
+  if (!m.tool_call_id.empty()) {
+    append_key(out, "toolCallId");
+    append_json_string(out, m.tool_call_id);
+  }
+  if (!m.name.empty()) {
+    append_key(out, "name");
+    append_json_string(out, m.name);
+  }
+  if (!m.error.empty()) {
+    append_key(out, "error");
+    append_json_string(out, m.error);
+  }
+  if (m.metadata.is_object()) {
+    append_key(out, "metadata");
+    append_value(out, m.metadata);
+  }
+  out += '}';
+  return out;
 }
 
 void from_json(const json& j, Message& m) {

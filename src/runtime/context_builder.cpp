@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agentrt/events.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 
@@ -12,24 +14,42 @@ size_t context_size(const Message& m) {
   return n;
 }
 
-namespace {
-
-// What the model reads as a tool's result in the turn that ran it: the whole result, not the summary.
-std::string full_result_text(const json& output) {
-  if (!output.is_object()) return {};
-  const json& err = output.contains("error") ? output["error"] : json();
-  if (err.is_object() && !err.empty())
-    return json{{"error", err}, {"status", output.value("status", "failed")}}.dump(-1, ' ', false,
-                                                                                   json::error_handler_t::replace);
-  const json& r = output.contains("result") ? output["result"] : json();
-  if (r.is_string()) return r.get<std::string>();
-  return r.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string model_result_text(const ToolAgentOutput& out) {
+  if (out.error) {
+    std::string t = "{\"status\":\"";
+    t += to_string(out.status);
+    t += "\",\"error\":{\"code\":";
+    append_json_string(t, out.error->code);
+    t += ",\"message\":";
+    append_json_string(t, out.error->message);
+    t += "}}";
+    return t;
+  }
+  if (out.result.is_string()) return out.result.get<std::string>();
+  std::string t;
+  append_json(t, out.result);
+  return t;
 }
 
+namespace {
+// The message without its metadata: providers never send metadata, and copying it is most of the cost.
+Message for_model(const Message& m) {
+  Message out;
+  out.id = m.id;
+  out.role = m.role;
+  out.content = m.content;
+  out.parts = m.parts;
+  out.has_content = m.has_content;
+  out.tool_calls = m.tool_calls;
+  out.tool_call_id = m.tool_call_id;
+  out.name = m.name;
+  out.error = m.error;
+  return out;
+}
 }  // namespace
 
 std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
-                                   const std::vector<LedgerEntry>& ledger) {
+                                   const std::map<std::string, std::string>& full_results) {
   std::vector<Message> out;
   Message sys;
   sys.id = "system";
@@ -50,14 +70,13 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
     }
   std::vector<Message> current;
   for (size_t i = first_current; i < history.size(); ++i) {
-    Message m = history[i].message;
+    Message m = for_model(history[i].message);
     if (m.role == Role::tool && history[i].turn_id == in.turn_id) {
-      for (const auto& l : ledger)
-        if (l.tool_call_id == m.tool_call_id && !l.output.is_null()) {
-          m.content = full_result_text(l.output);
-          m.parts.clear();
-          break;
-        }
+      auto it = full_results.find(m.tool_call_id);
+      if (it != full_results.end()) {
+        m.content = it->second;
+        m.parts.clear();
+      }
     }
     used += context_size(m);
     current.push_back(std::move(m));
@@ -89,7 +108,8 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
     kept.insert(kept.begin(), g.begin(), g.end());
   }
   out.push_back(std::move(sys));
-  for (const auto* m : kept) out.push_back(*m);
+  out.reserve(1 + kept.size() + current.size());
+  for (const auto* m : kept) out.push_back(for_model(*m));
   for (auto& m : current) out.push_back(std::move(m));
   return out;
 }

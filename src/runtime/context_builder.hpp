@@ -4,7 +4,10 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "agentrt/content.hpp"
+#include "agentrt/outputs.hpp"
 #include "agentrt/storage.hpp"
 
 namespace agentrt {
@@ -20,8 +23,13 @@ struct ContextInput {
 // System prompt first; then the current turn's messages (always, its tool results in full from the
 // ledger); then older history, newest first, as long as it fits the budget. An assistant message with
 // tool calls and its tool results are kept or dropped together, and the kept history is contiguous.
+// `full_results`: the current turn's tool results as the model reads them, by tool call id.
 std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
-                                   const std::vector<LedgerEntry>& ledger);
+                                   const std::map<std::string, std::string>& full_results);
+
+// What the model reads as a tool's result in the turn that ran it: the whole result (or the error), not the
+// summary.
+std::string model_result_text(const ToolAgentOutput& out);
 
 // The size the budget counts for one message (text, parts, tool-call arguments).
 size_t context_size(const Message& m);

@@ -124,8 +124,9 @@ RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::
   batch_.thread_id = thread_id_;
 }
 
-void RunEmitter::emit(const Event& e) {
-  std::string body = to_json_string(e);
+void RunEmitter::emit(const Event& e) { emit_json(to_json_string(e)); }
+
+void RunEmitter::emit_json(std::string body) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (batch_.empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
   batch_.events.push_back(StoredEvent{0, run_id_, std::move(body)});

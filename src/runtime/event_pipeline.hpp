@@ -66,6 +66,7 @@ class RunEmitter {
   RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit = {});
 
   void emit(const Event& e);
+  void emit_json(std::string event_json);  // an event already serialised (one line of AG-UI JSON)
   void add_message(MessageRecord m);
   void put_ledger(const LedgerEntry& l);
   // The turn's committed version (-1: the turn is inserted by the first commit).

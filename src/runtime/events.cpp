@@ -1,6 +1,7 @@
 #include "agentrt/events.hpp"
 
 #include <array>
+#include <cmath>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -108,9 +109,6 @@ const TypeSpec& spec_of(EventType t) { return specs()[static_cast<size_t>(t)]; }
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
 
-void append_json_value(std::string& out, const json& j) {
-  out += j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 }  // namespace
 
@@ -124,12 +122,19 @@ std::optional<EventType> event_type_from_string(std::string_view s) noexcept {
 
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
-  out.reserve(out.size() + s.size() + 2);
   out += '"';
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   size_t i = 0;
   while (i < n) {
+    // Copy the longest run that needs no escaping in one append.
+    size_t j = i;
+    while (j < n && p[j] >= 0x20 && p[j] < 0x80 && p[j] != '"' && p[j] != '\\') ++j;
+    if (j > i) {
+      out.append(s.data() + i, j - i);
+      i = j;
+      if (i == n) break;
+    }
     unsigned char c = p[i];
     if (c < 0x80) {
       switch (c) {
@@ -179,6 +184,51 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+void append_json(std::string& out, const json& j) {
+  switch (j.type()) {
+    case json::value_t::null:
+    case json::value_t::discarded: out += "null"; return;
+    case json::value_t::boolean: out += j.get<bool>() ? "true" : "false"; return;
+    case json::value_t::number_integer: fmt::format_to(std::back_inserter(out), "{}", j.get<int64_t>()); return;
+    case json::value_t::number_unsigned: fmt::format_to(std::back_inserter(out), "{}", j.get<uint64_t>()); return;
+    case json::value_t::number_float: {
+      double d = j.get<double>();
+      if (!std::isfinite(d)) {
+        out += "null";
+        return;
+      }
+      out += j.dump();
+      return;
+    }
+    case json::value_t::string: append_json_string(out, j.get_ref<const std::string&>()); return;
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& v : j) {
+        if (!first) out += ',';
+        first = false;
+        append_json(out, v);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        append_json_string(out, it.key());
+        out += ':';
+        append_json(out, it.value());
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::binary: out += j.dump(); return;
+  }
+}
+
 std::string to_json_string(const Event& e) {
   const TypeSpec& sp = spec_of(e.type);
   std::string out;
@@ -211,18 +261,18 @@ std::string to_json_string(const Event& e) {
       } else if (v.is_null() && f.kind == Kind::array) {
         out += "[]";
       } else {
-        append_json_value(out, v);
+        append_json(out, v);
       }
     }
   }
   if (e.timestamp != 0) fmt::format_to(std::back_inserter(out), ",\"timestamp\":{}", e.timestamp);
   if (!e.raw_event.is_null()) {
     out += ",\"rawEvent\":";
-    append_json_value(out, e.raw_event);
+    append_json(out, e.raw_event);
   }
   if (e.metadata.is_object()) {
     out += ",\"metadata\":";
-    append_json_value(out, e.metadata);
+    append_json(out, e.metadata);
   }
   out += '}';
   return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
+#include "agentrt/events.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -80,6 +81,51 @@ void to_json(json& j, const ToolAgentOutput& o) {
              {"duration_ms", o.timings.duration_ms}}}};
   if (o.error) j["error"] = json{{"code", o.error->code}, {"message", o.error->message}};
   if (o.ui) j["ui"] = *o.ui;
+}
+
+std::string to_json_string(const ToolAgentOutput& o) {
+  auto dump = [](std::string& out, const json& j) { append_json(out, j); };
+  std::string out;
+  out.reserve(256);
+  out += "{\"tool_call_id\":";
+  append_json_string(out, o.tool_call_id);
+  out += ",\"tool_name\":";
+  append_json_string(out, o.tool_name);
+  out += ",\"args\":";
+  dump(out, o.args);
+  out += ",\"status\":\"";
+  out += to_string(o.status);
+  out += "\",\"result\":";
+  dump(out, o.result);
+  out += ",\"error\":";
+  if (o.error) {
+    out += "{\"code\":";
+    append_json_string(out, o.error->code);
+    out += ",\"message\":";
+    append_json_string(out, o.error->message);
+    out += '}';
+  } else {
+    out += "null";
+  }
+  out += ",\"result_summary\":";
+  append_json_string(out, o.result_summary);
+  out += fmt::format(",\"summary_version\":{},\"ui\":", o.summary_version);
+  if (o.ui) {
+    out += "{\"type\":";
+    append_json_string(out, o.ui->type);
+    out += ",\"version\":";
+    append_json_string(out, o.ui->version);
+    out += ",\"data\":";
+    dump(out, o.ui->data);
+    out += ",\"actions\":";
+    dump(out, o.ui->actions);
+    out += '}';
+  } else {
+    out += "null";
+  }
+  out += fmt::format(",\"timings\":{{\"started_at\":{},\"finished_at\":{},\"duration_ms\":{}}}}}",
+                     o.timings.started_at_ms, o.timings.finished_at_ms, o.timings.duration_ms);
+  return out;
 }
 
 void from_json(const json& j, ToolAgentOutput& o) {

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "util/crypto.hpp"
 
@@ -58,6 +59,11 @@ std::string iso8601_ms(int64_t ms) {
   gmtime_r(&secs, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                      tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+}
+
+void RunCtx::note_outcome(const std::string& id, const ToolAgentOutput& out) {
+  outcomes[id] = Outcome{out.status, out.result_summary};
+  full_results[id] = model_result_text(out);
 }
 
 LedgerEntry* RunCtx::find_ledger(const std::string& id) {
@@ -162,8 +168,10 @@ Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
     throw Error(ErrorCode::invalid_argument, "runtime config: intervals must be positive");
   if (!cfg.summarizer) cfg.summarizer = std::make_shared<Summarizer>();
   if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
+  for (auto& t : cfg.tools) tools.add(std::move(t));
+  cfg.tools.clear();
   cfg.store->heartbeat(cfg.instance_id, now_ms());
-  sweep();  // recover turns a dead process left behind, expire overdue approvals
+  sweep(false);  // fail turns a dead process left running, expire overdue approvals
   for (int i = 0; i < cfg.workers; ++i) workers.emplace_back([this] { worker_loop(); });
   flusher = std::thread([this] { flusher_loop(); });
   sweeper = std::thread([this] { sweeper_loop(); });
@@ -353,7 +361,7 @@ void require_id(std::string_view s, std::string_view what) {
 
 }  // namespace
 
-TurnHandle Runtime::Impl::start_turn(const TurnInput& input) {
+TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_run) {
   require_id(input.thread_id, "thread id");
   if (input.user_id.empty() || input.user_id.size() > 128)
     throw Error(ErrorCode::invalid_argument, "user id must be 1-128 characters");
@@ -421,15 +429,17 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input) {
   turn.version = committed.turn ? committed.turn->version : 0;
   TurnHandle out{turn.thread_id, turn.id, turn.run_id, false,
                  committed.events.empty() ? 0 : committed.events.front().seq};
-  enqueue([this, handle, turn, em]() mutable {
-    (void)em;
-    run_fresh(handle, turn);
-  });
+  if (inline_run) {
+    *inline_run = run_fresh(handle, turn);
+  } else {
+    enqueue([this, handle, turn]() mutable { run_fresh(handle, turn); });
+  }
   return out;
 }
 
 json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
-                           const std::vector<Decision>& decisions, std::string_view run_id) {
+                           const std::vector<Decision>& decisions, std::string_view run_id,
+                           TurnRecord* inline_run) {
   if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
   if (!run_id.empty()) require_id(run_id, "run id");
   // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
@@ -462,7 +472,7 @@ json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_r
   for (const auto& d : decisions) {
     const LedgerEntry* match = nullptr;
     for (const auto& l : ledger)
-      if (!l.interrupt_id.empty() && l.output.is_null() && l.status == LedgerStatus::requested &&
+      if (!l.interrupt_id.empty() && !l.has_output() && l.status == LedgerStatus::requested &&
           (l.interrupt_id == d.interrupt_id || l.tool_call_id == d.interrupt_id))
         match = &l;
     if (!match)
@@ -474,7 +484,7 @@ json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_r
   }
   std::vector<LedgerEntry> updates;
   for (auto& l : ledger) {
-    if (l.interrupt_id.empty() || !l.output.is_null() || l.status != LedgerStatus::requested) continue;
+    if (l.interrupt_id.empty() || l.has_output() || l.status != LedgerStatus::requested) continue;
     auto it = by_interrupt.find(l.interrupt_id);
     if (it == by_interrupt.end())
       throw Error(ErrorCode::invalid_argument,
@@ -552,24 +562,28 @@ json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_r
   }
   runs_started.fetch_add(1, std::memory_order_relaxed);
   std::string tid = turn->id;
-  enqueue([this, handle, tid] { run_continuation(handle, tid); });
+  if (inline_run) {
+    *inline_run = run_continuation(handle, tid);
+  } else {
+    enqueue([this, handle, tid] { run_continuation(handle, tid); });
+  }
   return answer;
 }
 
 void Runtime::Impl::cancel(std::string_view turn_id) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
     auto turn = cfg.store->get_turn(turn_id);
     if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
     if (is_terminal(turn->status)) return;
-    {
+    if (turn->status != TurnStatus::waiting_approval) {
       std::lock_guard<std::mutex> lock(runs_mutex);
       auto it = runs.find(turn_id);
       if (it != runs.end()) {
         it->second->cancel.cancel();
         return;
       }
-    }
-    if (turn->status == TurnStatus::waiting_approval) {
+    } else {
+      // The run that paused may still be unregistering: a waiting turn is cancelled by compare-and-set.
       try {
         end_waiting_turn(*turn, TurnStatus::cancelled, "cancelled by the host");
         return;
@@ -577,6 +591,11 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
         if (e.code() != ErrorCode::conflict) throw;
         continue;  // resumed or expired meanwhile: look again
       }
+    }
+    // Ours, but its run just ended: read the new state.
+    if (turn->owner == cfg.instance_id) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
     }
     // RUNNING or RESUMING, but not in this runtime.
     if (instance_alive(turn->owner, now_ms()))
@@ -588,7 +607,7 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
   throw Error(ErrorCode::conflict, fmt::format("turn {} kept changing while being cancelled", turn_id));
 }
 
-void Runtime::Impl::sweep() {
+void Runtime::Impl::sweep(bool take_over_resuming) {
   std::lock_guard<std::mutex> guard(sweep_run_mutex);
   const int64_t now = now_ms();
   for (auto& t : cfg.store->turns_in_status(TurnStatus::waiting_approval)) {
@@ -600,6 +619,7 @@ void Runtime::Impl::sweep() {
     }
   }
   for (auto status : {TurnStatus::running, TurnStatus::resuming}) {
+    if (status == TurnStatus::resuming && !take_over_resuming) continue;
     for (auto& t : cfg.store->turns_in_status(status)) {
       if (t.owner == cfg.instance_id) continue;
       if (instance_alive(t.owner, now)) continue;
@@ -621,9 +641,25 @@ ToolRegistry& Runtime::tools() { return impl_->tools; }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
 json Runtime::resume(std::string_view turn_id, std::string_view approval_request_id,
                      const std::vector<Decision>& decisions, std::string_view run_id) {
-  return impl_->resume(turn_id, approval_request_id, decisions, run_id);
+  return impl_->resume(turn_id, approval_request_id, decisions, run_id, nullptr);
 }
 void Runtime::cancel(std::string_view turn_id) { impl_->cancel(turn_id); }
+
+TurnRecord Runtime::run_turn(const TurnInput& input) {
+  TurnRecord out;
+  auto h = impl_->start_turn(input, &out);
+  if (h.existing) return wait(h.turn_id, std::chrono::hours(24));
+  return out;
+}
+
+TurnRecord Runtime::resume_turn(std::string_view turn_id, std::string_view approval_request_id,
+                                const std::vector<Decision>& decisions, std::string_view run_id) {
+  TurnRecord out;
+  impl_->resume(turn_id, approval_request_id, decisions, run_id, &out);
+  // A repeated approval id answered from the record: nothing ran here, report the turn as it is.
+  if (out.id.empty()) return wait(turn_id, std::chrono::hours(24));
+  return out;
+}
 
 std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int64_t after_seq) {
   require_id(thread_id, "thread id");

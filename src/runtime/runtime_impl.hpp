@@ -42,7 +42,15 @@ struct RunCtx {
   // Streaming state, so a cancelled run can close what it opened.
   std::string open_text, open_reasoning;
   std::set<std::string> open_tool_calls;
-  std::set<std::string> used_tool_call_ids;  // ids taken in this turn (a model may repeat ids)
+  std::set<std::string> used_tool_call_ids;  // ids taken in this thread (a model may repeat ids)
+  // What the run needs of each answered call of this turn, kept so outputs are not parsed again.
+  struct Outcome {
+    ToolStatus status = ToolStatus::failed;
+    std::string summary;
+  };
+  std::map<std::string, Outcome> outcomes;            // by tool call id
+  std::map<std::string, std::string> full_results;    // the whole result as the model reads it, this turn
+  void note_outcome(const std::string& id, const ToolAgentOutput& out);
 
   LedgerEntry* find_ledger(const std::string& id);
 };
@@ -94,16 +102,17 @@ struct Runtime::Impl {
   std::shared_ptr<RunHandle> register_run(const std::string& turn_id);
   void unregister_run(const std::string& turn_id);
 
-  TurnHandle start_turn(const TurnInput& input);
+  // `inline_run`: when set, the run executes on the calling thread and its final record lands there.
+  TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
-              std::string_view run_id);
+              std::string_view run_id, TurnRecord* inline_run = nullptr);
   void cancel(std::string_view turn_id);
-  void sweep();
+  void sweep(bool take_over_resuming = true);
   bool instance_alive(const std::string& owner, int64_t now);
 
   // agent_loop.cpp
-  void run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn);
-  void run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id);
+  TurnRecord run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn);
+  TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id);
   void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
   void recover_running_turn(TurnRecord turn);
   std::vector<Message> history(std::string_view thread_id);

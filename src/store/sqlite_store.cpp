@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
+#include "agentrt/events.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -35,18 +36,22 @@ CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE status IN ('RUNNI
 CREATE UNIQUE INDEX turns_by_client_message ON turns(thread_id, client_message_id) WHERE client_message_id <> '';
 CREATE INDEX turns_by_thread ON turns(thread_id, created_at);
 CREATE INDEX turns_open ON turns(status) WHERE status IN ('RUNNING','WAITING_APPROVAL','RESUMING');
+-- The event log. One row holds the events of one commit (JSON lines, seq first_seq..last_seq): a group
+-- commit writes one row, not one per token delta. Rows are appended (rowid order), the index finds them.
 CREATE TABLE events(
-  thread_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL,
-  PRIMARY KEY(thread_id, seq)) WITHOUT ROWID;
+  id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+  run_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE UNIQUE INDEX events_by_thread ON events(thread_id, first_seq);
 CREATE TABLE messages(
-  thread_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_id TEXT NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL,
-  PRIMARY KEY(thread_id, idx)) WITHOUT ROWID;
+  id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_id TEXT NOT NULL,
+  run_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE UNIQUE INDEX messages_by_thread ON messages(thread_id, idx);
 CREATE TABLE ledger(
-  turn_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, thread_id TEXT NOT NULL, run_id TEXT NOT NULL,
-  tool_name TEXT NOT NULL, stage TEXT NOT NULL, ordinal INTEGER NOT NULL, arguments TEXT NOT NULL,
-  status TEXT NOT NULL, needs_approval INTEGER NOT NULL, idempotent INTEGER NOT NULL, interrupt_id TEXT NOT NULL,
-  decision TEXT NOT NULL, output TEXT NOT NULL, updated_at INTEGER NOT NULL,
-  PRIMARY KEY(turn_id, tool_call_id)) WITHOUT ROWID;
+  id INTEGER PRIMARY KEY, turn_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, thread_id TEXT NOT NULL,
+  run_id TEXT NOT NULL, tool_name TEXT NOT NULL, stage TEXT NOT NULL, ordinal INTEGER NOT NULL,
+  arguments TEXT NOT NULL, status TEXT NOT NULL, needs_approval INTEGER NOT NULL, idempotent INTEGER NOT NULL,
+  interrupt_id TEXT NOT NULL, decision TEXT NOT NULL, output TEXT NOT NULL, updated_at INTEGER NOT NULL);
+CREATE UNIQUE INDEX ledger_by_turn ON ledger(turn_id, tool_call_id);
 CREATE TABLE approvals(
   id TEXT PRIMARY KEY, turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, decisions TEXT NOT NULL,
   answer TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
@@ -66,7 +71,11 @@ json parse_or(const unsigned char* text, json fallback) {
   return json::parse(reinterpret_cast<const char*>(text), nullptr, false);
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  std::string out;
+  append_json(out, j);
+  return out;
+}
 
 }  // namespace
 
@@ -274,14 +283,27 @@ void SqliteStore::commit(CommitBatch& b) {
     if (!b.events.empty()) {
       int64_t seq = 0;
       {
-        auto q = stmt("SELECT seq FROM events WHERE thread_id=? ORDER BY seq DESC LIMIT 1");
+        auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
         q.bind(1, b.thread_id);
         if (q.step()) seq = q.i64(0);
       }
-      for (auto& e : b.events) {
-        e.seq = ++seq;
-        auto ins = stmt("INSERT INTO events(thread_id,seq,run_id,body) VALUES(?,?,?,?)");
-        ins.bind(1, b.thread_id).bind(2, e.seq).bind(3, e.run_id).bind(4, e.json).run();
+      // Consecutive events of one run share a row.
+      size_t i = 0;
+      std::string body;
+      while (i < b.events.size()) {
+        const std::string& run = b.events[i].run_id;
+        const int64_t first = seq + 1;
+        body.clear();
+        for (; i < b.events.size() && b.events[i].run_id == run; ++i) {
+          auto& e = b.events[i];
+          if (e.json.find('\n') != std::string::npos)
+            throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
+          if (!body.empty()) body += '\n';
+          body += e.json;
+          e.seq = ++seq;
+        }
+        auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
+        ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
       }
     }
     if (!b.messages.empty()) {
@@ -296,20 +318,23 @@ void SqliteStore::commit(CommitBatch& b) {
         m.thread_id = b.thread_id;
         auto ins = stmt("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?)");
         ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
-        ins.bind(5, dump(json(m.message))).run();
+        ins.bind(5, to_json_string(m.message)).run();
       }
     }
     for (auto& l : b.ledger) {
       l.updated_at = now;
       auto up = stmt(
-          "INSERT OR REPLACE INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
+          "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
           "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at) "
-          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
+          "run_id=excluded.run_id,arguments=excluded.arguments,status=excluded.status,"
+          "needs_approval=excluded.needs_approval,idempotent=excluded.idempotent,interrupt_id=excluded.interrupt_id,"
+          "decision=excluded.decision,output=excluded.output,updated_at=excluded.updated_at");
       up.bind(1, l.turn_id).bind(2, l.tool_call_id).bind(3, l.thread_id).bind(4, l.run_id).bind(5, l.tool_name);
       up.bind(6, l.stage).bind(7, l.ordinal).bind(8, l.arguments).bind(9, to_string(l.status));
       up.bind(10, l.needs_approval).bind(11, l.idempotent).bind(12, l.interrupt_id);
       up.bind(13, l.decision.is_null() ? std::string() : dump(l.decision));
-      up.bind(14, l.output.is_null() ? std::string() : dump(l.output)).bind(15, l.updated_at);
+      up.bind(14, l.output).bind(15, l.updated_at);
       up.run();
     }
     if (b.approval) {
@@ -335,7 +360,7 @@ std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) 
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt(
       "SELECT id,user_id,title,deleted,created_at,updated_at,"
-      "(SELECT seq FROM events WHERE thread_id=threads.id ORDER BY seq DESC LIMIT 1) FROM threads WHERE id=?");
+      "(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) FROM threads WHERE id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
   ThreadRecord t{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), s.i64(6)};
@@ -476,10 +501,26 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
 
 std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT seq,run_id,body FROM events WHERE thread_id=? AND seq>? ORDER BY seq LIMIT ?");
-  s.bind(1, thread_id).bind(2, after_seq).bind(3, static_cast<int64_t>(limit));
+  // Start at the row that holds after_seq + 1, then split rows into events.
+  auto s = stmt(
+      "SELECT first_seq,run_id,body FROM events WHERE thread_id=?1 AND first_seq >= "
+      "(SELECT coalesce(max(first_seq),0) FROM events WHERE thread_id=?1 AND first_seq <= ?2 + 1) ORDER BY first_seq");
+  s.bind(1, thread_id).bind(2, after_seq);
   std::vector<StoredEvent> out;
-  while (s.step()) out.push_back(StoredEvent{s.i64(0), s.text(1), s.text(2)});
+  while (out.size() < limit && s.step()) {
+    int64_t seq = s.i64(0);
+    std::string run = s.text(1);
+    const char* p = reinterpret_cast<const char*>(s.raw(2));
+    std::string_view body = p ? std::string_view(p) : std::string_view();
+    while (!body.empty() && out.size() < limit) {
+      size_t nl = body.find('\n');
+      std::string_view line = body.substr(0, nl);
+      if (seq > after_seq) out.push_back(StoredEvent{seq, run, std::string(line)});
+      ++seq;
+      if (nl == std::string_view::npos) break;
+      body.remove_prefix(nl + 1);
+    }
+  }
   return out;
 }
 
@@ -505,7 +546,7 @@ std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
     l.idempotent = s.i64(10) != 0;
     l.interrupt_id = s.text(11);
     l.decision = parse_or(s.raw(12), nullptr);
-    l.output = parse_or(s.raw(13), nullptr);
+    l.output = s.text(13);
     l.updated_at = s.i64(14);
     out.push_back(std::move(l));
   }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <vector>
 
 #include "agentrt/error.hpp"
 
@@ -147,14 +148,13 @@ std::string base64_decode(std::string_view text) {
   constexpr size_t kChunk = 4 * (1 << 20);
   std::string out;
   out.reserve(text.size() / 4 * 3);
-  std::string block;
+  std::vector<unsigned char> block(std::min(kChunk, text.size()) / 4 * 3 + 3);
   for (size_t pos = 0; pos < text.size(); pos += kChunk) {
     const size_t n = std::min(kChunk, text.size() - pos);
-    block.assign(n / 4 * 3, '\0');
-    const int written = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(block.data()),
-                                        reinterpret_cast<const unsigned char*>(text.data() + pos), static_cast<int>(n));
+    const int written = EVP_DecodeBlock(block.data(), reinterpret_cast<const unsigned char*>(text.data() + pos),
+                                        static_cast<int>(n));
     if (written < 0) throw Error(ErrorCode::invalid_argument, "invalid base64 (rejected by libcrypto)");
-    out.append(block.data(), static_cast<size_t>(written));
+    out.append(reinterpret_cast<const char*>(block.data()), static_cast<size_t>(written));
   }
   out.resize(out.size() - padding);
   return out;

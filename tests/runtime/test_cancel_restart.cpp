@@ -247,7 +247,6 @@ TEST_CASE("a resumed idempotent call cut off by a crash runs again, a non-idempo
     }
     std::atomic<int> runs{0};
     RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
-    auto rt = std::make_unique<Runtime>(c);
     ToolSpec spec;
     spec.name = "book_room";
     spec.idempotent = idempotent;
@@ -255,8 +254,9 @@ TEST_CASE("a resumed idempotent call cut off by a crash runs again, a non-idempo
       ++runs;
       return ToolResult{json{{"ok", true}}, std::nullopt};
     });
-    rt->tools().add(spec);
-    rt->sweep();  // the constructor's sweep ran before the tool was registered: run it again now
+    c.tools.push_back(spec);
+    auto rt = std::make_unique<Runtime>(c);
+    CHECK(rt->turn("turn_r")->status == TurnStatus::resuming);  // taken over at the first sweep, not before
     auto t = rt->wait("turn_r", std::chrono::seconds(5));
     CHECK(t.status == TurnStatus::completed);
     CHECK(runs == (idempotent ? 1 : 0));

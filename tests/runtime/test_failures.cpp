@@ -177,9 +177,9 @@ TEST_CASE("a tool that throws fails that call, and an async tool may complete fr
   auto ledger = h.store->ledger(a.turn_id);
   REQUIRE(ledger.size() == 2);
   CHECK(ledger[0].status == LedgerStatus::failed);
-  CHECK(ledger[0].output["error"]["message"] == "kaput");
+  CHECK(json::parse(ledger[0].output)["error"]["message"] == "kaput");
   CHECK(ledger[1].status == LedgerStatus::finished);
-  CHECK(ledger[1].output["result"]["answer"] == 42);
+  CHECK(json::parse(ledger[1].output)["result"]["answer"] == 42);
 }
 
 TEST_CASE("a forged history in an AG-UI input never reaches the model") {

@@ -2,6 +2,7 @@
 #include "agent_server.hpp"
 
 #include <openssl/rand.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <deque>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -89,9 +91,10 @@ void send_error(Response& res, int status, std::string_view code, std::string_vi
 }
 
 // Starts a connection's thread when a connection arrives and no thread is idle, up to `max_threads`; later
-// connections wait for a free thread. Threads are kept (idle) and joined on shutdown. httplib's own pool is
-// fixed: a fixed pool large enough for every SSE stream would hold that many threads from the start.
-// Thread-safe.
+// connections wait for a free thread. A thread idle for a minute ends (down to kKeep), so a burst of streams
+// does not pin its threads' memory; ended threads are joined on the next enqueue, the rest on shutdown.
+// httplib's own pool is fixed: one large enough for every SSE stream would hold that many threads from the
+// start. Thread-safe.
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
   explicit ConnectionThreads(size_t max_threads) : max_(max_threads) {}
@@ -100,29 +103,47 @@ class ConnectionThreads final : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      reap_locked();
       jobs_.push_back(std::move(fn));
-      if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+      if (jobs_.size() > idle_ && threads_.size() < max_) {
+        std::thread t([this] { work(); });
+        const auto id = t.get_id();
+        threads_.emplace(id, std::move(t));
+      }
     }
     cv_.notify_one();
   }
 
   void shutdown() override {
+    std::map<std::thread::id, std::thread> all;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
+      reap_locked();
+      all.swap(threads_);
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();  // no new thread starts once stop_ is set and enqueue stops being called
+    for (auto& [id, t] : all) t.join();
   }
 
  private:
+  static constexpr size_t kKeep = 8;
+  static constexpr std::chrono::seconds kIdle{60};
+
   void work() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       ++idle_;
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      const bool woke = cv_.wait_for(lock, kIdle, [&] { return stop_ || !jobs_.empty(); });
       --idle_;
-      if (jobs_.empty()) return;  // stopping
+      if (!woke && threads_.size() - ended_.size() > kKeep) {
+        ended_.push_back(std::this_thread::get_id());  // joined by the next enqueue() or shutdown()
+        return;
+      }
+      if (jobs_.empty()) {
+        if (stop_) return;
+        continue;
+      }
       auto fn = std::move(jobs_.front());
       jobs_.pop_front();
       lock.unlock();
@@ -131,11 +152,23 @@ class ConnectionThreads final : public httplib::TaskQueue {
     }
   }
 
+  // Joins threads that have ended (they released the lock for good before being listed as ended).
+  void reap_locked() {
+    for (const auto& id : ended_) {
+      auto it = threads_.find(id);
+      if (it == threads_.end()) continue;
+      it->second.join();
+      threads_.erase(it);
+    }
+    ended_.clear();
+  }
+
   const size_t max_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
+  std::map<std::thread::id, std::thread> threads_;
+  std::vector<std::thread::id> ended_;
   size_t idle_ = 0;
   bool stop_ = false;
 };
@@ -172,6 +205,17 @@ class RunRateLimiter {
   const int burst_;
   std::mutex mutex_;
   std::unordered_map<std::string, Bucket> buckets_;
+};
+
+// httplib::Server with a listen backlog fit for bursts of connections: the library's is 5 (a compile-time
+// constant of the packaged build), so a burst of clients overflows the accept queue and sees resets or 1 s
+// SYN retries. Linux lets listen() be called again on a listening socket to change its backlog.
+class Listener final : public httplib::Server {
+ public:
+  void widen_backlog(int backlog) {
+    const auto fd = svr_sock_.load();
+    if (fd != INVALID_SOCKET) ::listen(fd, backlog);
+  }
 };
 
 bool is_terminal_event(const std::string& event_json) {
@@ -220,7 +264,7 @@ struct AgentServer::Impl {
   std::unique_ptr<Runtime> rt;
   std::shared_ptr<Transcriber> transcriber;
   RunRateLimiter limiter;
-  httplib::Server svr;
+  Listener svr;
   int bound_port = 0;
 
   std::mutex streams_mutex;
@@ -281,8 +325,7 @@ struct AgentServer::Impl {
     const int64_t wait = limiter.acquire(req.get_header_value("Authorization"));
     if (wait > 0) {
       res.set_header("Retry-After", std::to_string(wait));
-      throw HttpError{429, "rate_limited",
-                      fmt::format("too many runs started with this token; retry in {} s", wait)};
+      throw HttpError{429, "rate_limited", fmt::format("too many runs started with this token; retry in {} s", wait)};
     }
   }
 
@@ -387,8 +430,10 @@ struct AgentServer::Impl {
         if (st->mode == Stream::Mode::one_run && ev->run_id != st->run_id) continue;
         if (!write(fmt::format("id: {}\ndata: {}\n\n", ev->seq, ev->json))) return false;  // client gone
         if (is_terminal_event(ev->json)) {
-          if (st->mode == Stream::Mode::one_run) done = true;
-          else if (st->mode == Stream::Mode::until_idle) done = thread_idle(st->thread_id, delivered);
+          if (st->mode == Stream::Mode::one_run)
+            done = true;
+          else if (st->mode == Stream::Mode::until_idle)
+            done = thread_idle(st->thread_id, delivered);
         }
       }
       sink.done();
@@ -409,12 +454,14 @@ struct AgentServer::Impl {
       std::string key;
       if (s.type == "url") {
         if (!objects)
-          throw HttpError{422, "invalid_attachment", "attachment URLs are not accepted: this server has no object store"};
+          throw HttpError{422, "invalid_attachment",
+                          "attachment URLs are not accepted: this server has no object store"};
         try {
           key = objects->verify_url(s.value, now_ms());
         } catch (const Error& e) {
-          throw HttpError{422, "invalid_attachment",
-                          fmt::format("an attachment URL is not an unexpired upload URL of this server: {}", e.message())};
+          throw HttpError{
+              422, "invalid_attachment",
+              fmt::format("an attachment URL is not an unexpired upload URL of this server: {}", e.message())};
         }
       } else if (s.type == "file" && s.provider == kObjectProvider) {
         if (!objects) throw HttpError{422, "invalid_attachment", "this server has no object store"};
@@ -467,7 +514,7 @@ struct AgentServer::Impl {
     auto st = new_stream(thread_id, Stream::Mode::one_run);
     st->run_id = run_id;
     if (resume.is_array() && !resume.empty()) {
-      resume_run(req, res, *st, user, resume);
+      resume_run(req, res, *st, resume);
     } else {
       start_run(req, res, *st, user, in);
     }
@@ -475,17 +522,21 @@ struct AgentServer::Impl {
   }
 
   void start_run(const Request& req, Response& res, Stream& st, const std::string& user, const json& in) {
-    if (auto active = rt->active_turn(st.thread_id); active && active->status == TurnStatus::waiting_approval) {
+    TurnInput input = turn_input_from_agui(in, user);
+    resolve_attachments(input.message, user, st.thread_id);
+    rate_limit(req, res);
+    TurnHandle h;
+    try {
+      h = rt->start_turn(input);  // a repeated message id answers with its turn (existing), even while paused
+    } catch (const Error& e) {
+      auto active = e.code() == ErrorCode::conflict ? rt->active_turn(st.thread_id) : std::nullopt;
+      if (!active || active->status != TurnStatus::waiting_approval) throw;
       std::string ids;
       for (const auto& i : active->interrupts) ids += (ids.empty() ? "" : ", ") + i.value("id", std::string());
       throw HttpError{409, "pending_interrupts",
                       fmt::format("thread {} has {} pending interrupt(s) not addressed by resume: {}", st.thread_id,
                                   active->interrupts.size(), ids)};
     }
-    TurnInput input = turn_input_from_agui(in, user);
-    resolve_attachments(input.message, user, st.thread_id);
-    rate_limit(req, res);
-    TurnHandle h = rt->start_turn(input);
     if (h.existing && h.run_id != st.run_id)
       throw HttpError{409, "already_answered",
                       fmt::format("message {} was already answered by run {}; send a new user message",
@@ -493,8 +544,8 @@ struct AgentServer::Impl {
     attach(st, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1));
   }
 
-  void resume_run(const Request& req, Response& res, Stream& st, const std::string& user, const json& resume) {
-    (void)user;
+  // Ownership was checked by the caller (post_run).
+  void resume_run(const Request& req, Response& res, Stream& st, const json& resume) {
     auto decisions = decisions_from_agui_resume(resume);
     std::string turn_id;
     std::string approval_id;
@@ -545,7 +596,8 @@ struct AgentServer::Impl {
         throw HttpError{400, "invalid_cursor", "Last-Event-ID / after must be a non-negative event sequence number"};
     }
     const std::string follow = req.get_param_value("follow");
-    auto st = new_stream(thread_id, follow == "1" || follow == "true" ? Stream::Mode::follow : Stream::Mode::until_idle);
+    auto st =
+        new_stream(thread_id, follow == "1" || follow == "true" ? Stream::Mode::follow : Stream::Mode::until_idle);
     attach(*st, after);
     serve_stream(res, std::move(st));
   }
@@ -587,10 +639,11 @@ struct AgentServer::Impl {
     own_thread(user, thread_id);
     if (!req.body.empty()) parse_json_body(req);  // optional body, but not a malformed one
     auto active = rt->active_turn(thread_id);
-    if (!active) throw HttpError{409, "no_active_turn", fmt::format("thread {} has no running or waiting turn", thread_id)};
+    if (!active)
+      throw HttpError{409, "no_active_turn", fmt::format("thread {} has no running or waiting turn", thread_id)};
     rt->cancel(active->id);
-    send_json(res, 202, json{{"status", "accepted"}, {"threadId", thread_id}, {"turnId", active->id},
-                             {"runId", active->run_id}});
+    send_json(res, 202,
+              json{{"status", "accepted"}, {"threadId", thread_id}, {"turnId", active->id}, {"runId", active->run_id}});
   }
 
   // GET /agent/runs/{threadId}/history -> {threadId, messages}
@@ -611,7 +664,10 @@ struct AgentServer::Impl {
     const std::string user = user_of(req);
     json out = json::array();
     for (const auto& t : rt->threads(user)) {
-      json j = {{"id", t.id}, {"title", t.title}, {"createdAt", t.created_at}, {"updatedAt", t.updated_at},
+      json j = {{"id", t.id},
+                {"title", t.title},
+                {"createdAt", t.created_at},
+                {"updatedAt", t.updated_at},
                 {"lastSeq", t.last_seq}};
       out.push_back(std::move(j));
     }
@@ -627,8 +683,8 @@ struct AgentServer::Impl {
       try {
         rt->cancel(active->id);
       } catch (const Error& e) {
-        log(LogLevel::warn, fmt::format("delete thread {}: cancel of turn {} failed: {}", thread_id, active->id,
-                                        e.message()));
+        log(LogLevel::warn,
+            fmt::format("delete thread {}: cancel of turn {} failed: {}", thread_id, active->id, e.message()));
       }
     }
     rt->store().soft_delete_thread(thread_id);
@@ -646,8 +702,9 @@ struct AgentServer::Impl {
       throw HttpError{422, "invalid_argument", "threadId must be 1-128 of [A-Za-z0-9._-]"};
     usable_thread(user, thread_id);
     if (req.body.size() > cfg.limits.max_upload_bytes)
-      throw HttpError{413, "too_large", fmt::format("the file is {} bytes; the limit is {}", req.body.size(),
-                                                    cfg.limits.max_upload_bytes)};
+      throw HttpError{
+          413, "too_large",
+          fmt::format("the file is {} bytes; the limit is {}", req.body.size(), cfg.limits.max_upload_bytes)};
     const std::string mime = normalize_mime(req.get_header_value("Content-Type"));
     AttachmentLimits limits;
     limits.max_bytes = cfg.limits.max_upload_bytes;
@@ -668,7 +725,8 @@ struct AgentServer::Impl {
                    {"mimeType", mime},
                    {"size", req.body.size()},
                    {"expiresAt", expires},
-                   {"part", {{"type", media_kind(mime)}, {"source", {{"type", "url"}, {"value", url}, {"mimeType", mime}}}}}});
+                   {"part",
+                    {{"type", media_kind(mime)}, {"source", {{"type", "url"}, {"value", url}, {"mimeType", mime}}}}}});
   }
 
   // GET /objects/{bucket}/{key}?expires&sig: the signature is the credential (an <img src> sends no header).
@@ -707,8 +765,9 @@ struct AgentServer::Impl {
     if (!transcriber)
       throw HttpError{501, "unsupported", "speech-to-text is not configured on this server ('asr' in the config)"};
     if (req.body.size() > cfg.limits.max_audio_bytes)
-      throw HttpError{413, "too_large", fmt::format("the request is {} bytes; the audio limit is {}", req.body.size(),
-                                                    cfg.limits.max_audio_bytes)};
+      throw HttpError{
+          413, "too_large",
+          fmt::format("the request is {} bytes; the audio limit is {}", req.body.size(), cfg.limits.max_audio_bytes)};
     std::string audio;
     std::string mime;
     TranscribeOptions options;
@@ -726,8 +785,8 @@ struct AgentServer::Impl {
       options.language = req.get_param_value("language");
     }
     if (audio.size() > cfg.limits.max_audio_bytes)
-      throw HttpError{413, "too_large", fmt::format("the audio is {} bytes; the limit is {}", audio.size(),
-                                                    cfg.limits.max_audio_bytes)};
+      throw HttpError{413, "too_large",
+                      fmt::format("the audio is {} bytes; the limit is {}", audio.size(), cfg.limits.max_audio_bytes)};
     std::string text;
     try {
       text = transcriber->transcribe(audio, mime, options);
@@ -748,24 +807,28 @@ struct AgentServer::Impl {
     });
     svr.Post(api + "/agent/runs", route([this](const Request& q, Response& r) { post_run(q, r); }));
     svr.Get(api + R"(/agent/runs/([^/]+)/events)", route([this](const Request& q, Response& r) { get_events(q, r); }));
-    svr.Post(api + R"(/agent/runs/([^/]+)/resume)", route([this](const Request& q, Response& r) { post_resume(q, r); }));
-    svr.Post(api + R"(/agent/runs/([^/]+)/cancel)", route([this](const Request& q, Response& r) { post_cancel(q, r); }));
-    svr.Get(api + R"(/agent/runs/([^/]+)/history)", route([this](const Request& q, Response& r) { get_history(q, r); }));
+    svr.Post(api + R"(/agent/runs/([^/]+)/resume)",
+             route([this](const Request& q, Response& r) { post_resume(q, r); }));
+    svr.Post(api + R"(/agent/runs/([^/]+)/cancel)",
+             route([this](const Request& q, Response& r) { post_cancel(q, r); }));
+    svr.Get(api + R"(/agent/runs/([^/]+)/history)",
+            route([this](const Request& q, Response& r) { get_history(q, r); }));
     svr.Get(api + "/agent/threads", route([this](const Request& q, Response& r) { get_threads(q, r); }));
-    svr.Delete(api + R"(/agent/threads/([^/]+))", route([this](const Request& q, Response& r) { delete_thread(q, r); }));
+    svr.Delete(api + R"(/agent/threads/([^/]+))",
+               route([this](const Request& q, Response& r) { delete_thread(q, r); }));
     svr.Post(api + "/agent/uploads", route([this](const Request& q, Response& r) { post_upload(q, r); }));
     svr.Get(std::string(kObjectsPath) + "/(.+)", route([this](const Request& q, Response& r) { get_object(q, r); }));
     svr.Post(api + "/asr/transcriptions", route([this](const Request& q, Response& r) { post_transcription(q, r); }));
 
     // httplib answers some errors itself (unknown route 404, 413 over the payload limit, 400): give them
     // the JSON error shape too. Answers that already have a body are ours.
-    svr.set_error_handler([](const Request&, Response& res) {
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([](const Request&, Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       const int s = res.status;
       const char* code = s == 404 ? "not_found" : s == 413 ? "too_large" : s == 400 ? "bad_request" : "error";
       send_error(res, s, code, s == 404 ? "no such endpoint" : s == 413 ? "the body is too large" : "request failed");
       return httplib::Server::HandlerResponse::Handled;
-    });
+    }));
     svr.set_exception_handler([this](const Request& req, Response& res, std::exception_ptr ep) {
       try {
         if (ep) std::rethrow_exception(ep);
@@ -818,7 +881,8 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
     return new ConnectionThreads(max_threads);  // httplib's API: it takes ownership of the raw pointer
   };
   d.svr.set_payload_max_length(static_cast<size_t>(std::max<uint64_t>(
-      {static_cast<uint64_t>(L.max_body_bytes), L.max_upload_bytes, L.max_audio_bytes})) + (64u << 10));
+                                   {static_cast<uint64_t>(L.max_body_bytes), L.max_upload_bytes, L.max_audio_bytes})) +
+                               (64u << 10));
   d.svr.set_tcp_nodelay(true);
   d.svr.set_keep_alive_max_count(100);
   d.svr.set_read_timeout(30, 0);
@@ -832,6 +896,7 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
       throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{}", d.cfg.host, d.cfg.port));
     d.bound_port = d.cfg.port;
   }
+  d.svr.widen_backlog(1024);
   if (d.cfg.public_url.empty()) {
     const bool v6 = d.cfg.host.find(':') != std::string::npos;
     d.cfg.public_url = fmt::format("http://{}{}{}:{}", v6 ? "[" : "", d.cfg.host, v6 ? "]" : "", d.bound_port);
@@ -863,16 +928,15 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
   if (d.cfg.asr.is_object()) {
     json a = d.cfg.asr;
     const std::string type = a.value("type", "openai");
-    if (type != "openai") throw Error(ErrorCode::invalid_argument, fmt::format("asr type '{}' is unknown (openai)", type));
+    if (type != "openai")
+      throw Error(ErrorCode::invalid_argument, fmt::format("asr type '{}' is unknown (openai)", type));
     a.erase("type");
     d.transcriber = make_openai_transcriber(openai_config_from_json(a));
   }
   d.install_routes();
 }
 
-AgentServer::~AgentServer() {
-  stop();
-}
+AgentServer::~AgentServer() { stop(); }
 
 int AgentServer::port() const { return impl_->bound_port; }
 const std::string& AgentServer::public_url() const { return impl_->cfg.public_url; }

@@ -18,10 +18,10 @@ class AgentServer {
   AgentServer(const AgentServer&) = delete;
   AgentServer& operator=(const AgentServer&) = delete;
 
-  int port() const;                 // the bound port (useful with port 0)
+  int port() const;  // the bound port (useful with port 0)
   const std::string& public_url() const;
-  void run();                       // serves until stop()
-  void stop();                      // ends open streams (the turns go on) and stops listening
+  void run();   // serves until stop()
+  void stop();  // ends open streams (the turns go on) and stops listening
 
   struct Impl;
 

@@ -90,8 +90,8 @@ ServerConfig server_config_from_json(const json& j) {
                "runs_per_minute", "run_burst", "keepalive_ms", "signed_url_ttl_ms"},
               "limits");
     auto& L = c.limits;
-    L.max_body_bytes = static_cast<size_t>(integer(*l, "max_body_bytes", static_cast<int64_t>(L.max_body_bytes), 1024,
-                                                   int64_t{1} << 30));
+    L.max_body_bytes = static_cast<size_t>(
+        integer(*l, "max_body_bytes", static_cast<int64_t>(L.max_body_bytes), 1024, int64_t{1} << 30));
     L.max_upload_bytes = static_cast<uint64_t>(
         integer(*l, "max_upload_bytes", static_cast<int64_t>(L.max_upload_bytes), 1, int64_t{1} << 32));
     L.max_audio_bytes = static_cast<uint64_t>(
@@ -182,7 +182,8 @@ bool apply_server_flags(int argc, char** argv, ServerConfig& c) {
       add_token(c, value());
     } else if (a == "--model") {
       const std::string m = value();
-      if (m != "auto" && m != "demo" && m != "openai") bad(fmt::format("--model must be auto, demo or openai, not '{}'", m));
+      if (m != "auto" && m != "demo" && m != "openai")
+        bad(fmt::format("--model must be auto, demo or openai, not '{}'", m));
       c.runtime["model"] = json{{"type", m}};
     } else if (a == "--keepalive-ms") {
       c.limits.keepalive = std::chrono::milliseconds(parse_int(a, value(), 10, 3600000));

@@ -13,30 +13,30 @@ namespace agentrt::server {
 
 // Request and stream limits. Plain data.
 struct ServerLimits {
-  size_t max_body_bytes = 2u << 20;               // JSON bodies (runs, resume, cancel)
-  uint64_t max_upload_bytes = 20ull << 20;        // POST /agent/uploads (also the attachment size limit)
-  uint64_t max_audio_bytes = 25ull << 20;         // POST /asr/transcriptions
-  int max_streams = 1000;                         // open SSE streams; one more is refused with 429
-  int spare_threads = 64;                         // connection threads beyond max_streams, for everything else
-  double runs_per_minute = 0;                     // per token, run starts and resumes; 0 = unlimited
-  int run_burst = 10;                             // runs a token may start at once before the rate applies
-  std::chrono::milliseconds keepalive{15000};     // ": keep-alive" after this much silence on a stream
+  size_t max_body_bytes = 2u << 20;                       // JSON bodies (runs, resume, cancel)
+  uint64_t max_upload_bytes = 20ull << 20;                // POST /agent/uploads (also the attachment size limit)
+  uint64_t max_audio_bytes = 25ull << 20;                 // POST /asr/transcriptions
+  int max_streams = 1000;                                 // open SSE streams; one more is refused with 429
+  int spare_threads = 64;                                 // connection threads beyond max_streams, for everything else
+  double runs_per_minute = 0;                             // per token, run starts and resumes; 0 = unlimited
+  int run_burst = 10;                                     // runs a token may start at once before the rate applies
+  std::chrono::milliseconds keepalive{15000};             // ": keep-alive" after this much silence on a stream
   std::chrono::milliseconds signed_url_ttl{3600 * 1000};  // lifetime of the object URLs the server hands out
 };
 
 // The whole server configuration. Plain data.
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8080;                      // 0: any free port (printed at start)
-  std::string public_url;               // how clients reach the server; default http://host:port
+  int port = 8080;                            // 0: any free port (printed at start)
+  std::string public_url;                     // how clients reach the server; default http://host:port
   std::map<std::string, std::string> tokens;  // bearer token -> user id
   ServerLimits limits;
-  json runtime = json::object();        // runtime_config_from_json() input (data_dir, store, objects, model, ...)
-  json asr;                             // null: no transcription; {type:"openai", ...openai_config_from_json keys}
-  int demo_chunk_delay_ms = 0;          // the demo model pauses this long before each streamed chunk (demos, tests)
+  json runtime = json::object();          // runtime_config_from_json() input (data_dir, store, objects, model, ...)
+  json asr;                               // null: no transcription; {type:"openai", ...openai_config_from_json keys}
+  int demo_chunk_delay_ms = 0;            // the demo model pauses this long before each streamed chunk (demos, tests)
   std::vector<std::string> cors_origins;  // origins allowed to call the API from a browser ("*" for any)
-  bool access_log = false;              // one line per request on stderr
-  std::string log_level = "info";       // runtime log level on stderr: debug, info, warn, error, off
+  bool access_log = false;                // one line per request on stderr
+  std::string log_level = "info";         // runtime log level on stderr: debug, info, warn, error, off
 };
 
 // Keys: listen ("host:port"), public_url, tokens ({token: user}), limits ({max_body_bytes, max_upload_bytes,

@@ -491,6 +491,20 @@ class LimitsTest(unittest.TestCase):
             self.assertEqual((st, err["error"]["code"]), (401, "expired"))
 
 
+class ConfigFileTest(unittest.TestCase):
+    def test_the_example_config_starts_a_server_and_flags_override_it(self):
+        import os
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agentrt-server.example.json")) as f:
+            config = json.load(f)
+        with Server(config=config) as srv:  # --listen, --data, --token and --model flags win over the file
+            self.assertEqual(srv.run(run_input(new_id("t"), "hello"))[0], 200)
+            st, _, _, _ = srv.request("GET", "/api/v1/agent/threads", token="change-me-alice-token")
+            self.assertEqual(st, 200)
+        bad = dict(config, unknown_key=1)
+        with self.assertRaises(RuntimeError):
+            Server(config=bad)
+
+
 class FakeTranscriptionService(http.server.BaseHTTPRequestHandler):
     """An OpenAI-compatible /v1/audio/transcriptions on 127.0.0.1 that records what it received."""
     received = []

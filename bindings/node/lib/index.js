@@ -1,0 +1,362 @@
+'use strict';
+// The idiomatic layer: Runtime, tools as (async) functions, a host model, events as an async iterator, errors
+// mapped from status codes.
+//
+// Threading. JS runs on the main thread only. The library calls host tools and the host model on its worker
+// threads; koffi queues those calls to the main thread, and the worker waits until the event loop runs them.
+// So the main thread must never block in a call that waits for a worker: waits, event pulls, transcription and
+// close run as koffi .async calls (on libuv's threads), every other call is short and synchronous. The tool and
+// model trampolines return at once and do the host's work on a later tick; completions are pushed back with the
+// (non-blocking) agentrt_tool_call_* / agentrt_model_call_* functions.
+
+const capi = require('./capi');
+const errors = require('./errors');
+
+const { STATUS, fns, koffi, takeString } = capi;
+const { Cancelled, InvalidState, Timeout, check, errorFor } = errors;
+
+// Calls fn.async(...args) and resolves with its status.
+function callAsync(fn, ...args) {
+  return new Promise((resolve, reject) => {
+    fn.async(...args, (err, rc) => (err ? reject(err) : resolve(rc)));
+  });
+}
+
+// Resolves after a status from an .async call: its message stayed on the worker thread, so say which call.
+function asyncError(name, code, detail) {
+  return errorFor(code, `${name}: ${detail || fns.agentrt_status_name(code)}`);
+}
+
+function describe(e) {
+  if (e instanceof Error) return `${e.name}: ${e.message}`;
+  return String(e);
+}
+
+// A tool's result with a UI card ({type, version: "v1", data, actions}) for the front end.
+class ToolResult {
+  constructor(result, ui) {
+    this.result = result;
+    this.ui = ui;
+  }
+}
+
+// Pushes a host model's stream. Each method throws Cancelled once the turn was cancelled.
+class ModelStream {
+  constructor(call) {
+    this._call = call;
+  }
+  text(delta) {
+    check(fns.agentrt_model_call_text(this._call, delta));
+  }
+  reasoning(delta) {
+    check(fns.agentrt_model_call_reasoning(this._call, delta));
+  }
+  toolCallStart(index, toolCallId, name) {
+    check(fns.agentrt_model_call_tool_call_start(this._call, index, toolCallId, name));
+  }
+  toolCallArgs(index, delta) {
+    check(fns.agentrt_model_call_tool_call_args(this._call, index, delta));
+  }
+}
+
+// A thread's events as an async iterator: the committed ones after afterSeq, then the live tail. Ends after
+// `runs` runs have ended (RUN_FINISHED / RUN_ERROR) when given, or when closed (close(), `break`, or the
+// runtime closing). `timeoutMs` bounds the wait for each event (Timeout is thrown). Each event is the AG-UI
+// object; its sequence number is the non-enumerable property `seq`.
+class EventStream {
+  constructor(runtime, threadId, { afterSeq = 0, runs, timeoutMs } = {}) {
+    const out = [null];
+    check(fns.agentrt_events_open(out, runtime._handle(), threadId, afterSeq));
+    this._stream = out[0];
+    this._pulling = false;
+    this._closed = false;
+    this._runsLeft = runs;
+    this._timeoutMs = timeoutMs;
+    this.lastSeq = afterSeq;
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  static SLICE_MS = 250; // a pull waits at most this long on a libuv thread
+
+  async next() {
+    if (this._runsLeft !== undefined && this._runsLeft <= 0) return this._done();
+    const deadline = this._timeoutMs === undefined ? undefined : Date.now() + this._timeoutMs;
+    for (;;) {
+      if (this._closed) return this._done();
+      let slice = EventStream.SLICE_MS;
+      if (deadline !== undefined) slice = Math.max(0, Math.min(slice, deadline - Date.now()));
+      const out = [null];
+      const seq = [0];
+      this._pulling = true;
+      let rc;
+      try {
+        rc = await callAsync(fns.agentrt_events_next, out, seq, this._stream, slice);
+      } finally {
+        this._pulling = false;
+      }
+      if (rc === STATUS.OK) {
+        const event = JSON.parse(takeString(out[0]));
+        const n = Number(seq[0]);
+        Object.defineProperty(event, 'seq', { value: n, enumerable: false });
+        this.lastSeq = n;
+        if (this._runsLeft !== undefined && (event.type === 'RUN_FINISHED' || event.type === 'RUN_ERROR')) {
+          this._runsLeft -= 1;
+        }
+        return { value: event, done: false };
+      }
+      if (rc === STATUS.E_CANCELLED) {
+        this._closed = true;
+        return this._done();
+      }
+      if (rc !== STATUS.E_TIMEOUT) throw asyncError('agentrt_events_next', rc);
+      if (deadline !== undefined && Date.now() >= deadline) {
+        throw new Timeout(`agentrt_events_next: no event within ${this._timeoutMs} ms`);
+      }
+    }
+  }
+
+  async return() {
+    this.close();
+    return this._done();
+  }
+
+  // Closes the stream: a pull in progress returns at once and the iteration ends.
+  close() {
+    this._closed = true;
+    if (this._stream !== null) fns.agentrt_events_close(this._stream);
+    if (!this._pulling) this._free();
+  }
+
+  _done() {
+    if (!this._pulling) this._free();
+    return { value: undefined, done: true };
+  }
+
+  _free() {
+    if (this._stream !== null) {
+      fns.agentrt_events_free(this._stream);
+      this._stream = null;
+    }
+  }
+}
+
+// An agentrt runtime. Open with Runtime.open(config, { model }); close with `await runtime.close()`.
+// `model`: a host model, called as model(request, stream) (may be async); it returns the result ({text,
+// toolCalls, usage, ...}), a string for a text answer, or undefined to use what it streamed, or throws.
+class Runtime {
+  static open(config = {}, { model } = {}) {
+    return new Runtime(config, model);
+  }
+
+  constructor(config, model) {
+    this._tools = new Map(); // user_data id -> tool function, until the library's destroy callback
+    this._nextId = 1;
+    this._registered = []; // koffi callbacks to unregister at close
+    this._toolTrampoline = this._register((call, callJson, userData) => this._onTool(call, callJson, userData),
+      capi.types.agentrt_tool_cb);
+    this._destroyTrampoline = this._register((userData) => this._tools.delete(Number(userData)),
+      capi.types.agentrt_destroy_cb);
+    const out = [null];
+    let rc;
+    try {
+      if (model) {
+        this._model = model;
+        this._modelTrampoline = this._register((call, request, userData) => this._onModel(call, request),
+          capi.types.agentrt_model_cb);
+        rc = fns.agentrt_runtime_open_with_model(out, JSON.stringify(config), this._modelTrampoline, null, null);
+      } else {
+        rc = fns.agentrt_runtime_open(out, JSON.stringify(config));
+      }
+      check(rc);
+    } catch (e) {
+      this._unregisterAll();
+      throw e;
+    }
+    this._rt = out[0];
+  }
+
+  _register(fn, type) {
+    const cb = koffi.register(fn, koffi.pointer(type));
+    this._registered.push(cb);
+    return cb;
+  }
+
+  _unregisterAll() {
+    for (const cb of this._registered) koffi.unregister(cb);
+    this._registered = [];
+  }
+
+  _handle() {
+    if (!this._rt) throw new InvalidState('the runtime is closed');
+    return this._rt;
+  }
+
+  _json(fn, ...args) {
+    const out = [null];
+    check(fn(out, this._handle(), ...args));
+    return JSON.parse(takeString(out[0]));
+  }
+
+  // Cancels what runs, joins the workers (on a libuv thread, so the queued callbacks can still run), closes
+  // the event streams, and unregisters the callbacks. Must be the last call.
+  async close() {
+    const rt = this._rt;
+    if (!rt) return;
+    this._rt = null;
+    await callAsync(fns.agentrt_runtime_free, rt);
+    this._tools.clear();
+    this._unregisterAll();
+  }
+
+  // ------------------------------------------------------------------------------------------------ tools
+
+  // Registers a tool. spec: {name, description, parameters (JSON Schema), approval: "never"|"always", stages,
+  // idempotent, timeoutMs}. fn(args, call) may be async; it returns a JSON value or a ToolResult, and fails
+  // the call by throwing. `call` is {toolCallId, toolName, args, threadId, turnId, runId, userId, stage}.
+  tool(spec, fn) {
+    if (typeof fn !== 'function') throw new TypeError('agentrt: tool(spec, fn) needs a function');
+    const id = this._nextId++;
+    this._tools.set(id, fn);
+    // On failure the library calls destroy (which forgets the id) before returning.
+    check(fns.agentrt_tool_register(this._handle(), JSON.stringify(spec), this._toolTrampoline, id,
+      this._destroyTrampoline));
+    return fn;
+  }
+
+  unregisterTool(name) {
+    check(fns.agentrt_tool_unregister(this._handle(), name));
+  }
+
+  // Runs on the main thread, queued by koffi while a worker waits: return at once.
+  _onTool(call, callJson, userData) {
+    const fn = this._tools.get(Number(userData));
+    setImmediate(() => this._runTool(call, callJson, fn));
+  }
+
+  async _runTool(call, callJson, fn) {
+    try {
+      if (!fn) throw new Error('the tool is no longer registered');
+      const request = JSON.parse(callJson);
+      const out = await fn(request.args, request);
+      const [result, ui] = out instanceof ToolResult ? [out.result, out.ui] : [out, undefined];
+      const rc = fns.agentrt_tool_call_complete(call, JSON.stringify(result ?? null),
+        ui === undefined ? null : JSON.stringify(ui));
+      if (rc !== STATUS.OK) {
+        fns.agentrt_tool_call_fail(call, 'tool_error', `the tool's result was refused: ${fns.agentrt_last_error()}`);
+      }
+    } catch (e) {
+      fns.agentrt_tool_call_fail(call, 'tool_error', describe(e));
+    } finally {
+      fns.agentrt_tool_call_free(call);
+    }
+  }
+
+  _onModel(call, requestJson) {
+    setImmediate(() => this._runModel(call, requestJson));
+  }
+
+  async _runModel(call, requestJson) {
+    try {
+      const out = await this._model(JSON.parse(requestJson), new ModelStream(call));
+      const result = out === undefined || out === null ? {} : typeof out === 'string' ? { text: out } : out;
+      if (fns.agentrt_model_call_finish(call, JSON.stringify(result)) === STATUS.E_INVALID_ARGUMENT) {
+        fns.agentrt_model_call_fail(call, STATUS.E_MODEL, fns.agentrt_last_error());
+      }
+    } catch (e) {
+      if (!(e instanceof Cancelled)) {
+        const code = e instanceof errors.AgentrtError ? e.code : STATUS.E_MODEL;
+        fns.agentrt_model_call_fail(call, code, describe(e));
+      }
+    } finally {
+      fns.agentrt_model_call_free(call);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------------ turns
+
+  // Starts a turn with a new user message (a string, an array of content parts, or a message object).
+  startTurn(threadId, message, { userId, runId, clientMessageId } = {}) {
+    const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
+    const input = { threadId, userId, message: msg };
+    if (runId) input.runId = runId;
+    if (clientMessageId) input.clientMessageId = clientMessageId;
+    return this._json(fns.agentrt_turn_start, JSON.stringify(input));
+  }
+
+  // Starts a turn from an AG-UI RunAgentInput: only its last user message is taken.
+  startRun(runAgentInput, { userId } = {}) {
+    return this._json(fns.agentrt_turn_start, JSON.stringify({ ...runAgentInput, userId }));
+  }
+
+  // Answers every open interrupt: decisions are {interruptId, action: "approve"|"reject"|"cancel", editedArgs?,
+  // reason?}. The same approvalRequestId again returns the first answer and runs nothing.
+  resume(turnId, approvalRequestId, decisions, { runId } = {}) {
+    const body = { decisions };
+    if (runId) body.runId = runId;
+    return this._json(fns.agentrt_turn_resume, turnId, approvalRequestId, JSON.stringify(body));
+  }
+
+  approveAll(turnId, { action = 'approve' } = {}) {
+    const pending = this.interrupts(turnId);
+    return this.resume(turnId, pending.approvalRequestId,
+      pending.interrupts.map((i) => ({ interruptId: i.id, action })));
+  }
+
+  cancel(turnId) {
+    check(fns.agentrt_turn_cancel(this._handle(), turnId));
+  }
+
+  turn(turnId) {
+    return this._json(fns.agentrt_turn_get, turnId);
+  }
+
+  // Resolves with the turn's record once it is neither RUNNING nor RESUMING; rejects with Timeout.
+  async wait(turnId, { timeoutMs = 30000 } = {}) {
+    this.turn(turnId); // NotFound (with the library's message) for an unknown turn
+    const out = [null];
+    const rc = await callAsync(fns.agentrt_turn_wait, out, this._handle(), turnId, timeoutMs);
+    if (rc === STATUS.OK) return JSON.parse(takeString(out[0]));
+    if (rc === STATUS.E_TIMEOUT) throw new Timeout(`agentrt_turn_wait: turn ${turnId} did not settle in ${timeoutMs} ms`);
+    throw asyncError('agentrt_turn_wait', rc);
+  }
+
+  interrupts(turnId) {
+    return this._json(fns.agentrt_turn_interrupts, turnId);
+  }
+
+  history(threadId) {
+    return this._json(fns.agentrt_thread_history, threadId);
+  }
+
+  events(threadId, options = {}) {
+    return new EventStream(this, threadId, options);
+  }
+
+  // Speech to text with the config's OpenAI-compatible service (a Buffer or Uint8Array of audio). Options:
+  // model, language, prompt, responseFormat, filename.
+  async transcribe(audio, mimeType, options) {
+    const bytes = Buffer.isBuffer(audio) ? audio : Buffer.from(audio);
+    const out = [null];
+    const rc = await callAsync(fns.agentrt_transcribe, out, this._handle(), bytes, bytes.length, mimeType,
+      options ? JSON.stringify(options) : null);
+    if (rc !== STATUS.OK) {
+      const hints = {
+        [STATUS.E_UNSUPPORTED]: 'the runtime has no transcription service (config model.type "openai")',
+        [STATUS.E_INVALID_ARGUMENT]: 'the audio, MIME type or options were refused',
+      };
+      throw asyncError('agentrt_transcribe', rc, hints[rc]);
+    }
+    return takeString(out[0]);
+  }
+}
+
+function version() {
+  return fns.agentrt_version();
+}
+
+module.exports = {
+  Runtime, EventStream, ModelStream, ToolResult, version, ABI_VERSION: capi.ABI_VERSION, STATUS, ...errors,
+};

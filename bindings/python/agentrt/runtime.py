@@ -1,0 +1,434 @@
+"""The idiomatic layer: Runtime (a context manager), @runtime.tool, event iterators, exceptions from status codes.
+
+Threading: tool and model functions run on the runtime's worker threads (ctypes takes the GIL for them); every
+blocking call (wait, event pulls, close) releases the GIL while it waits in the library.
+"""
+import asyncio
+import ctypes
+import inspect
+import itertools
+import json
+import threading
+import time
+
+from . import _capi
+from ._capi import lib, take_string
+from .errors import AgentrtError, Cancelled, Timeout, check, error_for
+from .schema import description_of, schema_for_function
+
+# ------------------------------------------------------------------------------------------ keep-alive registry
+# Host objects the library holds as user_data: a token (an int passed as void*) maps to the object until the
+# library calls the destroy callback (_release) — exactly once per registration, on any thread.
+_registry_lock = threading.Lock()
+_registry = {}
+_tokens = itertools.count(1)
+
+
+def _keep(obj):
+    token = next(_tokens)
+    with _registry_lock:
+        _registry[token] = obj
+    return token
+
+
+def _lookup(token):
+    with _registry_lock:
+        return _registry.get(token)
+
+
+@_capi.agentrt_destroy_cb
+def _release(user_data):
+    with _registry_lock:
+        _registry.pop(user_data or 0, None)
+
+
+def _dumps(value):
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _last_error():
+    return (lib.agentrt_last_error() or b"").decode("utf-8", "replace")
+
+
+def _run(result):
+    """A coroutine returned by an async tool or model runs to completion on the calling (worker) thread."""
+    return asyncio.run(result) if inspect.iscoroutine(result) else result
+
+
+# ------------------------------------------------------------------------------------------------- tools
+
+class ToolCall:
+    """What a tool is called with. Annotate a tool parameter with ToolCall to receive it."""
+
+    def __init__(self, data):
+        self.tool_call_id = data.get("toolCallId", "")
+        self.tool_name = data.get("toolName", "")
+        self.args = data.get("args", {})
+        self.thread_id = data.get("threadId", "")
+        self.turn_id = data.get("turnId", "")
+        self.run_id = data.get("runId", "")
+        self.user_id = data.get("userId", "")
+        self.stage = data.get("stage", "")
+
+    def __repr__(self):
+        return f"ToolCall({self.tool_name} {self.tool_call_id} args={self.args!r})"
+
+
+class ToolResult:
+    """A tool's result with a UI card ({type, version:"v1", data, actions}) for the front end."""
+
+    def __init__(self, result, ui=None):
+        self.result = result
+        self.ui = ui
+
+
+class _ToolEntry:
+    def __init__(self, fn):
+        self.fn = fn
+        sig = inspect.signature(fn)
+        hints = {}
+        try:
+            import typing
+            hints = typing.get_type_hints(fn)
+        except Exception:  # pragma: no cover - hints that cannot be resolved are not context parameters
+            pass
+        self.context_params = [n for n in sig.parameters if hints.get(n) is ToolCall]
+
+    def invoke(self, call):
+        kwargs = dict(call.args) if isinstance(call.args, dict) else {}
+        for name in self.context_params:
+            kwargs[name] = call
+        return _run(self.fn(**kwargs))
+
+
+@_capi.agentrt_tool_cb
+def _tool_trampoline(call, call_json, user_data):
+    # Runs on a runtime worker thread. Nothing may escape into ctypes: every path completes and frees the call.
+    try:
+        entry = _lookup(user_data)
+        try:
+            if entry is None:
+                raise RuntimeError("the tool is no longer registered")
+            out = entry.invoke(ToolCall(json.loads(call_json)))
+            result, ui = (out.result, out.ui) if isinstance(out, ToolResult) else (out, None)
+            rc = lib.agentrt_tool_call_complete(call, _dumps(result), _dumps(ui) if ui is not None else None)
+            if rc != _capi.OK:
+                lib.agentrt_tool_call_fail(call, b"tool_error",
+                                           ("the tool's result was refused: " + _last_error()).encode())
+        except Exception as e:  # the tool raised: the model is told why
+            lib.agentrt_tool_call_fail(call, b"tool_error", f"{type(e).__name__}: {e}".encode("utf-8", "replace"))
+    except BaseException:  # pragma: no cover - keep the worker alive whatever happens
+        pass
+    finally:
+        lib.agentrt_tool_call_free(call)
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+class ModelStream:
+    """Pushes a host model's stream. Each method raises Cancelled once the turn was cancelled."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def text(self, delta):
+        check(lib.agentrt_model_call_text(self._call, delta.encode("utf-8")))
+
+    def reasoning(self, delta):
+        check(lib.agentrt_model_call_reasoning(self._call, delta.encode("utf-8")))
+
+    def tool_call_start(self, index, tool_call_id, name):
+        check(lib.agentrt_model_call_tool_call_start(self._call, index, tool_call_id.encode(), name.encode()))
+
+    def tool_call_args(self, index, delta):
+        check(lib.agentrt_model_call_tool_call_args(self._call, index, delta.encode("utf-8")))
+
+
+@_capi.agentrt_model_cb
+def _model_trampoline(call, request_json, user_data):
+    # Runs on a runtime worker thread; every path ends the call and frees the handle.
+    try:
+        fn = _lookup(user_data)
+        try:
+            if fn is None:
+                raise RuntimeError("the model is no longer registered")
+            out = _run(fn(json.loads(request_json), ModelStream(call)))
+            result = {} if out is None else ({"text": out} if isinstance(out, str) else dict(out))
+            if lib.agentrt_model_call_finish(call, _dumps(result)) == _capi.E_INVALID_ARGUMENT:
+                lib.agentrt_model_call_fail(call, _capi.E_MODEL, _last_error().encode())
+        except Cancelled:
+            pass  # the turn was cancelled: nobody waits for the answer
+        except AgentrtError as e:
+            lib.agentrt_model_call_fail(call, e.code, str(e).encode("utf-8", "replace"))
+        except Exception as e:
+            lib.agentrt_model_call_fail(call, _capi.E_MODEL, f"{type(e).__name__}: {e}".encode("utf-8", "replace"))
+    except BaseException:  # pragma: no cover
+        pass
+    finally:
+        lib.agentrt_model_call_free(call)
+
+
+# ------------------------------------------------------------------------------------------------ events
+
+class Event(dict):
+    """An AG-UI event (the JSON object) with its per-thread sequence number in `seq`."""
+
+    def __init__(self, data, seq):
+        super().__init__(data)
+        self.seq = seq
+
+    @property
+    def type(self):
+        return self.get("type")
+
+
+class EventStream:
+    """Iterates a thread's events: the committed ones after `after_seq`, then the live tail.
+
+    Iteration stops after `runs` runs have ended (RUN_FINISHED/RUN_ERROR) when `runs` is given, or when the
+    stream is closed (close() from any thread, or the runtime closing). `timeout` (seconds) bounds the wait for
+    each event: Timeout is raised when it passes. Use as a context manager, or call close().
+    """
+
+    _SLICE_MS = 250  # a pull blocks at most this long, so Ctrl-C and close() are noticed
+
+    def __init__(self, runtime, thread_id, after_seq=0, runs=None, timeout=None):
+        out = ctypes.c_void_p()
+        check(lib.agentrt_events_open(ctypes.byref(out), runtime._handle(), thread_id.encode(), after_seq))
+        self._stream = out.value
+        self._lock = threading.Lock()
+        self._pulling = False
+        self._closed = False
+        self._runs_left = runs
+        self._timeout = timeout
+        self.last_seq = after_seq
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._runs_left is not None and self._runs_left <= 0:
+            raise StopIteration
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while True:
+            slice_ms = self._SLICE_MS
+            if deadline is not None:
+                slice_ms = max(0, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
+            event = self.next(slice_ms / 1000)
+            if event is not None:
+                if self._runs_left is not None and event.type in ("RUN_FINISHED", "RUN_ERROR"):
+                    self._runs_left -= 1
+                return event
+            if self._closed:
+                raise StopIteration
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Timeout(f"no event within {self._timeout} s")
+
+    def next(self, timeout=0.0):
+        """One pull: the next event, or None when `timeout` seconds pass first or the stream is closed."""
+        with self._lock:
+            if self._closed or not self._stream:
+                return None
+            self._pulling = True
+            stream = self._stream
+        out, seq = ctypes.c_void_p(), ctypes.c_int64()
+        try:
+            rc = lib.agentrt_events_next(ctypes.byref(out), ctypes.byref(seq), stream, int(timeout * 1000))
+            if rc == _capi.OK:
+                self.last_seq = seq.value
+                return Event(json.loads(take_string(out.value)), seq.value)
+            if rc == _capi.E_TIMEOUT:
+                return None
+            if rc == _capi.E_CANCELLED:
+                self._closed = True
+                return None
+            raise error_for(rc)
+        finally:
+            with self._lock:
+                self._pulling = False
+                if self._closed:
+                    self._free_locked()
+
+    def close(self):
+        """Closes the stream (from any thread): a pull in progress returns at once, iteration stops."""
+        with self._lock:
+            if self._stream:
+                lib.agentrt_events_close(self._stream)
+            self._closed = True
+            if not self._pulling:
+                self._free_locked()
+
+    def _free_locked(self):
+        if self._stream:
+            lib.agentrt_events_free(self._stream)
+            self._stream = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+# ----------------------------------------------------------------------------------------------- runtime
+
+class TurnHandle(dict):
+    """The answer to start_turn: {turnId, runId, threadId, existing, firstSeq}, with attribute access."""
+
+    turn_id = property(lambda self: self["turnId"])
+    run_id = property(lambda self: self["runId"])
+    thread_id = property(lambda self: self["threadId"])
+    existing = property(lambda self: self["existing"])
+    first_seq = property(lambda self: self["firstSeq"])
+
+
+class Runtime:
+    """An agentrt runtime: opens from a config dict (see agentrt.h), runs turns on its worker threads.
+
+    `model`: a host model, called as model(request: dict, stream: ModelStream) on a worker thread; it returns
+    the result ({text, toolCalls, usage, ...}, a str for a text answer, or None to use what it streamed) or
+    raises. Thread-safe; close() (or leaving the `with` block) must be the last call.
+    """
+
+    def __init__(self, config=None, *, model=None, **options):
+        cfg = dict(config or {})
+        cfg.update(options)
+        out = ctypes.c_void_p()
+        if model is not None:
+            token = _keep(model)
+            rc = lib.agentrt_runtime_open_with_model(ctypes.byref(out), _dumps(cfg), _model_trampoline, token,
+                                                     _release)
+        else:
+            rc = lib.agentrt_runtime_open(ctypes.byref(out), _dumps(cfg))
+        check(rc)
+        self._rt = out.value
+
+    # -- lifetime
+    def close(self):
+        """Cancels what runs, joins the workers, closes open event streams, releases the tools."""
+        rt, self._rt = self._rt, None
+        if rt:
+            lib.agentrt_runtime_free(rt)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not self._rt:
+            raise error_for(_capi.E_INVALID_STATE, "the runtime is closed")
+        return self._rt
+
+    def _call_json(self, fn, *args):
+        out = ctypes.c_void_p()
+        check(fn(ctypes.byref(out), self._handle(), *args))
+        return json.loads(take_string(out.value))
+
+    # -- tools
+    def tool(self, fn=None, *, name=None, description=None, parameters=None, approval="never", stages=None,
+             idempotent=False, timeout=None):
+        """Registers a function as a tool (usable as @runtime.tool or @runtime.tool(approval="always")).
+
+        The JSON Schema of its arguments comes from the type hints (or `parameters`), the description from the
+        docstring. The function is called with the arguments as keyword arguments (plus any parameter annotated
+        ToolCall); it returns a JSON value or a ToolResult, may be async, and fails the call by raising.
+        """
+        def register(f):
+            if approval is True or approval is False:
+                policy = "always" if approval else "never"
+            else:
+                policy = approval
+            spec = {"name": name or f.__name__,
+                    "description": description if description is not None else description_of(f),
+                    "parameters": parameters if parameters is not None else schema_for_function(f, (ToolCall,)),
+                    "approval": policy,
+                    "idempotent": bool(idempotent)}
+            if stages is not None:
+                spec["stages"] = list(stages)
+            if timeout is not None:
+                spec["timeoutMs"] = int(timeout * 1000)
+            token = _keep(_ToolEntry(f))
+            check(lib.agentrt_tool_register(self._handle(), _dumps(spec), _tool_trampoline, token, _release))
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def unregister_tool(self, name):
+        check(lib.agentrt_tool_unregister(self._handle(), name.encode()))
+
+    # -- turns
+    def start_turn(self, thread_id, message, *, user_id, run_id=None, client_message_id=None):
+        """Starts a turn with a new user message (a str, a list of content parts, or a message dict)."""
+        if isinstance(message, str) or isinstance(message, list):
+            message = {"role": "user", "content": message}
+        data = {"threadId": thread_id, "userId": user_id, "message": message}
+        if run_id:
+            data["runId"] = run_id
+        if client_message_id:
+            data["clientMessageId"] = client_message_id
+        return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
+
+    def start_run(self, run_agent_input, *, user_id):
+        """Starts a turn from an AG-UI RunAgentInput: only its last user message is taken."""
+        data = dict(run_agent_input)
+        data["userId"] = user_id
+        return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
+
+    def resume(self, turn_id, approval_request_id, decisions, *, run_id=None):
+        """Answers every open interrupt: decisions are {interruptId, action: approve|reject|cancel, editedArgs?,
+        reason?}. The same approval_request_id again returns the first answer and runs nothing."""
+        body = {"decisions": list(decisions)}
+        if run_id:
+            body["runId"] = run_id
+        return self._call_json(lib.agentrt_turn_resume, turn_id.encode(), approval_request_id.encode(), _dumps(body))
+
+    def approve_all(self, turn_id, *, action="approve"):
+        """Resumes a waiting turn with the same action for every open interrupt."""
+        pending = self.interrupts(turn_id)
+        decisions = [{"interruptId": i["id"], "action": action} for i in pending["interrupts"]]
+        return self.resume(turn_id, pending["approvalRequestId"], decisions)
+
+    def cancel(self, turn_id):
+        check(lib.agentrt_turn_cancel(self._handle(), turn_id.encode()))
+
+    def turn(self, turn_id):
+        return self._call_json(lib.agentrt_turn_get, turn_id.encode())
+
+    def wait(self, turn_id, timeout=30.0):
+        """Waits until the turn is neither RUNNING nor RESUMING; returns its record. Raises Timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            out = ctypes.c_void_p()
+            rc = lib.agentrt_turn_wait(ctypes.byref(out), self._handle(), turn_id.encode(), min(left_ms, 250))
+            if rc == _capi.OK:
+                return json.loads(take_string(out.value))
+            if rc != _capi.E_TIMEOUT or left_ms == 0:
+                raise error_for(rc)
+
+    def interrupts(self, turn_id):
+        return self._call_json(lib.agentrt_turn_interrupts, turn_id.encode())
+
+    def history(self, thread_id):
+        return self._call_json(lib.agentrt_thread_history, thread_id.encode())
+
+    def events(self, thread_id, after_seq=0, *, runs=None, timeout=None):
+        return EventStream(self, thread_id, after_seq, runs, timeout)
+
+    # -- speech
+    def transcribe(self, audio, mime_type, **options):
+        """Speech to text with the config's OpenAI-compatible service. Options: model, language, prompt,
+        responseFormat, filename."""
+        audio = bytes(audio)
+        out = ctypes.c_void_p()
+        check(lib.agentrt_transcribe(ctypes.byref(out), self._handle(), audio, len(audio), mime_type.encode(),
+                                     _dumps(options) if options else None))
+        return take_string(out.value)

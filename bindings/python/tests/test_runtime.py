@@ -1,0 +1,309 @@
+"""The Python binding against libagentrt (AGENTRT_LIBRARY): golden path B with a Python tool, a Python model,
+a tool that raises, a duplicate resume, errors, schemas and streams. Run: python3 -m unittest discover -s tests"""
+import asyncio
+import os
+import sys
+import tempfile
+import threading
+import time
+import typing
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import agentrt  # noqa: E402
+from agentrt import _capi  # noqa: E402
+
+RUN1 = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TOOL_CALL_START",
+        "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]
+RUN2 = ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
+
+
+def shape(events):
+    """Event types with runs of streamed deltas collapsed (chunking is the model's business)."""
+    out = []
+    for e in events:
+        if out and out[-1] == e.type and e.type in ("TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"):
+            continue
+        out.append(e.type)
+    return out
+
+
+class RuntimeCase(unittest.TestCase):
+    def setUp(self):
+        self._dir = tempfile.TemporaryDirectory(prefix="agentrt-py-")
+        self.addCleanup(self._dir.cleanup)
+
+    def config(self, **extra):
+        cfg = {"data_dir": self._dir.name, "model": {"type": "demo"}, "workers": 2, "flush_interval_ms": 5,
+               "sweep_interval_ms": 50}
+        cfg.update(extra)
+        return cfg
+
+
+class GoldenPathB(RuntimeCase):
+    def test_a_python_tool_pauses_for_approval_and_runs_once_after_resume(self):
+        calls = []
+        with agentrt.Runtime(self.config()) as rt:
+            @rt.tool(approval="always")
+            def book_room(room: str, day: typing.Literal["mon", "tue", "wed"], call: agentrt.ToolCall) -> dict:
+                """Book a hotel room for a day."""
+                calls.append((room, day, call.thread_id, call.tool_call_id))
+                return agentrt.ToolResult({"ok": True, "booking_id": "BK-" + call.thread_id},
+                                          ui={"type": "booking_card", "version": "v1", "data": {"room": room}})
+
+            h = rt.start_turn("t-py-b", "please book a room", user_id="u1")
+            self.assertFalse(h.existing)
+            self.assertEqual(h.first_seq, 1)
+            turn = rt.wait(h.turn_id)
+            self.assertEqual(turn["status"], "WAITING_APPROVAL")
+            self.assertEqual(calls, [])
+
+            run1 = list(rt.events("t-py-b", runs=1, timeout=10))
+            self.assertEqual(shape(run1), RUN1)
+            self.assertEqual([e.seq for e in run1], list(range(1, len(run1) + 1)))
+            interrupt = run1[-1]["outcome"]["interrupts"][0]
+            self.assertEqual(interrupt["toolCallId"], "call_book_1")
+
+            pending = rt.interrupts(h.turn_id)
+            self.assertEqual(pending["approvalRequestId"], turn["approvalRequestId"])
+            answer = rt.resume(h.turn_id, turn["approvalRequestId"],
+                               [{"interruptId": interrupt["id"], "action": "approve"}])
+            self.assertEqual(answer["status"], "accepted")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            self.assertEqual(calls, [("A1", "mon", "t-py-b", "call_book_1")])
+
+            run2 = list(rt.events("t-py-b", after_seq=run1[-1].seq, runs=1, timeout=10))
+            self.assertEqual(shape(run2), RUN2)
+            self.assertEqual(run2[0]["parentRunId"], h.run_id)
+            result = run2[2]
+            self.assertEqual(result["metadata"]["tool_agent_output"]["result"]["booking_id"], "BK-t-py-b")
+            self.assertEqual(result["metadata"]["ui"]["type"], "booking_card")
+
+            history = rt.history("t-py-b")
+            self.assertEqual([m["role"] for m in history], ["user", "assistant", "tool", "assistant"])
+            self.assertEqual(history[3]["content"], "Your booking is confirmed: room A1 on Monday.")
+
+    def test_a_duplicate_resume_returns_the_first_answer_and_runs_nothing(self):
+        runs = []
+        with agentrt.Runtime(self.config()) as rt:
+            @rt.tool(approval=True)
+            def book_room(room: str, day: str):
+                runs.append(room)
+                return {"ok": True, "booking_id": "BK-1"}
+
+            h = rt.start_turn("t-py-dup", "book it", user_id="u1")
+            turn = rt.wait(h.turn_id)
+            decisions = [{"interruptId": i["id"], "action": "approve"} for i in turn["interrupts"]]
+            first = rt.resume(h.turn_id, turn["approvalRequestId"], decisions)
+            second = rt.resume(h.turn_id, turn["approvalRequestId"], decisions)
+            self.assertEqual(first, second)
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            third = rt.resume(h.turn_id, turn["approvalRequestId"], decisions)
+            self.assertEqual(third, first)
+            self.assertEqual(runs, ["A1"])
+            with self.assertRaises(agentrt.InvalidState) as ctx:
+                rt.resume(h.turn_id, "apr_another", decisions)
+            self.assertEqual(ctx.exception.code, _capi.E_INVALID_STATE)
+            self.assertEqual(ctx.exception.status, "invalid_state")
+            self.assertIn("not waiting for approval", str(ctx.exception))
+
+
+class Tools(RuntimeCase):
+    def test_a_tool_that_raises_fails_the_call_with_its_message(self):
+        with agentrt.Runtime(self.config()) as rt:
+            @rt.tool
+            def book_room(room: str, day: str):
+                raise ValueError(f"no rooms left in {room}")
+
+            h = rt.start_turn("t-py-raise", "book a room", user_id="u1")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            events = list(rt.events("t-py-raise", runs=1, timeout=10))
+            result = next(e for e in events if e.type == "TOOL_CALL_RESULT")
+            output = result["metadata"]["tool_agent_output"]
+            self.assertEqual(output["status"], "failed")
+            self.assertEqual(output["error"], {"code": "tool_error", "message": "ValueError: no rooms left in A1"})
+            self.assertIn("I did not book the room", rt.history("t-py-raise")[-1]["content"])
+
+    def test_an_async_tool_runs_to_completion(self):
+        with agentrt.Runtime(self.config()) as rt:
+            @rt.tool(name="book_room")
+            async def book(room: str, day: str):
+                await asyncio.sleep(0.01)
+                return {"ok": True, "booking_id": "BK-async"}
+
+            h = rt.start_turn("t-py-async", "book", user_id="u1")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            self.assertEqual(rt.history("t-py-async")[-1]["content"], "Your booking is confirmed: room A1 on Monday.")
+
+    def test_a_duplicate_tool_name_is_a_conflict_and_unregister_removes_it(self):
+        with agentrt.Runtime(self.config(demo_tools=True)) as rt:
+            with self.assertRaises(agentrt.Conflict):
+                rt.tool(lambda: None, name="book_room", parameters={"type": "object"})
+            rt.unregister_tool("book_room")
+            with self.assertRaises(agentrt.NotFound):
+                rt.unregister_tool("book_room")
+
+    def test_the_schema_comes_from_the_type_hints_and_the_docstring(self):
+        def book(room: typing.Annotated[str, "Room name"], nights: int, day: typing.Literal["mon", "tue"] = "mon",
+                 notes: typing.Optional[str] = None, tags: typing.List[str] = (), call: agentrt.ToolCall = None):
+            """Book a room.
+
+            Longer text that is not part of the description."""
+
+        schema = agentrt.schema_for_function(book, (agentrt.ToolCall,))
+        self.assertEqual(schema, {
+            "type": "object",
+            "properties": {
+                "room": {"type": "string", "description": "Room name"},
+                "nights": {"type": "integer"},
+                "day": {"enum": ["mon", "tue"], "type": "string", "default": "mon"},
+                "notes": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["room", "nights"],
+            "additionalProperties": False,
+        })
+        self.assertEqual(agentrt.schema.description_of(book), "Book a room.")
+        with self.assertRaises(TypeError):
+            agentrt.schema_for_type(object)
+
+
+class Models(RuntimeCase):
+    def test_a_python_model_streams_text_and_calls_a_tool(self):
+        requests = []
+
+        def model(request, stream):
+            requests.append(request)
+            if request["stage"] == "intent":
+                return "booking"
+            if request["messages"][-1]["role"] == "tool":
+                for piece in ("Booked ", "room ", "B2."):
+                    stream.text(piece)
+                return None  # the answer is what was streamed
+            stream.tool_call_start(0, "call_py_1", "book_room")
+            stream.tool_call_args(0, '{"room":"B2",')
+            stream.tool_call_args(0, '"day":"tue"}')
+            return {"usage": {"inputTokens": 10, "outputTokens": 4}}
+
+        booked = []
+        with agentrt.Runtime(self.config(), model=model) as rt:
+            @rt.tool
+            def book_room(room: str, day: str):
+                booked.append((room, day))
+                return {"ok": True}
+
+            h = rt.start_turn("t-py-model", "book B2 on tuesday", user_id="u1")
+            turn = rt.wait(h.turn_id)
+            self.assertEqual(turn["status"], "COMPLETED")
+            self.assertEqual(turn["intent"], "booking")
+            self.assertEqual(booked, [("B2", "tue")])
+            events = list(rt.events("t-py-model", runs=1, timeout=10))
+            deltas = [e["delta"] for e in events if e.type == "TEXT_MESSAGE_CONTENT"]
+            self.assertEqual(deltas, ["Booked ", "room ", "B2."])
+            self.assertEqual(rt.history("t-py-model")[-1]["content"], "Booked room B2.")
+        self.assertEqual([r["stage"] for r in requests], ["intent", "execution", "execution"])
+        self.assertEqual(requests[1]["tools"][0]["name"], "book_room")
+        self.assertEqual(requests[1]["threadId"], "t-py-model")
+
+    def test_a_model_that_raises_fails_the_turn(self):
+        def model(request, stream):
+            raise ConnectionError("the model server is down")
+
+        with agentrt.Runtime(self.config(), model=model) as rt:
+            h = rt.start_turn("t-py-model-fail", "hi", user_id="u1")
+            turn = rt.wait(h.turn_id)
+            self.assertEqual(turn["status"], "FAILED")
+            self.assertIn("ConnectionError: the model server is down", turn["error"])
+            events = list(rt.events("t-py-model-fail", runs=1, timeout=10))
+            self.assertEqual(events[-1].type, "RUN_ERROR")
+
+    def test_a_cancelled_turn_makes_the_model_stream_raise_cancelled(self):
+        seen = {}
+        started = threading.Event()
+
+        def model(request, stream):
+            started.set()
+            try:
+                for _ in range(500):
+                    stream.text(".")
+                    time.sleep(0.01)
+            except agentrt.Cancelled as e:
+                seen["cancelled"] = e.code
+                raise
+
+        with agentrt.Runtime(self.config(), model=model) as rt:
+            h = rt.start_turn("t-py-model-cancel", "hi", user_id="u1")
+            self.assertTrue(started.wait(10))
+            time.sleep(0.05)
+            rt.cancel(h.turn_id)
+            self.assertEqual(rt.wait(h.turn_id)["status"], "CANCELLED")
+            for _ in range(500):
+                if "cancelled" in seen:
+                    break
+                time.sleep(0.01)
+        self.assertEqual(seen.get("cancelled"), _capi.E_CANCELLED)
+
+
+class Errors(RuntimeCase):
+    def test_status_codes_map_to_exception_classes_with_the_library_message(self):
+        with self.assertRaises(agentrt.InvalidArgument) as ctx:
+            agentrt.Runtime(self.config(colour="blue"))
+        self.assertIsInstance(ctx.exception, ValueError)
+        self.assertIn("agentrt_runtime_open: config: config: unknown key 'colour'", str(ctx.exception))
+        with agentrt.Runtime(self.config()) as rt:
+            with self.assertRaises(agentrt.NotFound) as nf:
+                rt.turn("turn_nope")
+            self.assertEqual(str(nf.exception), "agentrt_turn_get: turn turn_nope not found")
+            with self.assertRaises(agentrt.Unsupported):
+                rt.transcribe(b"RIFF0000WAVE", "audio/wav", language="en")
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.start_turn("bad thread!", "hi", user_id="u1")
+            h = rt.start_turn("t-py-busy", "book", user_id="u1")
+            with self.assertRaises(agentrt.Conflict):
+                rt.start_turn("t-py-busy", "again", user_id="u1")
+            rt.cancel(h.turn_id)
+        with self.assertRaises(agentrt.InvalidState):
+            rt.history("t-py-busy")  # closed
+
+    def test_the_abi_version_is_checked(self):
+        self.assertEqual(agentrt.ABI_VERSION, _capi.lib.agentrt_abi_version())
+        with self.assertRaises(ImportError):
+            _capi.check_abi(agentrt.ABI_VERSION + 1, agentrt.ABI_VERSION)
+        self.assertRegex(agentrt.version(), r"^\d+\.\d+\.\d+$")
+
+
+class Streams(RuntimeCase):
+    def test_an_idle_stream_times_out_and_close_from_another_thread_stops_iteration(self):
+        with agentrt.Runtime(self.config()) as rt:
+            with rt.events("t-py-idle", timeout=0.1) as s:
+                t0 = time.monotonic()
+                with self.assertRaises(agentrt.Timeout):
+                    next(s)
+                self.assertGreaterEqual(time.monotonic() - t0, 0.09)
+            s = rt.events("t-py-idle")
+            threading.Timer(0.1, s.close).start()
+            self.assertEqual(list(s), [])
+
+    def test_closing_the_runtime_ends_open_streams(self):
+        rt = agentrt.Runtime(self.config())
+        s = rt.events("t-py-idle")
+        threading.Timer(0.1, rt.close).start()
+        self.assertEqual(list(s), [])
+        s.close()
+
+    def test_an_agui_run_input_takes_only_the_last_user_message(self):
+        with agentrt.Runtime(self.config()) as rt:
+            h = rt.start_run({"threadId": "t-py-agui", "runId": "run-py-1", "state": {}, "tools": [], "context": [],
+                              "messages": [{"id": "m0", "role": "user", "content": "forged"},
+                                           {"id": "m1", "role": "user", "content": "hello"}]}, user_id="u1")
+            self.assertEqual(h.run_id, "run-py-1")
+            rt.wait(h.turn_id)
+            history = rt.history("t-py-agui")
+            self.assertEqual([m["id"] for m in history][:1], ["m1"])
+            self.assertEqual(len(history), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()

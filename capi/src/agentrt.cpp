@@ -1,0 +1,377 @@
+// The extern "C" entry points of agentrt.h. Every body runs through the firewall (guard/guard_void).
+#include "agentrt.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "agentrt/config.hpp"
+#include "firewall.hpp"
+#include "host_model.hpp"
+#include "host_tool.hpp"
+#include "runtime_state.hpp"
+#include "wire_json.hpp"
+
+using agentrt::Error;
+using agentrt::ErrorCode;
+using agentrt::json;
+using namespace agentrt::capi;
+
+namespace {
+
+agentrt::capi::RuntimeState& state_of(agentrt_runtime* rt) { return *require_handle(rt, "rt")->state; }
+
+// Opens a runtime; `model` set means the host's model replaces the config's.
+int32_t open_runtime(const char* fn, agentrt_runtime** out, const char* config_json, bool with_model,
+                     agentrt_model_cb model, HostData data) {
+  return guard(fn, [&]() -> int32_t {
+    require_out(out);
+    if (with_model && !model) throw Error(ErrorCode::invalid_argument, "model is NULL");
+    json cfg = parse_json_arg(config_json, "config_json", true);
+    if (!cfg.is_object()) throw Error(ErrorCode::invalid_argument, "config_json must be a JSON object");
+    bool demo_tools = false;
+    if (auto it = cfg.find("demo_tools"); it != cfg.end()) {
+      if (!it->is_boolean()) throw Error(ErrorCode::invalid_argument, "config: 'demo_tools' must be a boolean");
+      demo_tools = it->get<bool>();
+      cfg.erase(it);
+    }
+    json model_section = cfg.value("model", json::object());
+    std::shared_ptr<agentrt::ModelProvider> host_model;
+    if (model) {
+      host_model = std::make_shared<HostModelProvider>(model, std::move(data));
+      cfg["model"] = json{{"type", "demo"}};  // a placeholder: replaced by the host's model below
+    }
+    agentrt::RuntimeConfig rc = agentrt::runtime_config_from_json(cfg);
+    if (host_model) rc.model = std::move(host_model);
+    auto handle = std::make_unique<agentrt_runtime>();
+    handle->state = std::make_unique<RuntimeState>(std::move(rc), std::move(model_section));
+    if (demo_tools) agentrt::register_demo_tools(handle->state->runtime().tools());
+    *out = handle.release();
+    return AGENTRT_OK;
+  });
+}
+
+std::string id_arg(const char* value, const char* name) {
+  require_arg(value, name);
+  if (!*value) throw Error(ErrorCode::invalid_argument, fmt::format("{} is empty", name));
+  return value;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------------------------------------ general
+
+AGENTRT_API const char* agentrt_version(void) {
+  clear_last_error();
+  return AGENTRT_VERSION_STRING;
+}
+
+AGENTRT_API uint32_t agentrt_abi_version(void) {
+  clear_last_error();
+  return AGENTRT_ABI_VERSION;
+}
+
+AGENTRT_API const char* agentrt_last_error(void) { return last_error(); }
+
+AGENTRT_API const char* agentrt_status_name(int32_t status) {
+  clear_last_error();
+  return status_name(status);
+}
+
+AGENTRT_API void agentrt_free(void* ptr) {
+  clear_last_error();
+  std::free(ptr);
+}
+
+// ------------------------------------------------------------------------------------------------ runtime
+
+AGENTRT_API int32_t agentrt_runtime_open(agentrt_runtime** out, const char* config_json) {
+  return open_runtime("agentrt_runtime_open", out, config_json, false, nullptr, HostData(nullptr, nullptr));
+}
+
+AGENTRT_API int32_t agentrt_runtime_open_with_model(agentrt_runtime** out, const char* config_json,
+                                                    agentrt_model_cb model, void* user_data,
+                                                    agentrt_destroy_cb destroy) {
+  // Owns user_data from the first line: destroy runs exactly once whatever happens below.
+  return open_runtime("agentrt_runtime_open_with_model", out, config_json, true, model, HostData(user_data, destroy));
+}
+
+AGENTRT_API void agentrt_runtime_free(agentrt_runtime* rt) {
+  guard_void("agentrt_runtime_free", [&] { delete rt; });
+}
+
+// -------------------------------------------------------------------------------------------------- tools
+
+AGENTRT_API int32_t agentrt_tool_register(agentrt_runtime* rt, const char* spec_json, agentrt_tool_cb cb,
+                                          void* user_data, agentrt_destroy_cb destroy) {
+  HostData data(user_data, destroy);
+  return guard("agentrt_tool_register", [&]() -> int32_t {
+    auto& st = state_of(rt);
+    if (!cb) throw Error(ErrorCode::invalid_argument, "cb is NULL");
+    json spec = parse_json_arg(spec_json, "spec_json");
+    st.runtime().tools().add(host_tool_spec(spec, cb, std::move(data)));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_tool_unregister(agentrt_runtime* rt, const char* name) {
+  return guard("agentrt_tool_unregister", [&]() -> int32_t {
+    auto& st = state_of(rt);
+    const std::string n = id_arg(name, "name");
+    if (!st.runtime().tools().remove(n)) throw Error(ErrorCode::not_found, fmt::format("no tool named '{}'", n));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const char* result_json, const char* ui_json) {
+  return guard("agentrt_tool_call_complete", [&]() -> int32_t {
+    require_handle(call, "call");
+    agentrt::ToolResult r;
+    r.result = parse_json_arg(result_json, "result_json");
+    if (ui_json && *ui_json) {
+      try {
+        r.ui = agentrt::parse_ui_schema(parse_json_arg(ui_json, "ui_json"));
+      } catch (const Error& e) {
+        throw Error(e.code(), "ui_json: " + e.message());
+      }
+    }
+    if (!call->completion.complete(std::move(r)))
+      throw Error(ErrorCode::invalid_state, "the tool call has already ended (completed, failed, timed out or cancelled)");
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call* call, const char* code, const char* message) {
+  return guard("agentrt_tool_call_fail", [&]() -> int32_t {
+    require_handle(call, "call");
+    if (!call->completion.fail(code && *code ? code : "tool_error", message ? message : ""))
+      throw Error(ErrorCode::invalid_state, "the tool call has already ended (completed, failed, timed out or cancelled)");
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API void agentrt_tool_call_free(agentrt_tool_call* call) {
+  guard_void("agentrt_tool_call_free", [&] {
+    if (!call) return;
+    std::unique_ptr<agentrt_tool_call> owned(call);
+    owned->completion.fail("tool_error", "the host released the tool call without completing it");
+  });
+}
+
+// ------------------------------------------------------------------------------------------- host models
+
+AGENTRT_API int32_t agentrt_model_call_text(agentrt_model_call* call, const char* delta) {
+  return guard("agentrt_model_call_text", [&]() -> int32_t {
+    require_handle(call, "call");
+    return call->state->push({ModelCallState::Item::Kind::text, 0, require_arg(delta, "delta"), {}, {}, ErrorCode::model});
+  });
+}
+
+AGENTRT_API int32_t agentrt_model_call_reasoning(agentrt_model_call* call, const char* delta) {
+  return guard("agentrt_model_call_reasoning", [&]() -> int32_t {
+    require_handle(call, "call");
+    return call->state->push(
+        {ModelCallState::Item::Kind::reasoning, 0, require_arg(delta, "delta"), {}, {}, ErrorCode::model});
+  });
+}
+
+AGENTRT_API int32_t agentrt_model_call_tool_call_start(agentrt_model_call* call, int32_t index, const char* id,
+                                                       const char* name) {
+  return guard("agentrt_model_call_tool_call_start", [&]() -> int32_t {
+    require_handle(call, "call");
+    if (index < 0) throw Error(ErrorCode::invalid_argument, fmt::format("index must not be negative, not {}", index));
+    return call->state->push({ModelCallState::Item::Kind::tool_start, index, id_arg(id, "id"), id_arg(name, "name"),
+                              {}, ErrorCode::model});
+  });
+}
+
+AGENTRT_API int32_t agentrt_model_call_tool_call_args(agentrt_model_call* call, int32_t index, const char* delta) {
+  return guard("agentrt_model_call_tool_call_args", [&]() -> int32_t {
+    require_handle(call, "call");
+    if (index < 0) throw Error(ErrorCode::invalid_argument, fmt::format("index must not be negative, not {}", index));
+    return call->state->push(
+        {ModelCallState::Item::Kind::tool_args, index, require_arg(delta, "delta"), {}, {}, ErrorCode::model});
+  });
+}
+
+AGENTRT_API int32_t agentrt_model_call_finish(agentrt_model_call* call, const char* result_json) {
+  return guard("agentrt_model_call_finish", [&]() -> int32_t {
+    require_handle(call, "call");
+    json r = parse_json_arg(result_json, "result_json", true);
+    validate_model_result(r);
+    return call->state->push({ModelCallState::Item::Kind::finish, 0, {}, {}, std::move(r), ErrorCode::model});
+  });
+}
+
+AGENTRT_API int32_t agentrt_model_call_fail(agentrt_model_call* call, int32_t status, const char* message) {
+  return guard("agentrt_model_call_fail", [&]() -> int32_t {
+    require_handle(call, "call");
+    const ErrorCode code = (status < 0 && status >= AGENTRT_E_INTERNAL) ? static_cast<ErrorCode>(status) : ErrorCode::model;
+    return call->state->push(
+        {ModelCallState::Item::Kind::fail, 0, message && *message ? message : "the host model failed", {}, {}, code});
+  });
+}
+
+AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call) {
+  guard_void("agentrt_model_call_free", [&] {
+    if (!call) return;
+    std::unique_ptr<agentrt_model_call> owned(call);
+    owned->state->release();
+  });
+}
+
+// -------------------------------------------------------------------------------------------------- turns
+
+AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const char* input_json) {
+  return guard("agentrt_turn_start", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    auto input = turn_input_from_json(parse_json_arg(input_json, "input_json"));
+    *out = dup_json(turn_handle_to_json(st.runtime().start_turn(input)));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const char* turn_id,
+                                        const char* approval_request_id, const char* decisions_json) {
+  return guard("agentrt_turn_resume", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string turn = id_arg(turn_id, "turn_id");
+    const std::string approval = id_arg(approval_request_id, "approval_request_id");
+    auto req = resume_request_from_json(parse_json_arg(decisions_json, "decisions_json"));
+    *out = dup_json(st.runtime().resume(turn, approval, req.decisions, req.run_id));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_turn_cancel(agentrt_runtime* rt, const char* turn_id) {
+  return guard("agentrt_turn_cancel", [&]() -> int32_t {
+    auto& st = state_of(rt);
+    st.runtime().cancel(id_arg(turn_id, "turn_id"));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_turn_get(char** out, agentrt_runtime* rt, const char* turn_id) {
+  return guard("agentrt_turn_get", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(turn_id, "turn_id");
+    auto t = st.runtime().turn(id);
+    if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", id));
+    *out = dup_json(turn_record_to_json(*t));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_turn_wait(char** out, agentrt_runtime* rt, const char* turn_id, int32_t timeout_ms) {
+  return guard("agentrt_turn_wait", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(turn_id, "turn_id");
+    if (timeout_ms < 0)
+      throw Error(ErrorCode::invalid_argument, fmt::format("timeout_ms must not be negative, not {}", timeout_ms));
+    auto t = st.runtime().wait(id, std::chrono::milliseconds(timeout_ms));
+    if (t.status == agentrt::TurnStatus::running || t.status == agentrt::TurnStatus::resuming)
+      return fail(AGENTRT_E_TIMEOUT, fmt::format("agentrt_turn_wait: turn {} is still {} after {} ms", id,
+                                                 to_string(t.status), timeout_ms));
+    *out = dup_json(turn_record_to_json(t));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_turn_interrupts(char** out, agentrt_runtime* rt, const char* turn_id) {
+  return guard("agentrt_turn_interrupts", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(turn_id, "turn_id");
+    auto t = st.runtime().turn(id);
+    if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", id));
+    *out = dup_json(turn_interrupts_to_json(*t));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, const char* thread_id) {
+  return guard("agentrt_thread_history", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    *out = dup_json(json(st.runtime().history(id_arg(thread_id, "thread_id"))));
+    return AGENTRT_OK;
+  });
+}
+
+// ------------------------------------------------------------------------------------------------- events
+
+AGENTRT_API int32_t agentrt_events_open(agentrt_events** out, agentrt_runtime* rt, const char* thread_id,
+                                        int64_t after_seq) {
+  return guard("agentrt_events_open", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string thread = id_arg(thread_id, "thread_id");
+    if (after_seq < 0)
+      throw Error(ErrorCode::invalid_argument, fmt::format("after_seq must not be negative, not {}", after_seq));
+    auto handle = std::make_unique<agentrt_events>();
+    handle->stream = st.open_stream(thread, after_seq);
+    *out = handle.release();
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_events_next(char** out, int64_t* out_seq, agentrt_events* stream, int32_t timeout_ms) {
+  return guard("agentrt_events_next", [&]() -> int32_t {
+    require_out(out);
+    if (out_seq) *out_seq = 0;
+    require_handle(stream, "stream");
+    if (timeout_ms < 0)
+      throw Error(ErrorCode::invalid_argument, fmt::format("timeout_ms must not be negative, not {}", timeout_ms));
+    agentrt::StoredEvent e;
+    switch (stream->stream->next(std::chrono::milliseconds(timeout_ms), e)) {
+      case EventStream::Pull::timeout:
+        return fail(AGENTRT_E_TIMEOUT, fmt::format("agentrt_events_next: no event within {} ms", timeout_ms));
+      case EventStream::Pull::closed:
+        return fail(AGENTRT_E_CANCELLED, "agentrt_events_next: the stream is closed");
+      case EventStream::Pull::event:
+        break;
+    }
+    *out = dup_string(e.json);
+    if (out_seq) *out_seq = e.seq;
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_events_close(agentrt_events* stream) {
+  return guard("agentrt_events_close", [&]() -> int32_t {
+    require_handle(stream, "stream")->stream->close();
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API void agentrt_events_free(agentrt_events* stream) {
+  guard_void("agentrt_events_free", [&] { delete stream; });
+}
+
+// ---------------------------------------------------------------------------------------------------- ASR
+
+AGENTRT_API int32_t agentrt_transcribe(char** out, agentrt_runtime* rt, const void* audio, size_t audio_len,
+                                       const char* mime_type, const char* options_json) {
+  return guard("agentrt_transcribe", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    if (!audio) throw Error(ErrorCode::invalid_argument, "audio is NULL");
+    if (audio_len == 0) throw Error(ErrorCode::invalid_argument, "audio is empty (audio_len is 0)");
+    const std::string mime = id_arg(mime_type, "mime_type");
+    auto options = transcribe_options_from_json(parse_json_arg(options_json, "options_json", true));
+    auto t = st.transcriber();
+    *out = dup_string(t->transcribe(std::string_view(static_cast<const char*>(audio), audio_len), mime, options));
+    return AGENTRT_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,25 @@
+// Host tools: a ToolSpec built from the C ABI's spec JSON whose handler calls an agentrt_tool_cb.
+#pragma once
+
+#include <string>
+
+#include "agentrt.h"
+#include "agentrt/tools.hpp"
+#include "host_data.hpp"
+
+namespace agentrt::capi {
+
+// Parses {name, description, parameters, approval, stages, idempotent, timeoutMs} and wires the handler to
+// `cb`. `data` is shared by every copy of the handler: its destroy runs once the last copy is gone. Throws
+// Error(invalid_argument) naming the bad field.
+ToolSpec host_tool_spec(const json& spec, agentrt_tool_cb cb, HostData data);
+
+// The call as the host sees it: {toolCallId, toolName, args, threadId, turnId, runId, userId, stage}.
+json tool_call_to_json(const ToolCallContext& call);
+
+}  // namespace agentrt::capi
+
+// The handle the host holds for one call. The completion is shared with the worker waiting for it.
+struct agentrt_tool_call {
+  agentrt::ToolCompletion completion;
+};

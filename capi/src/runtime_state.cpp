@@ -1,0 +1,69 @@
+#include "runtime_state.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "agentrt/openai.hpp"
+
+namespace agentrt::capi {
+
+namespace {
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+}  // namespace
+
+RuntimeState::RuntimeState(RuntimeConfig config, json model_section)
+    : runtime_(std::make_unique<Runtime>(std::move(config))), model_section_(std::move(model_section)) {}
+
+RuntimeState::~RuntimeState() {
+  std::vector<std::shared_ptr<EventStream>> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& w : streams_)
+      if (auto s = w.lock()) open.push_back(std::move(s));
+    streams_.clear();
+  }
+  // Subscriptions refer to the runtime's store: they go first.
+  for (auto& s : open) s->detach();
+  runtime_.reset();
+}
+
+std::shared_ptr<EventStream> RuntimeState::open_stream(std::string_view thread_id, int64_t after_seq) {
+  auto stream = std::make_shared<EventStream>(runtime_->subscribe(thread_id, after_seq));
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.erase(std::remove_if(streams_.begin(), streams_.end(), [](const auto& w) { return w.expired(); }),
+                 streams_.end());
+  streams_.push_back(stream);
+  return stream;
+}
+
+std::shared_ptr<Transcriber> RuntimeState::transcriber() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (transcriber_) return transcriber_;
+  const json& m = model_section_;
+  std::string type = "auto";
+  if (m.is_object() && m.contains("type") && m["type"].is_string()) type = m["type"].get<std::string>();
+  if (type == "auto") type = (env_set("OPENAI_API_KEY") || env_set("OPENAI_BASE_URL")) ? "openai" : "demo";
+  if (type != "openai")
+    throw Error(ErrorCode::unsupported,
+                fmt::format("transcription needs an OpenAI-compatible service (config model.type \"openai\", or "
+                            "OPENAI_BASE_URL / OPENAI_API_KEY with type \"auto\"); the model type is \"{}\"",
+                            type));
+  // The same reading of the model section as runtime_config_from_json: the environment fills what it omits.
+  json oc = m.is_object() ? m : json::object();
+  oc.erase("type");
+  OpenAIConfig base = openai_config_from_env();
+  OpenAIConfig cfg = oc.empty() ? base : openai_config_from_json(oc);
+  if (!oc.contains("base_url")) cfg.base_url = base.base_url;
+  if (!oc.contains("model")) cfg.model = base.model;
+  transcriber_ = make_openai_transcriber(cfg);
+  return transcriber_;
+}
+
+}  // namespace agentrt::capi

@@ -1,0 +1,39 @@
+// The C ABI's JSON shapes: parsing host input (turn input, decisions, options) and writing records
+// (turns, interrupts) in camelCase.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/asr.hpp"
+#include "agentrt/runtime.hpp"
+
+namespace agentrt::capi {
+
+// Parses a JSON argument; Error(invalid_argument) naming `name` when it is NULL or malformed. NULL or ""
+// yields `empty` when `optional`.
+json parse_json_arg(const char* text, const char* name, bool optional = false, json empty = json::object());
+
+// A malloc'ed copy for the caller (freed with agentrt_free).
+char* dup_string(std::string_view s);
+char* dup_json(const json& j);
+
+// The native form {threadId, userId, message, runId?, clientMessageId?} or an AG-UI RunAgentInput with userId.
+TurnInput turn_input_from_json(const json& input);
+json turn_handle_to_json(const TurnHandle& h);
+
+struct ResumeRequest {
+  std::vector<Decision> decisions;
+  std::string run_id;
+};
+// An array of decisions or AG-UI resume entries, or {decisions|resume: [...], runId?}.
+ResumeRequest resume_request_from_json(const json& j);
+
+json turn_record_to_json(const TurnRecord& t);
+json turn_interrupts_to_json(const TurnRecord& t);
+
+// {model?, language?, prompt?, responseFormat?, filename?}
+TranscribeOptions transcribe_options_from_json(const json& j);
+
+}  // namespace agentrt::capi
