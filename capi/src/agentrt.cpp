@@ -141,7 +141,8 @@ AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const ch
       }
     }
     if (!call->completion.complete(std::move(r)))
-      throw Error(ErrorCode::invalid_state, "the tool call has already ended (completed, failed, timed out or cancelled)");
+      throw Error(ErrorCode::invalid_state,
+                  "the tool call has already ended (completed, failed, timed out or cancelled)");
     return AGENTRT_OK;
   });
 }
@@ -150,7 +151,8 @@ AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call* call, const char* 
   return guard("agentrt_tool_call_fail", [&]() -> int32_t {
     require_handle(call, "call");
     if (!call->completion.fail(code && *code ? code : "tool_error", message ? message : ""))
-      throw Error(ErrorCode::invalid_state, "the tool call has already ended (completed, failed, timed out or cancelled)");
+      throw Error(ErrorCode::invalid_state,
+                  "the tool call has already ended (completed, failed, timed out or cancelled)");
     return AGENTRT_OK;
   });
 }
@@ -168,7 +170,8 @@ AGENTRT_API void agentrt_tool_call_free(agentrt_tool_call* call) {
 AGENTRT_API int32_t agentrt_model_call_text(agentrt_model_call* call, const char* delta) {
   return guard("agentrt_model_call_text", [&]() -> int32_t {
     require_handle(call, "call");
-    return call->state->push({ModelCallState::Item::Kind::text, 0, require_arg(delta, "delta"), {}, {}, ErrorCode::model});
+    return call->state->push(
+        {ModelCallState::Item::Kind::text, 0, require_arg(delta, "delta"), {}, {}, ErrorCode::model});
   });
 }
 
@@ -185,8 +188,8 @@ AGENTRT_API int32_t agentrt_model_call_tool_call_start(agentrt_model_call* call,
   return guard("agentrt_model_call_tool_call_start", [&]() -> int32_t {
     require_handle(call, "call");
     if (index < 0) throw Error(ErrorCode::invalid_argument, fmt::format("index must not be negative, not {}", index));
-    return call->state->push({ModelCallState::Item::Kind::tool_start, index, id_arg(id, "id"), id_arg(name, "name"),
-                              {}, ErrorCode::model});
+    return call->state->push(
+        {ModelCallState::Item::Kind::tool_start, index, id_arg(id, "id"), id_arg(name, "name"), {}, ErrorCode::model});
   });
 }
 
@@ -211,7 +214,8 @@ AGENTRT_API int32_t agentrt_model_call_finish(agentrt_model_call* call, const ch
 AGENTRT_API int32_t agentrt_model_call_fail(agentrt_model_call* call, int32_t status, const char* message) {
   return guard("agentrt_model_call_fail", [&]() -> int32_t {
     require_handle(call, "call");
-    const ErrorCode code = (status < 0 && status >= AGENTRT_E_INTERNAL) ? static_cast<ErrorCode>(status) : ErrorCode::model;
+    const ErrorCode code =
+        (status < 0 && status >= AGENTRT_E_INTERNAL) ? static_cast<ErrorCode>(status) : ErrorCode::model;
     return call->state->push(
         {ModelCallState::Item::Kind::fail, 0, message && *message ? message : "the host model failed", {}, {}, code});
   });
@@ -335,10 +339,8 @@ AGENTRT_API int32_t agentrt_events_next(char** out, int64_t* out_seq, agentrt_ev
     switch (stream->stream->next(std::chrono::milliseconds(timeout_ms), e)) {
       case EventStream::Pull::timeout:
         return fail(AGENTRT_E_TIMEOUT, fmt::format("agentrt_events_next: no event within {} ms", timeout_ms));
-      case EventStream::Pull::closed:
-        return fail(AGENTRT_E_CANCELLED, "agentrt_events_next: the stream is closed");
-      case EventStream::Pull::event:
-        break;
+      case EventStream::Pull::closed: return fail(AGENTRT_E_CANCELLED, "agentrt_events_next: the stream is closed");
+      case EventStream::Pull::event: break;
     }
     *out = dup_string(e.json);
     if (out_seq) *out_seq = e.seq;

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <exception>
-#include <new>
 #include <filesystem>
+#include <new>
 
 #include <fmt/format.h>
 

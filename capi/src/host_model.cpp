@@ -81,8 +81,8 @@ void ModelCallState::release() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (end_ != End::open) return;
-    items_.push_back(Item{Item::Kind::fail, 0, "the host released the model call without finishing it", {}, {},
-                          ErrorCode::model});
+    items_.push_back(
+        Item{Item::Kind::fail, 0, "the host released the model call without finishing it", {}, {}, ErrorCode::model});
     end_ = End::ended;
   }
   cv_.notify_all();
@@ -121,9 +121,7 @@ void ModelCallState::drain() {
         calls_[it.index][2] += it.a;
         sink_.on_tool_call_args(it.index, it.a);
         break;
-      case Item::Kind::fail:
-        error_ = std::make_exception_ptr(Error(it.code, "host model: " + it.a));
-        break;
+      case Item::Kind::fail: error_ = std::make_exception_ptr(Error(it.code, "host model: " + it.a)); break;
       case Item::Kind::finish: {
         // Fields the result leaves out are what was streamed.
         const json& r = it.result;
@@ -188,8 +186,7 @@ json model_request_to_json(const ModelRequest& r) {
 }
 
 ModelResult HostModelProvider::complete(const ModelRequest& request, ModelStreamSink& sink, const CancelToken& cancel) {
-  const std::string request_json =
-      model_request_to_json(request).dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string request_json = model_request_to_json(request).dump(-1, ' ', false, json::error_handler_t::replace);
   auto state = std::make_shared<ModelCallState>(sink, cancel);
   auto handle = std::make_unique<agentrt_model_call>();
   handle->state = state;

@@ -41,9 +41,12 @@ ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data) {
       spec.parameters = v;
     } else if (k == "approval") {
       const std::string a = v.is_string() ? v.get<std::string>() : std::string();
-      if (a == "never") spec.approval = ApprovalPolicy::never();
-      else if (a == "always") spec.approval = ApprovalPolicy::always();
-      else bad(fmt::format("'approval' must be \"never\" or \"always\", not {}", v.dump()));
+      if (a == "never")
+        spec.approval = ApprovalPolicy::never();
+      else if (a == "always")
+        spec.approval = ApprovalPolicy::always();
+      else
+        bad(fmt::format("'approval' must be \"never\" or \"always\", not {}", v.dump()));
     } else if (k == "stages") {
       if (!v.is_array()) bad("'stages' must be an array of stage names");
       spec.stages.clear();

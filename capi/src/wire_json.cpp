@@ -57,7 +57,8 @@ TurnInput turn_input_from_json(const json& in) {
   for (auto it = in.begin(); it != in.end(); ++it) {
     const std::string& k = it.key();
     if (k != "threadId" && k != "userId" && k != "message" && k != "runId" && k != "clientMessageId")
-      bad(fmt::format("input_json: unknown key '{}' (threadId, userId, message, runId, clientMessageId; or an "
+      bad(
+          fmt::format("input_json: unknown key '{}' (threadId, userId, message, runId, clientMessageId; or an "
                       "AG-UI RunAgentInput with 'messages')",
                       k));
   }
@@ -93,9 +94,12 @@ ResumeRequest resume_request_from_json(const json& j) {
       if (it.key() != "decisions" && it.key() != "resume" && it.key() != "runId")
         bad(fmt::format("decisions_json: unknown key '{}' (decisions, resume, runId)", it.key()));
     r.run_id = opt_string(j, "runId", "decisions_json");
-    if (j.contains("decisions")) list = &j["decisions"];
-    else if (j.contains("resume")) list = &j["resume"];
-    else bad("decisions_json: needs 'decisions' (or 'resume')");
+    if (j.contains("decisions"))
+      list = &j["decisions"];
+    else if (j.contains("resume"))
+      list = &j["resume"];
+    else
+      bad("decisions_json: needs 'decisions' (or 'resume')");
   }
   if (!list->is_array()) bad("decisions_json must be an array of decisions");
   bool agui = false;
@@ -146,12 +150,18 @@ TranscribeOptions transcribe_options_from_json(const json& j) {
     const std::string& k = it.key();
     if (!it->is_string()) bad(fmt::format("options_json: '{}' must be a string", k));
     const std::string v = it->get<std::string>();
-    if (k == "model") o.model = v;
-    else if (k == "language") o.language = v;
-    else if (k == "prompt") o.prompt = v;
-    else if (k == "responseFormat") o.response_format = v;
-    else if (k == "filename") o.filename = v;
-    else bad(fmt::format("options_json: unknown key '{}' (model, language, prompt, responseFormat, filename)", k));
+    if (k == "model")
+      o.model = v;
+    else if (k == "language")
+      o.language = v;
+    else if (k == "prompt")
+      o.prompt = v;
+    else if (k == "responseFormat")
+      o.response_format = v;
+    else if (k == "filename")
+      o.filename = v;
+    else
+      bad(fmt::format("options_json: unknown key '{}' (model, language, prompt, responseFormat, filename)", k));
   }
   return o;
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentrt/attachments.hpp"
 #include "agentrt/content.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/json.hpp"
@@ -43,6 +44,22 @@ struct RuntimeConfig {
   // after construction are there too.
   std::vector<ToolSpec> tools;
   std::string instance_id;                           // default: random
+  AttachmentLimits attachment_limits;                // per uploaded or inline file
+  size_t max_attachments = 8;                        // media parts per user message
+  std::chrono::seconds signed_url_ttl{3600};         // lifetime of URLs handed out by history() and upload()
+  bool model_images_as_urls = false;                 // false: images reach the model inline (data URLs)
+};
+
+// A stored user upload (bytes under agent-inputs/{user}/{thread}/uploads/{id}).
+struct Upload {
+  std::string id;  // the upload id: a `file` source's value
+  std::string bucket;
+  std::string key;
+  std::string url;  // signed, expiring
+  std::string mime_type;
+  uint64_t size = 0;
+  int64_t expires_at = 0;  // the URL's expiry, ms
+  std::string ref;         // "img_<hash>": how the model names it
 };
 
 // A turn's new input. Only `message` is taken; a caller's history never reaches the model.
@@ -125,6 +142,11 @@ class Runtime {
   TurnRecord run_turn(const TurnInput& input);
   TurnRecord resume_turn(std::string_view turn_id, std::string_view approval_request_id,
                          const std::vector<Decision>& decisions, std::string_view run_id = {});
+
+  // Stores an upload for a user's thread (the thread must be theirs or not exist yet) and signs its URL.
+  // Error(unsupported) without an object store; Error(too_large)/Error(invalid_argument) per the limits.
+  Upload upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
+                std::string_view mime_type);
 
   // Stops a running or waiting turn; its run ends with outcome {type:"cancelled"}. No-op on a finished turn.
   void cancel(std::string_view turn_id);

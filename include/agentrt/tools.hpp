@@ -33,12 +33,22 @@ struct ApprovalPolicy {
   bool requires_approval(const json& args) const;
 };
 
+// A user attachment a tool call names by its ref ("img_<hash>") in its arguments.
+struct AttachmentRef {
+  std::string ref;
+  std::string bucket;
+  std::string key;  // the object in the runtime's ObjectStore
+  std::string mime_type;
+  std::string url;  // signed, expiring
+};
+
 // What a tool is called with.
 struct ToolCallContext {
   std::string thread_id, turn_id, run_id, user_id, stage;
   std::string tool_call_id;
   std::string tool_name;
   json args;
+  std::vector<AttachmentRef> attachments;  // the thread's attachments its arguments name
 };
 
 // A successful tool outcome.

@@ -60,7 +60,9 @@ std::vector<TokenUsage> usage_from_json(const json& j) {
 // Runs one run of a turn on the calling worker thread.
 class TurnRunner {
  public:
-  TurnRunner(Runtime::Impl& rt, RunCtx& ctx) : rt_(rt), ctx_(ctx) { turn_usage_ = usage_from_json(ctx.turn.usage); }
+  TurnRunner(Runtime::Impl& rt, RunCtx& ctx) : rt_(rt), ctx_(ctx), committed_status_(ctx.turn.status) {
+    turn_usage_ = usage_from_json(ctx.turn.usage);
+  }
 
   // Runs the stages from `start` on. `step_open`: the continuation already opened the stage's step.
   void run_stages(int start) {
@@ -141,6 +143,7 @@ class TurnRunner {
     in.budget_chars = rt_.cfg.context_budget_chars;
     ModelRequest req;
     req.messages = build_context(in, ctx_.history, ctx_.full_results);
+    rt_.media_for_model(req.messages, ctx_.media_cache);
     req.stage = stage;
     req.model = policy.model;
     req.params = policy.params;
@@ -422,7 +425,7 @@ class TurnRunner {
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
       ToolCallContext call{ctx_.turn.thread_id, ctx_.turn.id, ctx_.turn.run_id, ctx_.turn.user_id, l->stage,
-                           r.id, l->tool_name, r.args};
+                           r.id, l->tool_name, r.args, rt_.attachments_named(r.args, ctx_.history)};
       r.started_ms = now_ms();
       r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
       rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
@@ -666,7 +669,10 @@ class TurnRunner {
     commit();
   }
 
-  void commit() { ctx_.em->flush(); }
+  void commit() {
+    ctx_.em->flush();
+    committed_status_ = ctx_.turn.status;
+  }
 
   // Runs the body and ends the run the way its outcome says.
   template <class F>
@@ -675,6 +681,8 @@ class TurnRunner {
       body();
       return;
     } catch (const Error& e) {
+      // A status set in memory whose commit failed never happened.
+      ctx_.turn.status = committed_status_;
       try {
         if (e.code() == ErrorCode::cancelled && ctx_.handle->cancel.cancelled()) {
           finish_cancelled();
@@ -693,6 +701,7 @@ class TurnRunner {
                 fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
       }
     } catch (const std::exception& e) {
+      ctx_.turn.status = committed_status_;
       try {
         fail("internal", e.what());
       } catch (const std::exception& e2) {
@@ -708,6 +717,7 @@ class TurnRunner {
  private:
   Runtime::Impl& rt_;
   RunCtx& ctx_;
+  TurnStatus committed_status_;
 };
 
 void load_run_state(Store& store, RunCtx& ctx) {
@@ -871,6 +881,7 @@ std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
   std::vector<Message> out;
   for (auto& rec : cfg.store->messages(thread_id)) {
     Message m = std::move(rec.message);
+    if (m.role == Role::user) resign_parts(m);
     if (m.role == Role::tool && m.metadata.is_object() && cfg.objects) {
       const std::string path = m.metadata.value("storage_path", "");
       const std::string sha = m.metadata.value("payload_sha256", "");

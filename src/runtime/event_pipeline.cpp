@@ -186,17 +186,36 @@ void RunEmitter::set_run_id(std::string run_id) {
   run_id_ = std::move(run_id);
 }
 
-CommitBatch RunEmitter::flush() {
+CommitBatch RunEmitter::flush(bool background) {
   std::lock_guard<std::mutex> lock(mutex_);
   CommitBatch out;
   out.thread_id = thread_id_;
+  if (!failure_.empty()) {
+    // What that commit held is gone: the run cannot go on as if it were stored.
+    std::string why = std::move(failure_);
+    failure_.clear();
+    throw Error(ErrorCode::io, "an earlier commit of this run failed: " + why);
+  }
   if (batch_.empty()) {
     undo_.clear();
     return out;
   }
   try {
     store_.commit(batch_);
+  } catch (const std::exception& e) {
+    if (background) failure_ = e.what();
+    for (auto& u : undo_) {
+      try {
+        u();
+      } catch (...) {
+      }
+    }
+    undo_.clear();
+    batch_ = CommitBatch{};
+    batch_.thread_id = thread_id_;
+    throw;
   } catch (...) {
+    if (background) failure_ = "unknown error";
     for (auto& u : undo_) {
       try {
         u();

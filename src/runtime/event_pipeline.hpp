@@ -82,7 +82,8 @@ class RunEmitter {
 
   // Commits everything pending in one transaction, then publishes the events. Returns the committed batch
   // (seq numbers filled in). Throws what the store throws; nothing is published then.
-  CommitBatch flush();
+  // `background`: the group-commit flusher calling; its failure is reported to the run's next flush.
+  CommitBatch flush(bool background = false);
   bool has_pending() const;
   std::chrono::steady_clock::time_point pending_since() const;
   const std::string& thread_id() const { return thread_id_; }
@@ -98,6 +99,7 @@ class RunEmitter {
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
+  std::string failure_;  // a group commit by another thread failed: the run must fail at its next flush
 };
 
 }  // namespace v1

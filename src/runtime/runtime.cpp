@@ -290,7 +290,7 @@ void Runtime::Impl::flusher_loop() {
     lock.unlock();
     for (auto& em : due) {
       try {
-        em->flush();
+        em->flush(true);
       } catch (const std::exception& e) {
         log(LogLevel::error, "pipeline", fmt::format("group commit failed: {}", e.what()));
       }
@@ -377,7 +377,10 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   msg.tool_calls.clear();
   msg.tool_call_id.clear();
   msg.id = client_id.empty() ? new_id("msg") : client_id;
-  const size_t size = json(msg).dump(-1, ' ', false, json::error_handler_t::replace).size();
+  // Inline data is checked against the attachment limits when it is stored; the rest against this one.
+  size_t size = msg.content.size();
+  for (const auto& p : msg.parts)
+    size += p.text.size() + (p.source && p.source->type != "data" ? p.source->value.size() : 0);
   if (size > cfg.max_input_bytes)
     throw Error(ErrorCode::too_large,
                 fmt::format("the input message is {} bytes; the limit is {}", size, cfg.max_input_bytes));
@@ -391,6 +394,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id))
       return TurnHandle{t->thread_id, t->id, t->run_id, true, 0};
   }
+  msg = store_input_parts(input.user_id, input.thread_id, std::move(msg));
 
   TurnRecord turn;
   turn.id = new_id("turn");

@@ -42,6 +42,7 @@ struct RunCtx {
   // Streaming state, so a cancelled run can close what it opened.
   std::string open_text, open_reasoning;
   std::set<std::string> open_tool_calls;
+  std::map<std::string, std::string> media_cache;  // object key -> base64, for this run's model calls
   std::set<std::string> used_tool_call_ids;  // ids taken in this thread (a model may repeat ids)
   // What the run needs of each answered call of this turn, kept so outputs are not parsed again.
   struct Outcome {
@@ -116,6 +117,18 @@ struct Runtime::Impl {
   void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
   void recover_running_turn(TurnRecord turn);
   std::vector<Message> history(std::string_view thread_id);
+
+  // attachment_flow.cpp
+  // Validates the input's media parts and stores each as bucket/path/mime (inline data becomes an upload).
+  Message store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg);
+  Upload upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
+                std::string_view mime_type);
+  // History view of stored parts: a fresh signed URL in place of the path.
+  void resign_parts(Message& m) const;
+  // Model view of stored parts: the bytes (or a signed URL) and a text naming the ref, never the path.
+  void media_for_model(std::vector<Message>& messages, std::map<std::string, std::string>& cache) const;
+  // The attachments of the thread that a tool call's arguments name by ref.
+  std::vector<AttachmentRef> attachments_named(const json& args, const std::vector<MessageRecord>& history) const;
 };
 
 }  // namespace v1

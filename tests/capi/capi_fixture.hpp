@@ -45,7 +45,7 @@ inline std::string last_error() { return agentrt_last_error(); }
 // A fast test config on a temp dir (demo model unless the test says otherwise).
 inline json test_config(const TempDir& dir, json model = json{{"type", "demo"}}) {
   return json{{"data_dir", dir.path.string()}, {"model", std::move(model)}, {"workers", 2},
-              {"flush_interval_ms", 5},         {"sweep_interval_ms", 50},  {"instance_lease_ms", 300}};
+              {"flush_interval_ms", 5},        {"sweep_interval_ms", 50},   {"instance_lease_ms", 300}};
 }
 
 // An open runtime, freed at scope exit.
@@ -57,9 +57,9 @@ struct Runtime {
     REQUIRE_MESSAGE(agentrt_runtime_open(&rt, config.dump().c_str()) == AGENTRT_OK, last_error());
   }
   Runtime(agentrt_model_cb model, void* user_data, agentrt_destroy_cb destroy = nullptr) {
-    REQUIRE_MESSAGE(agentrt_runtime_open_with_model(&rt, test_config(dir).dump().c_str(), model, user_data, destroy) ==
-                        AGENTRT_OK,
-                    last_error());
+    REQUIRE_MESSAGE(
+        agentrt_runtime_open_with_model(&rt, test_config(dir).dump().c_str(), model, user_data, destroy) == AGENTRT_OK,
+        last_error());
   }
   ~Runtime() { agentrt_runtime_free(rt); }
   Runtime(const Runtime&) = delete;
@@ -81,9 +81,9 @@ struct Runtime {
 
   json resume(const std::string& turn_id, const std::string& approval, const json& decisions) {
     char* out = nullptr;
-    REQUIRE_MESSAGE(agentrt_turn_resume(&out, rt, turn_id.c_str(), approval.c_str(), decisions.dump().c_str()) ==
-                        AGENTRT_OK,
-                    last_error());
+    REQUIRE_MESSAGE(
+        agentrt_turn_resume(&out, rt, turn_id.c_str(), approval.c_str(), decisions.dump().c_str()) == AGENTRT_OK,
+        last_error());
     return json::parse(take(out));
   }
 

@@ -41,7 +41,7 @@ static void book_room(agentrt_tool_call *call, const char *call_json, void *user
   st->runs++;
   CHECK(strstr(call_json, "\"toolName\":\"book_room\"") != NULL);
   CHECK(strstr(call_json, "\"room\":\"A1\"") != NULL);
-  CHECK(agentrt_tool_call_complete(call, "{\"ok\":true,\"booking_id\":\"BK-C99\"}",
+  CHECK(agentrt_tool_call_complete(call, "{\"ok\":true,\"booking_id\":\"BK-C99\",\"room\":\"A1\",\"day\":\"mon\"}",
                                    "{\"type\":\"booking_card\",\"version\":\"v1\",\"data\":{\"room\":\"A1\"}}") ==
         AGENTRT_OK);
   agentrt_tool_call_free(call);

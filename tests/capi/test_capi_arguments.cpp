@@ -38,23 +38,22 @@ TEST_CASE("version, ABI version and status names are those of the header") {
                                               std::to_string(AGENTRT_VERSION_MINOR) + "." +
                                               std::to_string(AGENTRT_VERSION_PATCH));
   CHECK(agentrt_abi_version() == AGENTRT_ABI_VERSION);
-  const std::vector<std::pair<int32_t, std::string>> names = {
-      {AGENTRT_OK, "ok"},
-      {AGENTRT_E_INVALID_ARGUMENT, "invalid_argument"},
-      {AGENTRT_E_NOT_FOUND, "not_found"},
-      {AGENTRT_E_CONFLICT, "conflict"},
-      {AGENTRT_E_EXPIRED, "expired"},
-      {AGENTRT_E_TOO_LARGE, "too_large"},
-      {AGENTRT_E_CANCELLED, "cancelled"},
-      {AGENTRT_E_TIMEOUT, "timeout"},
-      {AGENTRT_E_IO, "io"},
-      {AGENTRT_E_INVALID_STATE, "invalid_state"},
-      {AGENTRT_E_MODEL, "model"},
-      {AGENTRT_E_UNAUTHORIZED, "unauthorized"},
-      {AGENTRT_E_UNSUPPORTED, "unsupported"},
-      {AGENTRT_E_INTERNAL, "internal"},
-      {-14, "unknown"},
-      {1, "unknown"}};
+  const std::vector<std::pair<int32_t, std::string>> names = {{AGENTRT_OK, "ok"},
+                                                              {AGENTRT_E_INVALID_ARGUMENT, "invalid_argument"},
+                                                              {AGENTRT_E_NOT_FOUND, "not_found"},
+                                                              {AGENTRT_E_CONFLICT, "conflict"},
+                                                              {AGENTRT_E_EXPIRED, "expired"},
+                                                              {AGENTRT_E_TOO_LARGE, "too_large"},
+                                                              {AGENTRT_E_CANCELLED, "cancelled"},
+                                                              {AGENTRT_E_TIMEOUT, "timeout"},
+                                                              {AGENTRT_E_IO, "io"},
+                                                              {AGENTRT_E_INVALID_STATE, "invalid_state"},
+                                                              {AGENTRT_E_MODEL, "model"},
+                                                              {AGENTRT_E_UNAUTHORIZED, "unauthorized"},
+                                                              {AGENTRT_E_UNSUPPORTED, "unsupported"},
+                                                              {AGENTRT_E_INTERNAL, "internal"},
+                                                              {-14, "unknown"},
+                                                              {1, "unknown"}};
   for (const auto& [code, name] : names) CHECK(std::string(agentrt_status_name(code)) == name);
 }
 
@@ -149,9 +148,9 @@ TEST_CASE("agentrt_tool_register refuses bad specs and calls destroy exactly onc
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "'name' is required");
   check_error(agentrt_tool_register(r.rt, R"({"name":"bad name!"})", noop_tool, &c, count_destroy),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "bad name!");
-  check_error(agentrt_tool_register(r.rt, R"({"name":"t","parameters":{"type":"nonsense"}})", noop_tool, &c,
-                                    count_destroy),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "");
+  check_error(
+      agentrt_tool_register(r.rt, R"({"name":"t","parameters":{"type":"nonsense"}})", noop_tool, &c, count_destroy),
+      AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "");
   CHECK(c.n == 11);
 
   Counter first;
@@ -209,9 +208,9 @@ TEST_CASE("agentrt_turn_start refuses NULL, malformed input and non-user message
               "agentrt_turn_start", "'message' must be an object");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":{"content":"hi"},"x":1})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "unknown key 'x'");
-  check_error(
-      agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":{"role":"assistant","content":"hi"}})"),
-      AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "must be a user message");
+  check_error(agentrt_turn_start(&out, r.rt,
+                                 R"({"threadId":"t1","userId":"u1","message":{"role":"assistant","content":"hi"}})"),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "must be a user message");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"bad id!","userId":"u1","message":{"content":"hi"}})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "bad id!");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","runId":"r1","userId":"u1","messages":[]})"),
@@ -225,10 +224,10 @@ TEST_CASE("turn functions answer unknown ids with AGENTRT_E_NOT_FOUND and bad on
   const char* dec = R"([{"interruptId":"i1","action":"approve"}])";
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", dec), AGENTRT_E_NOT_FOUND, "agentrt_turn_resume",
               "turn turn_nope not found");
-  check_error(agentrt_turn_resume(&out, r.rt, nullptr, "apr_1", dec), AGENTRT_E_INVALID_ARGUMENT,
-              "agentrt_turn_resume", "turn_id is NULL");
-  check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "", dec), AGENTRT_E_INVALID_ARGUMENT,
-              "agentrt_turn_resume", "approval_request_id is empty");
+  check_error(agentrt_turn_resume(&out, r.rt, nullptr, "apr_1", dec), AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_resume",
+              "turn_id is NULL");
+  check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "", dec), AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_resume",
+              "approval_request_id is empty");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", "{oops"), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_turn_resume", "decisions_json is not valid JSON");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"([{"interruptId":"i1","action":"maybe"}])"),

@@ -11,11 +11,11 @@ using agentrt::testing::MockResponse;
 TEST_CASE("agentrt_transcribe sends the audio to the config's service and returns the text") {
   MockOpenAIServer server;
   server.push_transcription(MockResponse::json(200, {{"text", "book room A1 on monday"}}));
-  server.push_transcription(MockResponse::json(500, {{"error", {{"message", "the service is down"}}}},
-                                               {{"x-should-retry", "false"}}));
+  server.push_transcription(
+      MockResponse::json(500, {{"error", {{"message", "the service is down"}}}}, {{"x-should-retry", "false"}}));
   TempDir dir;
-  json model{{"type", "openai"},         {"base_url", server.base_url()}, {"api_key_env", "AGENTRT_CAPI_TEST_NO_KEY"},
-             {"max_retries", 0},         {"request_timeout_ms", 10000},   {"transcription_model", "whisper-test"}};
+  json model{{"type", "openai"}, {"base_url", server.base_url()}, {"api_key_env", "AGENTRT_CAPI_TEST_NO_KEY"},
+             {"max_retries", 0}, {"request_timeout_ms", 10000},   {"transcription_model", "whisper-test"}};
   Runtime r(test_config(dir, model));
   const std::string audio = std::string("RIFF") + std::string(100, '\0') + "WAVE";
   char* out = nullptr;

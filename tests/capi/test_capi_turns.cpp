@@ -31,7 +31,10 @@ struct BookRoom {
       std::lock_guard<std::mutex> lock(self->mutex);
       self->calls.push_back(c);
     }
-    const json result{{"ok", true}, {"booking_id", "BK-" + c["threadId"].get<std::string>()}, {"room", c["args"]["room"]}};
+    const json result{{"ok", true},
+                      {"booking_id", "BK-" + c["threadId"].get<std::string>()},
+                      {"room", c["args"]["room"]},
+                      {"day", c["args"]["day"]}};
     const std::string ui = R"({"type":"booking_card","version":"v1","data":{"room":"A1"}})";
     switch (self->mode) {
       case Mode::now:
@@ -50,9 +53,7 @@ struct BookRoom {
         });
         break;
       }
-      case Mode::release_without_completing:
-        agentrt_tool_call_free(call);
-        break;
+      case Mode::release_without_completing: agentrt_tool_call_free(call); break;
     }
   }
   static void destroy(void* ud) { ++static_cast<BookRoom*>(ud)->destroyed; }
@@ -91,9 +92,9 @@ TEST_CASE("golden path B through the C ABI: a host tool pauses for approval and 
     CHECK(tool.runs == 0);
 
     auto run1 = r.events("t-b");
-    const std::vector<std::string> expected1 = {"RUN_STARTED",    "STEP_STARTED",  "CUSTOM",         "STEP_FINISHED",
-                                                "STEP_STARTED",   "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
-                                                "STEP_FINISHED",  "RUN_FINISHED"};
+    const std::vector<std::string> expected1 = {"RUN_STARTED",   "STEP_STARTED",    "CUSTOM",         "STEP_FINISHED",
+                                                "STEP_STARTED",  "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+                                                "STEP_FINISHED", "RUN_FINISHED"};
     CHECK(shape_of(run1) == expected1);
     for (size_t i = 0; i < run1.size(); ++i) CHECK(run1[i]["_seq"] == static_cast<int64_t>(i + 1));
     const json& intr = run1.back()["outcome"]["interrupts"][0];
@@ -108,7 +109,8 @@ TEST_CASE("golden path B through the C ABI: a host tool pauses for approval and 
     REQUIRE(pending["interrupts"].size() == 1);
     CHECK(pending["interrupts"][0]["id"] == intr["id"]);
 
-    json answer = r.resume(h["turnId"], t["approvalRequestId"], json::array({{{"interruptId", intr["id"]}, {"action", "approve"}}}));
+    json answer = r.resume(h["turnId"], t["approvalRequestId"],
+                           json::array({{{"interruptId", intr["id"]}, {"action", "approve"}}}));
     CHECK(answer["status"] == "accepted");
     CHECK(answer["turnId"] == h["turnId"]);
     auto done = r.wait(h["turnId"]);
@@ -121,10 +123,9 @@ TEST_CASE("golden path B through the C ABI: a host tool pauses for approval and 
     CHECK(tool.calls[0]["stage"] == "execution");
 
     auto run2 = r.events("t-b", 1, run1.back()["_seq"]);
-    const std::vector<std::string> expected2 = {"RUN_STARTED",          "STEP_STARTED",     "TOOL_CALL_RESULT",
-                                                "TEXT_MESSAGE_START",   "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-                                                "STEP_FINISHED",        "STEP_STARTED",     "STEP_FINISHED",
-                                                "RUN_FINISHED"};
+    const std::vector<std::string> expected2 = {
+        "RUN_STARTED",      "STEP_STARTED",  "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED",     "STEP_FINISHED",      "RUN_FINISHED"};
     CHECK(shape_of(run2) == expected2);
     CHECK(run2[0]["runId"] == answer["runId"]);
     CHECK(run2[0]["parentRunId"] == h["runId"]);
@@ -133,7 +134,8 @@ TEST_CASE("golden path B through the C ABI: a host tool pauses for approval and 
     CHECK(run2.back()["outcome"]["type"] == "success");
 
     // The same approval request again: the first answer, nothing runs again.
-    json again = r.resume(h["turnId"], t["approvalRequestId"], json::array({{{"interruptId", intr["id"]}, {"action", "approve"}}}));
+    json again = r.resume(h["turnId"], t["approvalRequestId"],
+                          json::array({{{"interruptId", intr["id"]}, {"action", "approve"}}}));
     CHECK(again == answer);
     CHECK(tool.runs == 1);
 
@@ -200,7 +202,8 @@ TEST_CASE("malformed results leave the call open; a failure with a NULL code is 
   auto evs = r.events("t-bad-ui");
   const json* res = find(evs, "TOOL_CALL_RESULT");
   REQUIRE(res != nullptr);
-  CHECK((*res)["metadata"]["tool_agent_output"]["error"] == json{{"code", "tool_error"}, {"message", "it did not work"}});
+  CHECK((*res)["metadata"]["tool_agent_output"]["error"] ==
+        json{{"code", "tool_error"}, {"message", "it did not work"}});
 }
 
 TEST_CASE("the AG-UI RunAgentInput form takes only the last user message; a repeated message id is the same turn") {
@@ -233,9 +236,9 @@ TEST_CASE("the AG-UI RunAgentInput form takes only the last user message; a repe
   char* rec = nullptr;
   REQUIRE(agentrt_turn_get(&rec, r.rt, h["turnId"].get<std::string>().c_str()) == AGENTRT_OK);
   json t = json::parse(take(rec));
-  for (const char* k : {"id", "threadId", "userId", "status", "version", "clientMessageId", "runId", "parentRunId",
-                        "stage", "approvalRequestId", "interrupts", "expiresAt", "intent", "error", "usage", "steps",
-                        "createdAt", "updatedAt"})
+  for (const char* k :
+       {"id", "threadId", "userId", "status", "version", "clientMessageId", "runId", "parentRunId", "stage",
+        "approvalRequestId", "interrupts", "expiresAt", "intent", "error", "usage", "steps", "createdAt", "updatedAt"})
     CHECK_MESSAGE(t.contains(k), k);
   CHECK(t["status"] == "COMPLETED");
   CHECK(t["clientMessageId"] == "m2");
@@ -284,8 +287,10 @@ struct HostModel {
     json req = json::parse(request);
     std::lock_guard<std::mutex> lock(self->mutex);
     self->requests.push_back(req);
-    if (self->threaded) self->threads.emplace_back([self, c, req] { self->answer(c, req); });
-    else self->answer(c, req);
+    if (self->threaded)
+      self->threads.emplace_back([self, c, req] { self->answer(c, req); });
+    else
+      self->answer(c, req);
   }
   static void destroy(void* ud) { ++static_cast<HostModel*>(ud)->destroyed; }
 };
@@ -330,6 +335,39 @@ TEST_CASE("a host model streams text from another thread; the answer is what it 
     CHECK(req["tools"].is_array());
   }
   CHECK(m.destroyed == 1);
+}
+
+TEST_CASE("a synchronous host model's deltas reach the event stream while its callback still runs") {
+  HostModel m;
+  agentrt_runtime* rt_ptr = nullptr;
+  std::atomic<bool> seen_live{false};
+  m.answer = [&](agentrt_model_call* c, const json& req) {
+    if (req["stage"] == "intent") {
+      agentrt_model_call_finish(c, R"({"text":"greeting"})");
+    } else {
+      REQUIRE(agentrt_model_call_text(c, "Hel") == AGENTRT_OK);
+      // Still inside the callback (on the worker's thread): the delta must already be streaming.
+      agentrt_events* s = nullptr;
+      REQUIRE(agentrt_events_open(&s, rt_ptr, req["threadId"].get<std::string>().c_str(), 0) == AGENTRT_OK);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!seen_live && std::chrono::steady_clock::now() < deadline) {
+        char* e = nullptr;
+        if (agentrt_events_next(&e, nullptr, s, 100) != AGENTRT_OK) continue;
+        json ev = json::parse(take(e));
+        if (ev["type"] == "TEXT_MESSAGE_CONTENT" && ev["delta"] == "Hel") seen_live = true;
+      }
+      agentrt_events_free(s);
+      agentrt_model_call_text(c, "lo");
+      agentrt_model_call_finish(c, nullptr);
+    }
+    agentrt_model_call_free(c);
+  };
+  Runtime r(HostModel::call, &m);
+  rt_ptr = r.rt;
+  auto h = r.start("t-model-live", "hi");
+  CHECK(r.wait(h["turnId"])["status"] == "COMPLETED");
+  CHECK(seen_live);
+  CHECK(r.history("t-model-live").back()["content"] == "Hello");
 }
 
 TEST_CASE("a host model's streamed tool call runs the host tool") {

@@ -34,6 +34,21 @@ struct TempDir {
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
 
+inline Message user_message(std::string text) {
+  Message m;
+  m.role = Role::user;
+  m.content = std::move(text);
+  return m;
+}
+
+inline TurnInput turn_input(std::string thread, Message message, std::string user = "u1") {
+  TurnInput in;
+  in.thread_id = std::move(thread);
+  in.user_id = std::move(user);
+  in.message = std::move(message);
+  return in;
+}
+
 inline RuntimeConfig test_config(std::shared_ptr<Store> store, std::shared_ptr<ModelProvider> model) {
   RuntimeConfig c;
   c.store = std::move(store);

@@ -97,6 +97,11 @@ class EventStream {
       } finally {
         this._pulling = false;
       }
+      if (this._closed) {
+        // Closed while the pull ran: drop what it returned and end.
+        if (rc === STATUS.OK) takeString(out[0]);
+        return this._done();
+      }
       if (rc === STATUS.OK) {
         const event = JSON.parse(takeString(out[0]));
         const n = Number(seq[0]);
@@ -143,7 +148,8 @@ class EventStream {
   }
 }
 
-// An agentrt runtime. Open with Runtime.open(config, { model }); close with `await runtime.close()`.
+// An agentrt runtime. Open with Runtime.open(config, { model }); close with `await runtime.close()`. While open
+// it keeps the process alive (see unref()).
 // `model`: a host model, called as model(request, stream) (may be async); it returns the result ({text,
 // toolCalls, usage, ...}), a string for a text answer, or undefined to use what it streamed, or throws.
 class Runtime {
@@ -176,6 +182,20 @@ class Runtime {
       throw e;
     }
     this._rt = out[0];
+    // Keeps the event loop alive while the runtime is open, like an open server: the library's callbacks reach
+    // JS through koffi's queue, which alone does not hold the loop open. unref() opts out.
+    this._keepAlive = setInterval(() => {}, 1 << 30);
+  }
+
+  // Lets the process exit while the runtime is open (as net.Server.unref()); ref() undoes it.
+  unref() {
+    this._keepAlive?.unref();
+    return this;
+  }
+
+  ref() {
+    this._keepAlive?.ref();
+    return this;
   }
 
   _register(fn, type) {
@@ -206,9 +226,13 @@ class Runtime {
     const rt = this._rt;
     if (!rt) return;
     this._rt = null;
-    await callAsync(fns.agentrt_runtime_free, rt);
-    this._tools.clear();
-    this._unregisterAll();
+    try {
+      await callAsync(fns.agentrt_runtime_free, rt);
+    } finally {
+      clearInterval(this._keepAlive);
+      this._tools.clear();
+      this._unregisterAll();
+    }
   }
 
   // ------------------------------------------------------------------------------------------------ tools

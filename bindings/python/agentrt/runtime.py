@@ -10,6 +10,7 @@ import itertools
 import json
 import threading
 import time
+import weakref
 
 from . import _capi
 from ._capi import lib, take_string
@@ -308,13 +309,16 @@ class Runtime:
             rc = lib.agentrt_runtime_open(ctypes.byref(out), _dumps(cfg))
         check(rc)
         self._rt = out.value
+        # A runtime that is never closed is freed when collected, or at interpreter exit at the latest (while
+        # Python can still run the callbacks its workers may be in).
+        self._finalizer = weakref.finalize(self, lib.agentrt_runtime_free, self._rt)
 
     # -- lifetime
     def close(self):
         """Cancels what runs, joins the workers, closes open event streams, releases the tools."""
-        rt, self._rt = self._rt, None
-        if rt:
-            lib.agentrt_runtime_free(rt)
+        if self._rt:
+            self._rt = None
+            self._finalizer()
 
     def __enter__(self):
         return self

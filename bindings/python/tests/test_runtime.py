@@ -50,7 +50,7 @@ class GoldenPathB(RuntimeCase):
             def book_room(room: str, day: typing.Literal["mon", "tue", "wed"], call: agentrt.ToolCall) -> dict:
                 """Book a hotel room for a day."""
                 calls.append((room, day, call.thread_id, call.tool_call_id))
-                return agentrt.ToolResult({"ok": True, "booking_id": "BK-" + call.thread_id},
+                return agentrt.ToolResult({"ok": True, "booking_id": "BK-" + call.thread_id, "room": room, "day": day},
                                           ui={"type": "booking_card", "version": "v1", "data": {"room": room}})
 
             h = rt.start_turn("t-py-b", "please book a room", user_id="u1")
@@ -91,7 +91,7 @@ class GoldenPathB(RuntimeCase):
             @rt.tool(approval=True)
             def book_room(room: str, day: str):
                 runs.append(room)
-                return {"ok": True, "booking_id": "BK-1"}
+                return {"ok": True, "booking_id": "BK-1", "room": room, "day": day}
 
             h = rt.start_turn("t-py-dup", "book it", user_id="u1")
             turn = rt.wait(h.turn_id)
@@ -131,7 +131,7 @@ class Tools(RuntimeCase):
             @rt.tool(name="book_room")
             async def book(room: str, day: str):
                 await asyncio.sleep(0.01)
-                return {"ok": True, "booking_id": "BK-async"}
+                return {"ok": True, "booking_id": "BK-async", "room": room, "day": day}
 
             h = rt.start_turn("t-py-async", "book", user_id="u1")
             self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
@@ -252,7 +252,7 @@ class Errors(RuntimeCase):
             agentrt.Runtime(self.config(colour="blue"))
         self.assertIsInstance(ctx.exception, ValueError)
         self.assertIn("agentrt_runtime_open: config: config: unknown key 'colour'", str(ctx.exception))
-        with agentrt.Runtime(self.config()) as rt:
+        with agentrt.Runtime(self.config(demo_tools=True)) as rt:
             with self.assertRaises(agentrt.NotFound) as nf:
                 rt.turn("turn_nope")
             self.assertEqual(str(nf.exception), "agentrt_turn_get: turn turn_nope not found")
@@ -261,6 +261,7 @@ class Errors(RuntimeCase):
             with self.assertRaises(agentrt.InvalidArgument):
                 rt.start_turn("bad thread!", "hi", user_id="u1")
             h = rt.start_turn("t-py-busy", "book", user_id="u1")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "WAITING_APPROVAL")  # book_room needs approval
             with self.assertRaises(agentrt.Conflict):
                 rt.start_turn("t-py-busy", "again", user_id="u1")
             rt.cancel(h.turn_id)

@@ -1,7 +1,6 @@
 // The one translation unit that includes httplib.h (it is slow to compile).
 #include "agent_server.hpp"
 
-#include <openssl/rand.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -38,24 +37,10 @@ using httplib::Response;
 
 constexpr const char* kApi = "/api/v1";
 constexpr const char* kObjectsPath = "/api/v1/objects";
-// Source provider of user attachments held in this server's object store ({type:"file", value: key}).
-constexpr const char* kObjectProvider = "agentrt";
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string random_id(const char* prefix) {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw Error(ErrorCode::internal, "no randomness for a new id");
-  std::string out(prefix);
-  static constexpr char hex[] = "0123456789abcdef";
-  for (unsigned char b : bytes) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
 }
 
 // An answer decided before any event: a status and a JSON error {error:{code, message}}.
@@ -441,61 +426,6 @@ struct AgentServer::Impl {
     });
   }
 
-  // ------------------------------------------------------------------------------------ attachments
-
-  // Media parts that point into the object store: only this deployment's own signed URLs (or object
-  // references) for the same user and thread are accepted; they are kept as {type:"file", value: key,
-  // provider:"agentrt"} with the bucket and key in the part's metadata, and never fetched from elsewhere.
-  void resolve_attachments(Message& m, const std::string& user, const std::string& thread_id) {
-    auto objects = rt->config().objects;
-    for (auto& p : m.parts) {
-      if (!p.source) continue;
-      PartSource& s = *p.source;
-      std::string key;
-      if (s.type == "url") {
-        if (!objects)
-          throw HttpError{422, "invalid_attachment",
-                          "attachment URLs are not accepted: this server has no object store"};
-        try {
-          key = objects->verify_url(s.value, now_ms());
-        } catch (const Error& e) {
-          throw HttpError{
-              422, "invalid_attachment",
-              fmt::format("an attachment URL is not an unexpired upload URL of this server: {}", e.message())};
-        }
-      } else if (s.type == "file" && s.provider == kObjectProvider) {
-        if (!objects) throw HttpError{422, "invalid_attachment", "this server has no object store"};
-        key = s.value;
-      } else {
-        continue;  // inline data, or a provider's own file handle: the runtime decides
-      }
-      if (!key_belongs_to(key, user, thread_id))
-        throw HttpError{422, "invalid_attachment", "an attachment belongs to another thread or user"};
-      auto info = objects->head(key);
-      if (!info) throw HttpError{422, "invalid_attachment", "an attachment no longer exists"};
-      s = PartSource{"file", key, info->content_type, kObjectProvider};
-      if (!p.metadata.is_object()) p.metadata = json::object();
-      p.metadata["storage_bucket"] = objects->bucket();
-      p.metadata["storage_path"] = key;
-    }
-  }
-
-  // History shows stored attachments as fresh signed URLs.
-  void sign_attachments(Message& m, const std::string& user, const std::string& thread_id) {
-    auto objects = rt->config().objects;
-    if (!objects) return;
-    const int64_t expires = now_ms() + cfg.limits.signed_url_ttl.count();
-    for (auto& p : m.parts) {
-      if (!p.source || p.source->type != "file" || p.source->provider != kObjectProvider) continue;
-      if (!key_belongs_to(p.source->value, user, thread_id)) continue;
-      try {
-        p.source = PartSource{"url", objects->sign_url(p.source->value, expires), p.source->mime_type, ""};
-      } catch (const Error& e) {
-        log(LogLevel::warn, fmt::format("history: cannot sign an attachment URL: {}", e.message()));
-      }
-    }
-  }
-
   // ------------------------------------------------------------------------------------ handlers
 
   // POST /agent/runs: AG-UI RunAgentInput in, this run's events out.
@@ -522,8 +452,9 @@ struct AgentServer::Impl {
   }
 
   void start_run(const Request& req, Response& res, Stream& st, const std::string& user, const json& in) {
+    // Media parts are the runtime's business: it accepts only this server's own signed upload URLs (and
+    // upload ids, inline data) for the same user and thread, stores them as bucket/path, and never fetches.
     TurnInput input = turn_input_from_agui(in, user);
-    resolve_attachments(input.message, user, st.thread_id);
     rate_limit(req, res);
     TurnHandle h;
     try {
@@ -652,10 +583,7 @@ struct AgentServer::Impl {
     const std::string thread_id = req.matches[1];
     own_thread(user, thread_id);
     json messages = json::array();
-    for (auto& m : rt->history(thread_id)) {
-      sign_attachments(m, user, thread_id);
-      messages.push_back(m);
-    }
+    for (auto& m : rt->history(thread_id)) messages.push_back(m);  // attachments re-signed by the runtime
     send_json(res, 200, json{{"threadId", thread_id}, {"messages", std::move(messages)}});
   }
 
@@ -694,8 +622,8 @@ struct AgentServer::Impl {
   // POST /agent/uploads?threadId=T, raw body with its Content-Type -> 201 {id, url, mimeType, size, ...}
   void post_upload(const Request& req, Response& res) {
     const std::string user = user_of(req);
-    auto objects = rt->config().objects;
-    if (!objects) throw HttpError{501, "unsupported", "uploads need an object store; this server has none"};
+    if (!rt->config().objects)
+      throw HttpError{501, "unsupported", "uploads need an object store; this server has none"};
     const std::string thread_id = req.get_param_value("threadId");
     if (thread_id.empty()) throw HttpError{400, "missing_thread", "the query parameter 'threadId' is required"};
     if (!is_valid_attachment_id(thread_id))
@@ -706,27 +634,23 @@ struct AgentServer::Impl {
           413, "too_large",
           fmt::format("the file is {} bytes; the limit is {}", req.body.size(), cfg.limits.max_upload_bytes)};
     const std::string mime = normalize_mime(req.get_header_value("Content-Type"));
-    AttachmentLimits limits;
-    limits.max_bytes = cfg.limits.max_upload_bytes;
     try {
-      check_attachment(mime, req.body.size(), limits);
+      check_attachment(mime, req.body.size(), rt->config().attachment_limits);
     } catch (const Error& e) {
       if (e.code() == ErrorCode::invalid_argument) throw HttpError{422, "unsupported_media_type", e.message()};
       throw;
     }
-    const std::string id = random_id("up_");
-    const std::string key = upload_key(user, thread_id, id);
-    objects->put(key, req.body, mime);
-    const int64_t expires = now_ms() + cfg.limits.signed_url_ttl.count();
-    const std::string url = objects->sign_url(key, expires);
+    const Upload u = rt->upload(user, thread_id, req.body, mime);
     send_json(res, 201,
-              json{{"id", id},
-                   {"url", url},
-                   {"mimeType", mime},
-                   {"size", req.body.size()},
-                   {"expiresAt", expires},
+              json{{"id", u.id},
+                   {"url", u.url},
+                   {"mimeType", u.mime_type},
+                   {"size", u.size},
+                   {"expiresAt", u.expires_at},
+                   {"ref", u.ref},
                    {"part",
-                    {{"type", media_kind(mime)}, {"source", {{"type", "url"}, {"value", url}, {"mimeType", mime}}}}}});
+                    {{"type", media_kind(u.mime_type)},
+                     {"source", {{"type", "url"}, {"value", u.url}, {"mimeType", u.mime_type}}}}}});
   }
 
   // GET /objects/{bucket}/{key}?expires&sig: the signature is the credential (an <img src> sends no header).
@@ -922,6 +846,8 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
     impl->log(level, fmt::format("{}: {}", component, message));
   };
   runtime_config.log_level = LogLevel::debug;  // filtered by Impl::log
+  runtime_config.attachment_limits.max_bytes = L.max_upload_bytes;
+  runtime_config.signed_url_ttl = std::chrono::duration_cast<std::chrono::seconds>(L.signed_url_ttl);
   d.rt = std::make_unique<Runtime>(std::move(runtime_config));
   if (demo) register_demo_tools(d.rt->tools());
 

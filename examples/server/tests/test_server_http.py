@@ -164,7 +164,7 @@ class ServerTest(unittest.TestCase):
             {"type": "image", "source": {"type": "url", "value": "http://169.254.169.254/latest/meta-data",
                                          "mimeType": "image/png"}}]}
         self.assertError(self.srv.request("POST", "/api/v1/agent/runs", run_input(thread, None, messages=[msg])), 422,
-                         "invalid_attachment")
+                         "invalid_argument")
         self.assertEqual(self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)[0], 404)
 
     # ------------------------------------------------------------------ resume endpoint
@@ -357,7 +357,7 @@ class ServerTest(unittest.TestCase):
         msg = {"id": new_id("m"), "role": "user", "content": [{"type": "text", "text": "what is this?"}, up["part"]]}
         other = new_id("t")
         self.assertError(self.srv.request("POST", "/api/v1/agent/runs", run_input(other, None, messages=[msg])), 422,
-                         "invalid_attachment")
+                         "invalid_argument")
         status, frames, _ = self.srv.run(run_input(thread, None, messages=[msg]))
         self.assertEqual(status, 200, frames)
         self.assertEqual(frames[-1][1]["type"], "RUN_FINISHED")
@@ -368,6 +368,12 @@ class ServerTest(unittest.TestCase):
         signed = urllib.parse.urlsplit(part["source"]["value"])
         st, _, data, _ = self.srv.request("GET", signed.path + "?" + signed.query, token=None)
         self.assertEqual((st, data), (200, PNG))
+        # The upload id as a file source works too; another thread's id does not.
+        by_id = {"id": new_id("m"), "role": "user", "content": [
+            {"type": "text", "text": "again"}, {"type": "image", "source": {"type": "file", "value": up["id"]}}]}
+        self.assertEqual(self.srv.run(run_input(thread, None, messages=[by_id]))[0], 200)
+        self.assertError(self.srv.request("POST", "/api/v1/agent/runs", run_input(new_id("t"), None, messages=[by_id])),
+                         422)
 
     def test_upload_errors(self):
         thread = new_id("t")
@@ -416,6 +422,7 @@ class SlowServerTest(unittest.TestCase):
 
     def test_client_disconnect_does_not_stop_the_turn(self):
         thread = new_id("t")
+        self.assertTrue(wait_for(lambda: self.srv.health()["streams"] == 0))  # earlier tests' streams are gone
         s = self.srv.open_stream("POST", "/api/v1/agent/runs", run_input(thread, "hello there, slowly"))
         s.read_events(until=lambda f: f[1]["type"] == "RUN_STARTED")
         self.assertEqual(self.srv.health()["streams"], 1)

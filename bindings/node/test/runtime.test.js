@@ -1,0 +1,298 @@
+'use strict';
+// The Node binding against libagentrt (AGENTRT_LIBRARY): golden path B with a JS tool, a JS model, a tool that
+// throws, a duplicate resume, errors, streams and callback registration. Run: node --test test/
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { setTimeout: sleep } = require('node:timers/promises');
+
+const agentrt = require('..');
+const { koffi } = require('../lib/capi');
+
+const RUN1 = ['RUN_STARTED', 'STEP_STARTED', 'CUSTOM', 'STEP_FINISHED', 'STEP_STARTED', 'TOOL_CALL_START',
+  'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'STEP_FINISHED', 'RUN_FINISHED'];
+const RUN2 = ['RUN_STARTED', 'STEP_STARTED', 'TOOL_CALL_RESULT', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT',
+  'TEXT_MESSAGE_END', 'STEP_FINISHED', 'STEP_STARTED', 'STEP_FINISHED', 'RUN_FINISHED'];
+
+// Event types with runs of streamed deltas collapsed (chunking is the model's business).
+function shape(events) {
+  const out = [];
+  for (const e of events) {
+    const streamed = e.type === 'TEXT_MESSAGE_CONTENT' || e.type === 'TOOL_CALL_ARGS';
+    if (!(streamed && out[out.length - 1] === e.type)) out.push(e.type);
+  }
+  return out;
+}
+
+async function collect(stream) {
+  const out = [];
+  for await (const e of stream) out.push(e);
+  return out;
+}
+
+// A runtime on a temp dir, closed and removed after fn.
+async function withRuntime(fn, { config = {}, model } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrt-node-'));
+  const rt = agentrt.Runtime.open({
+    data_dir: dir, model: { type: 'demo' }, workers: 2, flush_interval_ms: 5, sweep_interval_ms: 50, ...config,
+  }, { model });
+  try {
+    return await fn(rt);
+  } finally {
+    await rt.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const BOOK_ROOM = {
+  name: 'book_room',
+  description: 'Book a hotel room for a day',
+  approval: 'always',
+  parameters: {
+    type: 'object',
+    properties: { room: { type: 'string' }, day: { type: 'string', enum: ['mon', 'tue', 'wed'] } },
+    required: ['room', 'day'],
+  },
+};
+
+test('golden path B: an async JS tool pauses for approval and runs once after resume', async () => {
+  const calls = [];
+  await withRuntime(async (rt) => {
+    rt.tool(BOOK_ROOM, async (args, call) => {
+      await sleep(5);
+      calls.push([args.room, args.day, call.threadId, call.toolCallId]);
+      return new agentrt.ToolResult({ ok: true, booking_id: `BK-${call.threadId}`, room: args.room, day: args.day },
+        { type: 'booking_card', version: 'v1', data: { room: args.room } });
+    });
+    const h = rt.startTurn('t-node-b', 'please book a room', { userId: 'u1' });
+    assert.equal(h.existing, false);
+    assert.equal(h.firstSeq, 1);
+    const turn = await rt.wait(h.turnId);
+    assert.equal(turn.status, 'WAITING_APPROVAL');
+    assert.deepEqual(calls, []);
+
+    const run1 = await collect(rt.events('t-node-b', { runs: 1, timeoutMs: 10000 }));
+    assert.deepEqual(shape(run1), RUN1);
+    assert.deepEqual(run1.map((e) => e.seq), run1.map((_, i) => i + 1));
+    const interrupt = run1[run1.length - 1].outcome.interrupts[0];
+    assert.equal(interrupt.toolCallId, 'call_book_1');
+
+    const pending = rt.interrupts(h.turnId);
+    assert.equal(pending.approvalRequestId, turn.approvalRequestId);
+    const answer = rt.resume(h.turnId, turn.approvalRequestId, [{ interruptId: interrupt.id, action: 'approve' }]);
+    assert.equal(answer.status, 'accepted');
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    assert.deepEqual(calls, [['A1', 'mon', 't-node-b', 'call_book_1']]);
+
+    const run2 = await collect(rt.events('t-node-b', { afterSeq: run1[run1.length - 1].seq, runs: 1, timeoutMs: 10000 }));
+    assert.deepEqual(shape(run2), RUN2);
+    assert.equal(run2[0].parentRunId, h.runId);
+    assert.equal(run2[2].metadata.tool_agent_output.result.booking_id, 'BK-t-node-b');
+    assert.equal(run2[2].metadata.ui.type, 'booking_card');
+
+    const history = rt.history('t-node-b');
+    assert.deepEqual(history.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
+    assert.equal(history[3].content, 'Your booking is confirmed: room A1 on Monday.');
+  });
+});
+
+test('a duplicate resume returns the first answer and runs nothing', async () => {
+  let runs = 0;
+  await withRuntime(async (rt) => {
+    rt.tool(BOOK_ROOM, () => {
+      runs += 1;
+      return { ok: true, booking_id: 'BK-1' };
+    });
+    const h = rt.startTurn('t-node-dup', 'book it', { userId: 'u1' });
+    const turn = await rt.wait(h.turnId);
+    const decisions = turn.interrupts.map((i) => ({ interruptId: i.id, action: 'approve' }));
+    const first = rt.resume(h.turnId, turn.approvalRequestId, decisions);
+    const second = rt.resume(h.turnId, turn.approvalRequestId, decisions);
+    assert.deepEqual(second, first);
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    assert.deepEqual(rt.resume(h.turnId, turn.approvalRequestId, decisions), first);
+    assert.equal(runs, 1);
+    assert.throws(() => rt.resume(h.turnId, 'apr_another', decisions), (e) => {
+      assert.ok(e instanceof agentrt.InvalidState);
+      assert.ok(e instanceof agentrt.AgentrtError);
+      assert.equal(e.code, agentrt.STATUS.E_INVALID_STATE);
+      assert.equal(e.status, 'invalid_state');
+      assert.match(e.message, /not waiting for approval/);
+      return true;
+    });
+  });
+});
+
+test('a tool that throws fails the call with its message', async () => {
+  await withRuntime(async (rt) => {
+    rt.tool({ ...BOOK_ROOM, approval: 'never' }, async (args) => {
+      throw new RangeError(`no rooms left in ${args.room}`);
+    });
+    const h = rt.startTurn('t-node-throw', 'book a room', { userId: 'u1' });
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    const events = await collect(rt.events('t-node-throw', { runs: 1, timeoutMs: 10000 }));
+    const result = events.find((e) => e.type === 'TOOL_CALL_RESULT');
+    assert.equal(result.metadata.tool_agent_output.status, 'failed');
+    assert.deepEqual(result.metadata.tool_agent_output.error,
+      { code: 'tool_error', message: 'RangeError: no rooms left in A1' });
+  });
+});
+
+test('a JS model streams text and calls a tool; its requests carry the stage and the tools', async () => {
+  const requests = [];
+  const booked = [];
+  const model = async (request, stream) => {
+    requests.push(request);
+    if (request.stage === 'intent') return 'booking';
+    if (request.messages[request.messages.length - 1].role === 'tool') {
+      for (const piece of ['Booked ', 'room ', 'B2.']) {
+        stream.text(piece);
+        await sleep(1);
+      }
+      return undefined; // the answer is what was streamed
+    }
+    stream.toolCallStart(0, 'call_js_1', 'book_room');
+    stream.toolCallArgs(0, '{"room":"B2",');
+    stream.toolCallArgs(0, '"day":"tue"}');
+    return { usage: { inputTokens: 10, outputTokens: 4 } };
+  };
+  await withRuntime(async (rt) => {
+    rt.tool({ ...BOOK_ROOM, approval: 'never' }, (args) => {
+      booked.push([args.room, args.day]);
+      return { ok: true };
+    });
+    const h = rt.startTurn('t-node-model', 'book B2 on tuesday', { userId: 'u1' });
+    const turn = await rt.wait(h.turnId);
+    assert.equal(turn.status, 'COMPLETED');
+    assert.equal(turn.intent, 'booking');
+    assert.deepEqual(booked, [['B2', 'tue']]);
+    const events = await collect(rt.events('t-node-model', { runs: 1, timeoutMs: 10000 }));
+    assert.deepEqual(events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').map((e) => e.delta),
+      ['Booked ', 'room ', 'B2.']);
+    assert.equal(rt.history('t-node-model').at(-1).content, 'Booked room B2.');
+  }, { model });
+  assert.deepEqual(requests.map((r) => r.stage), ['intent', 'execution', 'execution']);
+  assert.equal(requests[1].tools[0].name, 'book_room');
+  assert.equal(requests[1].threadId, 't-node-model');
+});
+
+test('a JS model that throws fails the turn; a cancelled turn makes the stream throw Cancelled', async () => {
+  await withRuntime(async (rt) => {
+    const h = rt.startTurn('t-node-model-fail', 'hi', { userId: 'u1' });
+    const turn = await rt.wait(h.turnId);
+    assert.equal(turn.status, 'FAILED');
+    assert.match(turn.error, /TypeError: the model server is down/);
+    const events = await collect(rt.events('t-node-model-fail', { runs: 1, timeoutMs: 10000 }));
+    assert.equal(events.at(-1).type, 'RUN_ERROR');
+  }, { model: () => { throw new TypeError('the model server is down'); } });
+
+  let cancelledWith;
+  let started;
+  const startedPromise = new Promise((resolve) => { started = resolve; });
+  await withRuntime(async (rt) => {
+    const h = rt.startTurn('t-node-model-cancel', 'hi', { userId: 'u1' });
+    await startedPromise;
+    rt.cancel(h.turnId);
+    assert.equal((await rt.wait(h.turnId)).status, 'CANCELLED');
+    for (let i = 0; i < 200 && cancelledWith === undefined; i++) await sleep(10);
+  }, {
+    model: async (request, stream) => {
+      started();
+      try {
+        for (let i = 0; i < 500; i++) {
+          stream.text('.');
+          await sleep(10);
+        }
+      } catch (e) {
+        cancelledWith = e;
+        throw e;
+      }
+    },
+  });
+  assert.ok(cancelledWith instanceof agentrt.Cancelled, String(cancelledWith));
+});
+
+test('status codes map to error classes with the library message', async () => {
+  assert.throws(() => agentrt.Runtime.open({ colour: 'blue' }), (e) => {
+    assert.ok(e instanceof agentrt.InvalidArgument);
+    assert.match(e.message, /^agentrt_runtime_open: config: config: unknown key 'colour'/);
+    return true;
+  });
+  let closed;
+  await withRuntime(async (rt) => {
+    closed = rt;
+    assert.throws(() => rt.turn('turn_nope'), { name: 'NotFound', message: 'agentrt_turn_get: turn turn_nope not found' });
+    await assert.rejects(rt.wait('turn_nope'), agentrt.NotFound);
+    await assert.rejects(rt.transcribe(Buffer.from('RIFF0000WAVE'), 'audio/wav', { language: 'en' }), agentrt.Unsupported);
+    assert.throws(() => rt.startTurn('bad thread!', 'hi', { userId: 'u1' }), agentrt.InvalidArgument);
+    const h = rt.startTurn('t-node-busy', 'book', { userId: 'u1' });
+    assert.equal((await rt.wait(h.turnId)).status, 'WAITING_APPROVAL'); // the demo book_room needs approval
+    assert.throws(() => rt.startTurn('t-node-busy', 'again', { userId: 'u1' }), agentrt.Conflict);
+    rt.cancel(h.turnId);
+    assert.throws(() => rt.tool({ name: 'bad name!' }, () => 1), agentrt.InvalidArgument);
+    assert.throws(() => rt.unregisterTool('nope'), agentrt.NotFound);
+  }, { config: { demo_tools: true } });
+  assert.throws(() => closed.history('t-node-busy'), agentrt.InvalidState);
+  assert.equal(agentrt.ABI_VERSION, 1);
+  assert.match(agentrt.version(), /^\d+\.\d+\.\d+$/);
+  assert.throws(() => require('../lib/capi').checkAbi(2, 1), /ABI version 2/);
+});
+
+test('streams time out, stop on close, and end when the runtime closes', async () => {
+  await withRuntime(async (rt) => {
+    const idle = rt.events('t-node-idle', { timeoutMs: 100 });
+    const t0 = Date.now();
+    await assert.rejects(idle.next(), agentrt.Timeout);
+    assert.ok(Date.now() - t0 >= 90);
+    idle.close();
+    const s = rt.events('t-node-idle');
+    setTimeout(() => s.close(), 100);
+    assert.deepEqual(await collect(s), []);
+    // break out of a for-await: the stream is closed by return()
+    const h = rt.startTurn('t-node-break', 'hello', { userId: 'u1' });
+    await rt.wait(h.turnId);
+    for await (const e of rt.events('t-node-break')) {
+      assert.equal(e.type, 'RUN_STARTED');
+      break;
+    }
+  });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrt-node-'));
+  const rt = agentrt.Runtime.open({ data_dir: dir, model: { type: 'demo' } });
+  const pending = collect(rt.events('t-node-idle'));
+  await sleep(50);
+  await rt.close();
+  assert.deepEqual(await pending, []);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('the AG-UI RunAgentInput form takes only the last user message', async () => {
+  await withRuntime(async (rt) => {
+    const h = rt.startRun({
+      threadId: 't-node-agui', runId: 'run-node-1', state: {}, tools: [], context: [],
+      messages: [{ id: 'm0', role: 'user', content: 'forged' }, { id: 'm1', role: 'user', content: 'hello' }],
+    }, { userId: 'u1' });
+    assert.equal(h.runId, 'run-node-1');
+    await rt.wait(h.turnId);
+    const history = rt.history('t-node-agui');
+    assert.equal(history.length, 2);
+    assert.equal(history[0].id, 'm1');
+  });
+});
+
+test('callbacks are registered per runtime and unregistered at close; tools are forgotten on unregister', async () => {
+  const before = koffi.stats().callbacks;
+  await withRuntime(async (rt) => {
+    assert.equal(koffi.stats().callbacks, before + 3); // tool, destroy and model trampolines
+    rt.tool({ ...BOOK_ROOM, name: 'a' }, () => 1);
+    rt.tool({ ...BOOK_ROOM, name: 'b' }, () => 2);
+    assert.equal(rt._tools.size, 2);
+    assert.throws(() => rt.tool({ ...BOOK_ROOM, name: 'a' }, () => 3), agentrt.Conflict);
+    assert.equal(rt._tools.size, 2); // the refused registration was destroyed at once
+    rt.unregisterTool('a');
+    assert.equal(rt._tools.size, 1);
+    assert.equal(koffi.stats().callbacks, before + 3);
+  }, { model: () => 'hi' });
+  assert.equal(koffi.stats().callbacks, before);
+});
