@@ -156,7 +156,8 @@ std::string base64_decode(std::string_view text) {
     if (written < 0) throw Error(ErrorCode::invalid_argument, "invalid base64 (rejected by libcrypto)");
     out.append(reinterpret_cast<const char*>(block.data()), static_cast<size_t>(written));
   }
-  out.resize(out.size() - padding);
+  // The padding decoded to zero bytes at the end: drop them (erase, not resize, so nothing is filled).
+  out.erase(out.size() - std::min(padding, out.size()));
   return out;
 }
 

@@ -236,3 +236,25 @@ TEST_CASE("a second start while a turn is active is a conflict; the same client 
   CHECK(again.turn_id == first.turn_id);
   CHECK(h.model->calls() == 2);
 }
+
+TEST_CASE("an approval predicate asks only for the calls it matches") {
+  Harness h([](const ModelRequest& req) -> ModelResult {
+    if (req.stage != "execution") return text_result("x");
+    if (tool_results_since_last_user(req) == 0) {
+      ModelResult r;
+      r.tool_calls.push_back({"c_cheap", "book_room", R"({"room":"A1","day":"mon"})"});
+      r.tool_calls.push_back({"c_suite", "book_room", R"({"room":"SUITE","day":"tue"})"});
+      return r;
+    }
+    return text_result("done");
+  });
+  h.add_book_room(ApprovalPolicy::when([](const json& args) { return args.value("room", "") == "SUITE"; }));
+  auto t = h.rt->run_turn(turn_input("t-pred", user_message("book")));
+  REQUIRE(t.status == TurnStatus::waiting_approval);
+  REQUIRE(t.interrupts.size() == 1);
+  CHECK(t.interrupts[0]["toolCallId"] == "c_suite");
+  CHECK(h.tool_runs == 1);  // the cheap room ran without asking
+  auto done = h.rt->resume_turn(t.id, t.approval_request_id, {Decision{"c_suite", Decision::Action::approve, {}, ""}});
+  CHECK(done.status == TurnStatus::completed);
+  CHECK(h.tool_runs == 2);
+}

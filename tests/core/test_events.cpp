@@ -1,0 +1,117 @@
+#include <doctest/doctest.h>
+
+#include "agentrt/error.hpp"
+#include "agentrt/events.hpp"
+#include "agentrt/outputs.hpp"
+#include "agentrt/turn_state.hpp"
+#include "support/agui_verifier.hpp"
+
+using namespace agentrt;
+
+TEST_CASE("every AG-UI event type round-trips through JSON and passes the closed schema") {
+  const char* samples[] = {
+      R"({"type":"RUN_STARTED","threadId":"t","runId":"r","parentRunId":"p","timestamp":1700000000000})",
+      R"({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[{"id":"i","reason":"tool_call","toolCallId":"c"}]},"usage":[{"inputTokens":3}]})",
+      R"({"type":"RUN_ERROR","message":"m","code":"c"})",
+      R"({"type":"STEP_STARTED","stepName":"s"})",
+      R"({"type":"STEP_FINISHED","stepName":"s"})",
+      R"({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"})",
+      R"({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""})",
+      R"({"type":"TEXT_MESSAGE_END","messageId":"m","metadata":{"worker_agent_output":{"answer":"a"}}})",
+      R"({"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"x"})",
+      R"({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"n","parentMessageId":"m"})",
+      R"({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"})",
+      R"({"type":"TOOL_CALL_END","toolCallId":"c"})",
+      R"({"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"n","delta":"{"})",
+      R"({"type":"TOOL_CALL_RESULT","messageId":"m","toolCallId":"c","content":"ok","role":"tool"})",
+      R"({"type":"STATE_SNAPSHOT","snapshot":{"a":1}})",
+      R"({"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1}]})",
+      R"({"type":"MESSAGES_SNAPSHOT","messages":[{"id":"u","role":"user","content":"hi"}]})",
+      R"({"type":"ACTIVITY_SNAPSHOT","messageId":"m","activityType":"a","content":{},"replace":false})",
+      R"({"type":"ACTIVITY_DELTA","messageId":"m","activityType":"a","patch":[]})",
+      R"({"type":"RAW","event":{"x":1},"source":"s"})",
+      R"({"type":"CUSTOM","name":"agentrt.intent","value":{"text":"t"}})",
+      R"({"type":"REASONING_START","messageId":"m"})",
+      R"({"type":"REASONING_MESSAGE_START","messageId":"m","role":"reasoning"})",
+      R"({"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"d"})",
+      R"({"type":"REASONING_MESSAGE_END","messageId":"m"})",
+      R"({"type":"REASONING_MESSAGE_CHUNK","messageId":"m","delta":"d"})",
+      R"({"type":"REASONING_END","messageId":"m"})",
+      R"({"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v"})",
+      R"({"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"})",
+      R"({"type":"SUBAGENT_FINISHED","subagentRunId":"s","outcome":{"type":"success"}})",
+      R"({"type":"SUBAGENT_ERROR","subagentRunId":"s","message":"m"})",
+  };
+  CHECK(std::size(samples) == 31);
+  for (const char* s : samples) {
+    INFO(s);
+    json in = json::parse(s);
+    Event e = event_from_json(in);
+    CHECK(to_string(e.type) == in["type"].get<std::string>());
+    json out = to_json(e);
+    CHECK(out == in);
+    CHECK(json::parse(to_json_string(e)) == in);
+    auto v = testing::check_agui_event_schema(out);
+    CHECK_MESSAGE(!v, (v ? *v : ""));
+  }
+}
+
+TEST_CASE("event JSON omits unset optional fields and refuses nulls, unknown fields and float timestamps") {
+  Event e = events::tool_call_start("c1", "book_room");
+  json j = to_json(e);
+  CHECK_FALSE(j.contains("parentMessageId"));
+  CHECK_FALSE(j.contains("metadata"));
+  CHECK(j["timestamp"].is_number_integer());
+  CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","subagentRunId":null})")),
+                       doctest::Contains("null"), Error);
+  CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","extra":1})")),
+                       doctest::Contains("unknown field 'extra'"), Error);
+  CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","timestamp":1.5})")),
+                       doctest::Contains("integer"), Error);
+  CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END"})")),
+                       doctest::Contains("missing required field 'toolCallId'"), Error);
+  CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"THINKING_START"})")), doctest::Contains("unknown type"),
+                       Error);
+}
+
+TEST_CASE("invalid UTF-8 in event text is replaced, so the event log is always valid JSON") {
+  Event e = events::text_content("m", std::string("ok \xff\xfe end \xe2\x82", 12));
+  std::string s = to_json_string(e);
+  json j = json::parse(s);  // would throw on invalid UTF-8
+  CHECK(j["delta"] == "ok \xEF\xBF\xBD\xEF\xBF\xBD end \xEF\xBF\xBD\xEF\xBF\xBD");
+  std::string ctrl;
+  append_json_string(ctrl, std::string("a\nb\t\x01\"\\", 7));
+  CHECK(ctrl == R"("a\nb\t\u0001\"\\")");
+}
+
+TEST_CASE("the turn state machine refuses transitions its table does not list") {
+  CHECK(can_transition(TurnStatus::running, TurnStatus::waiting_approval));
+  CHECK(can_transition(TurnStatus::waiting_approval, TurnStatus::resuming));
+  CHECK(can_transition(TurnStatus::resuming, TurnStatus::running));
+  CHECK(can_transition(TurnStatus::waiting_approval, TurnStatus::expired));
+  CHECK(can_transition(TurnStatus::waiting_approval, TurnStatus::cancelled));
+  CHECK_FALSE(can_transition(TurnStatus::completed, TurnStatus::running));
+  CHECK_FALSE(can_transition(TurnStatus::waiting_approval, TurnStatus::completed));
+  CHECK_FALSE(can_transition(TurnStatus::running, TurnStatus::expired));
+  CHECK_FALSE(can_transition(TurnStatus::expired, TurnStatus::resuming));
+  CHECK_THROWS_WITH_AS(check_transition("turn_1", TurnStatus::completed, TurnStatus::running),
+                       "turn turn_1: cannot go from COMPLETED to RUNNING", Error);
+}
+
+TEST_CASE("UiSchema v1 cards are validated on the way in") {
+  auto ui = parse_ui_schema(json::parse(R"({"type":"card","version":"v1","data":{"a":1},"actions":[{"type":"button"}]})"));
+  CHECK(ui.type == "card");
+  CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"card","version":"v2"})")), doctest::Contains("v1"), Error);
+  CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"","version":"v1"})")), doctest::Contains("type"), Error);
+  CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"c","version":"v1","html":"<b>"})")),
+                       doctest::Contains("unknown field 'html'"), Error);
+  CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"c","version":"v1","actions":[1]})")),
+                       doctest::Contains("actions[0]"), Error);
+  ToolAgentOutput o;
+  o.tool_call_id = "c";
+  o.tool_name = "t";
+  o.ui = ui;
+  o.error = ToolError{"x", "y"};
+  CHECK(json::parse(to_json_string(o)) == json(o));
+  CHECK(json(o).get<ToolAgentOutput>().ui->type == "card");
+}

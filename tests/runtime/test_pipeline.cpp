@@ -1,0 +1,173 @@
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "runtime/context_builder.hpp"
+#include "support/runtime_fixture.hpp"
+
+using namespace agentrt;
+using namespace agentrt::testing;
+
+TEST_CASE("a subscriber from any sequence number gets the replay, then the live tail, each event once") {
+  Harness h([](const ModelRequest& req) {
+    if (req.stage == "intent") return text_result("x");
+    return text_result(std::string(60, 'z'));
+  }, {}, ScriptedModelOptions{3, std::chrono::milliseconds(2), true});
+  auto first = h.rt->run_turn(turn_input("t-sub", user_message("one")));
+  REQUIRE(first.status == TurnStatus::completed);
+  auto all1 = h.events("t-sub");
+  const int64_t n1 = static_cast<int64_t>(all1.size());
+  // Subscribe mid-history, then start a second turn while subscribed.
+  auto sub = h.rt->subscribe("t-sub", 5);
+  auto second = h.start("t-sub", "two");
+  std::vector<StoredEvent> got;
+  int ends = 0;
+  while (ends < 2) {
+    auto e = sub->next(std::chrono::seconds(5));
+    REQUIRE(e);
+    got.push_back(*e);
+    auto t = json::parse(e->json)["type"];
+    if (t == "RUN_FINISHED" || t == "RUN_ERROR") ++ends;
+  }
+  h.wait(second.turn_id);
+  REQUIRE(got.size() > static_cast<size_t>(n1 - 5));
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].seq == static_cast<int64_t>(6 + i));
+  CHECK(json::parse(got[n1 - 5].json)["type"] == "RUN_STARTED");
+  CHECK(json::parse(got[n1 - 5].json)["runId"] == second.run_id);
+  // Nothing more: the next pull times out.
+  CHECK_FALSE(sub->next(std::chrono::milliseconds(50)));
+  sub->close();
+  CHECK(sub->closed());
+  CHECK_FALSE(sub->next(std::chrono::milliseconds(10)));
+}
+
+TEST_CASE("token deltas are group-committed: a long streamed answer costs few transactions") {
+  Harness h([](const ModelRequest& req) {
+    if (req.stage == "intent") return text_result("x");
+    return text_result(std::string(400, 'y'));
+  }, {}, ScriptedModelOptions{2, std::chrono::milliseconds(0), true});
+  const int64_t before = h.store->write_transactions();
+  auto t = h.rt->run_turn(turn_input("t-gc", user_message("talk")));
+  REQUIRE(t.status == TurnStatus::completed);
+  const int64_t txns = h.store->write_transactions() - before;
+  auto evs = h.events("t-gc");
+  int deltas = 0;
+  for (const auto& e : evs) deltas += e["type"] == "TEXT_MESSAGE_CONTENT";
+  CHECK(deltas == 200);
+  CHECK(txns <= 4);  // the start, the end, and at most a couple of timed group commits
+  check_agui(evs);
+}
+
+TEST_CASE("the context keeps system prompt and new input, then the newest history that fits, tool calls whole") {
+  std::vector<MessageRecord> hist;
+  auto add = [&](Role role, std::string text, std::string turn, std::vector<ToolCall> calls = {}, std::string tcid = {}) {
+    Message m;
+    m.id = "m" + std::to_string(hist.size());
+    m.role = role;
+    m.content = std::move(text);
+    m.has_content = !m.content.empty();
+    m.tool_calls = std::move(calls);
+    m.tool_call_id = std::move(tcid);
+    hist.push_back(MessageRecord{"t", static_cast<int64_t>(hist.size()), std::move(turn), "r", m});
+  };
+  add(Role::user, std::string(500, 'a'), "old1");
+  add(Role::assistant, std::string(500, 'b'), "old1");
+  add(Role::user, "q2", "old2");
+  add(Role::assistant, "", "old2", {ToolCall{"c1", "f", "{}"}});
+  add(Role::tool, std::string(300, 'r'), "old2", {}, "c1");
+  add(Role::assistant, "a2", "old2");
+  add(Role::user, "the new question", "now");
+  ContextInput in;
+  in.system_prompt = "SYS";
+  in.turn_id = "now";
+  in.budget_chars = 600;
+  auto ctx = build_context(in, hist, {});
+  // system + the tool group and answer of turn old2 fit; turn old1 does not.
+  REQUIRE(ctx.size() == 6);
+  CHECK(ctx[0].role == Role::system);
+  CHECK(ctx[0].content == "SYS");
+  CHECK(ctx[1].content == "q2");
+  CHECK(ctx[2].tool_calls.size() == 1);
+  CHECK(ctx[3].role == Role::tool);
+  CHECK(ctx[5].content == "the new question");
+  in.budget_chars = 200;  // the tool result alone would fit, but never without its call
+  ctx = build_context(in, hist, {});
+  REQUIRE(ctx.size() == 3);
+  CHECK(ctx[1].content == "a2");
+  CHECK(ctx[2].content == "the new question");
+  in.budget_chars = 10;  // the new input always goes
+  ctx = build_context(in, hist, {});
+  REQUIRE(ctx.size() == 2);
+  CHECK(ctx[1].content == "the new question");
+}
+
+TEST_CASE("the host's log sink gets records; usage is summed per run and per turn; reasoning is streamed") {
+  std::vector<std::string> logs;
+  std::mutex m;
+  Harness h(
+      [](const ModelRequest& req) {
+        ModelResult r = text_result(req.stage == "intent" ? "x" : "answer");
+        r.reasoning = req.stage == "intent" ? "" : "thinking it over";
+        r.usage = TokenUsage{"scripted", "s1", 10, 5, 15, 2, 0, 0};
+        return r;
+      },
+      [&](RuntimeConfig& c) {
+        c.log_level = LogLevel::debug;
+        c.log = [&](LogLevel, std::string_view comp, std::string_view msg) {
+          std::lock_guard<std::mutex> lock(m);
+          logs.push_back(std::string(comp) + ": " + std::string(msg));
+        };
+        c.objects = nullptr;
+      });
+  auto t = h.rt->run_turn(turn_input("t-use", user_message("hi")));
+  REQUIRE(t.status == TurnStatus::completed);
+  REQUIRE(t.usage.size() == 1);
+  CHECK(t.usage[0]["inputTokens"] == 20);
+  CHECK(t.usage[0]["outputTokens"] == 10);
+  CHECK(t.usage[0]["reasoningTokens"] == 4);
+  auto evs = h.events("t-use");
+  check_agui(evs);
+  CHECK(evs.back()["usage"][0]["totalTokens"] == 30);
+  const json* r = find_event(evs, "REASONING_MESSAGE_CONTENT");
+  REQUIRE(r);
+  CHECK((*r)["delta"] == "thinking it over");
+  // A cancel on a finished turn, a sweep: nothing to log as an error.
+  h.rt->sweep();
+  for (const auto& l : logs) CHECK(l.find("error") == std::string::npos);
+}
+
+TEST_CASE("stage policies: tools are offered per stage, and an organization stage that calls the model writes the answer") {
+  std::vector<std::pair<std::string, size_t>> offered;
+  std::mutex m;
+  Harness h(
+      [&](const ModelRequest& req) {
+        {
+          std::lock_guard<std::mutex> lock(m);
+          offered.emplace_back(req.stage, req.tools.size());
+        }
+        if (req.stage == "intent") return text_result("wants a room");
+        if (req.stage == "organization") {
+          bool saw_draft = false;
+          for (const auto& msg : req.messages) saw_draft = saw_draft || msg.content.find("draft text") != std::string::npos;
+          return text_result(saw_draft ? "final from draft" : "no draft seen");
+        }
+        return text_result("draft text");
+      },
+      [](RuntimeConfig& c) { c.stages.organization.call_model = true; });
+  h.add_book_room();
+  auto t = h.rt->run_turn(turn_input("t-org", user_message("hello")));
+  REQUIRE(t.status == TurnStatus::completed);
+  REQUIRE(offered.size() == 3);
+  CHECK(offered[0] == std::make_pair(std::string("intent"), size_t{0}));  // read-only by default
+  CHECK(offered[1] == std::make_pair(std::string("execution"), size_t{1}));
+  CHECK(offered[2] == std::make_pair(std::string("organization"), size_t{0}));
+  auto hist = h.rt->history("t-org");
+  REQUIRE(hist.size() == 2);  // the draft is not a second answer
+  CHECK(hist[1].content == "final from draft");
+  auto evs = h.events("t-org");
+  check_agui(evs);
+  std::string reasoning;
+  for (const auto& e : evs)
+    if (e["type"] == "REASONING_MESSAGE_CONTENT") reasoning += e["delta"].get<std::string>();
+  CHECK(reasoning == "draft text");
+}

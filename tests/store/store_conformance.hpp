@@ -1,0 +1,231 @@
+// The Store conformance suite: what every Store backend must do, written against the interface only.
+// A backend's test calls run_store_conformance with a factory that makes a fresh, empty store.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "agentrt/error.hpp"
+#include "agentrt/events.hpp"
+#include "agentrt/storage.hpp"
+
+namespace agentrt::testing {
+
+inline TurnRecord conformance_turn(const std::string& id, const std::string& thread, TurnStatus status,
+                                   const std::string& client = {}) {
+  TurnRecord t;
+  t.id = id;
+  t.thread_id = thread;
+  t.user_id = "u1";
+  t.status = status;
+  t.client_message_id = client;
+  t.run_id = "run_" + id;
+  t.stage = "execution";
+  t.owner = "rt_a";
+  return t;
+}
+
+inline CommitBatch new_turn_batch(const TurnRecord& t) {
+  CommitBatch b;
+  b.thread_id = t.thread_id;
+  b.create_thread = ThreadRecord{t.thread_id, t.user_id, "", false, 0, 0, 0};
+  b.turn = t;
+  b.expected_version = -1;
+  Message m;
+  m.id = "m_" + t.id;
+  m.content = "hi";
+  b.messages.push_back(MessageRecord{t.thread_id, 0, t.id, t.run_id, m});
+  b.events.push_back(StoredEvent{0, t.run_id, to_json_string(events::run_started(t.thread_id, t.run_id))});
+  return b;
+}
+
+inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>& make) {
+  SUBCASE("a commit assigns consecutive sequence numbers and message indexes per thread") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));
+    b.events.push_back(StoredEvent{0, "run_t1", to_json_string(events::step_started("intent"))});
+    s->commit(b);
+    CHECK(b.events[0].seq == 1);
+    CHECK(b.events[1].seq == 2);
+    CHECK(b.messages[0].index == 0);
+    CHECK(b.turn->version == 0);
+    CommitBatch b2;
+    b2.thread_id = "th1";
+    b2.events.push_back(StoredEvent{0, "run_t1", to_json_string(events::step_finished("intent"))});
+    s->commit(b2);
+    CHECK(b2.events[0].seq == 3);
+    auto evs = s->events_after("th1", 0, 100);
+    REQUIRE(evs.size() == 3);
+    CHECK(evs[2].seq == 3);
+    CHECK(json::parse(evs[2].json)["stepName"] == "intent");
+    CHECK(s->events_after("th1", 2, 100).size() == 1);
+    CHECK(s->events_after("th1", 1, 1).size() == 1);
+    CHECK(s->events_after("th1", 1, 1)[0].seq == 2);
+    CHECK(s->events_after("other", 0, 100).empty());
+    CHECK(s->get_thread("th1")->last_seq == 3);
+  }
+  SUBCASE("a second active turn on a thread is a conflict and nothing of its batch is written") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::waiting_approval));
+    s->commit(b);
+    auto b2 = new_turn_batch(conformance_turn("t2", "th1", TurnStatus::running));
+    try {
+      s->commit(b2);
+      FAIL("second active turn accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::conflict);
+    }
+    CHECK(s->messages("th1").size() == 1);
+    CHECK(s->events_after("th1", 0, 10).size() == 1);
+    CHECK_FALSE(s->get_turn("t2"));
+    CHECK(s->active_turn("th1")->id == "t1");
+  }
+  SUBCASE("a repeated client message id on a thread is a conflict; the turn is found by it") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::completed, "cm1"));
+    s->commit(b);
+    auto b2 = new_turn_batch(conformance_turn("t2", "th1", TurnStatus::running, "cm1"));
+    CHECK_THROWS_AS(s->commit(b2), Error);
+    CHECK(s->find_turn_by_client_message("th1", "cm1")->id == "t1");
+    CHECK_FALSE(s->find_turn_by_client_message("th1", "cm2"));
+  }
+  SUBCASE("a turn update is a compare-and-set on its version") {
+    auto s = make();
+    auto t = conformance_turn("t1", "th1", TurnStatus::running);
+    auto b = new_turn_batch(t);
+    s->commit(b);
+    CommitBatch up;
+    up.thread_id = "th1";
+    t.status = TurnStatus::waiting_approval;
+    t.interrupts = json::array({json{{"id", "int_1"}, {"reason", "tool_call"}}});
+    up.turn = t;
+    up.expected_version = 0;
+    s->commit(up);
+    CHECK(up.turn->version == 1);
+    auto got = s->get_turn("t1");
+    CHECK(got->status == TurnStatus::waiting_approval);
+    CHECK(got->version == 1);
+    CHECK(got->interrupts[0]["id"] == "int_1");
+    CommitBatch stale;
+    stale.thread_id = "th1";
+    stale.turn = t;
+    stale.expected_version = 0;
+    stale.events.push_back(StoredEvent{0, "r", to_json_string(events::step_started("x"))});
+    try {
+      s->commit(stale);
+      FAIL("stale version accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::conflict);
+    }
+    CHECK(s->events_after("th1", 0, 10).size() == 1);  // all or nothing
+    CHECK(s->turns_in_status(TurnStatus::waiting_approval).size() == 1);
+  }
+  SUBCASE("concurrent compare-and-sets: exactly one wins") {
+    auto s = make();
+    auto t = conformance_turn("t1", "th1", TurnStatus::waiting_approval);
+    auto b = new_turn_batch(t);
+    s->commit(b);
+    std::atomic<int> wins{0}, conflicts{0};
+    std::vector<std::thread> ths;
+    for (int i = 0; i < 8; ++i)
+      ths.emplace_back([&, i] {
+        CommitBatch up;
+        up.thread_id = "th1";
+        TurnRecord mine = t;
+        mine.status = TurnStatus::resuming;
+        mine.owner = "rt_" + std::to_string(i);
+        up.turn = mine;
+        up.expected_version = 0;
+        try {
+          s->commit(up);
+          ++wins;
+        } catch (const Error& e) {
+          if (e.code() == ErrorCode::conflict) ++conflicts;
+        }
+      });
+    for (auto& th : ths) th.join();
+    CHECK(wins == 1);
+    CHECK(conflicts == 7);
+  }
+  SUBCASE("ledger entries are upserted by turn and tool call; approvals are insert-once") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));
+    LedgerEntry l;
+    l.tool_call_id = "c1";
+    l.turn_id = "t1";
+    l.thread_id = "th1";
+    l.run_id = "run_t1";
+    l.tool_name = "book_room";
+    l.arguments = "{}";
+    l.status = LedgerStatus::started;
+    b.ledger.push_back(l);
+    s->commit(b);
+    CommitBatch b2;
+    b2.thread_id = "th1";
+    l.status = LedgerStatus::finished;
+    l.output = R"({"status":"succeeded"})";
+    b2.ledger.push_back(l);
+    b2.approval = ApprovalRecord{"apr_1", "t1", "th1", json::array(), json{{"status", "accepted"}}, 0};
+    s->commit(b2);
+    auto got = s->ledger("t1");
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].status == LedgerStatus::finished);
+    CHECK(got[0].output == R"({"status":"succeeded"})");
+    CHECK(s->get_approval("apr_1")->answer["status"] == "accepted");
+    CommitBatch b3;
+    b3.thread_id = "th1";
+    b3.approval = ApprovalRecord{"apr_1", "t1", "th1", json::array(), json{{"status", "other"}}, 0};
+    CHECK_THROWS_AS(s->commit(b3), Error);
+    CHECK(s->get_approval("apr_1")->answer["status"] == "accepted");
+  }
+  SUBCASE("threads belong to one user, list newest first and soft delete") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::completed));
+    s->commit(b);
+    auto other = new_turn_batch(conformance_turn("t2", "th1", TurnStatus::completed));
+    other.create_thread->user_id = "intruder";
+    other.turn->user_id = "intruder";
+    CHECK_THROWS_AS(s->commit(other), Error);
+    auto b3 = new_turn_batch(conformance_turn("t3", "th2", TurnStatus::completed));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    s->commit(b3);
+    auto list = s->list_threads("u1");
+    REQUIRE(list.size() == 2);
+    CHECK(list[0].id == "th2");
+    s->soft_delete_thread("th2");
+    CHECK(s->list_threads("u1").size() == 1);
+    CHECK(s->list_threads("u1", true).size() == 2);
+    CHECK(s->get_thread("th2")->deleted);
+    CHECK_THROWS_AS(s->soft_delete_thread("nope"), Error);
+    s->set_thread_title("th1", "Trip");
+    CHECK(s->get_thread("th1")->title == "Trip");
+  }
+  SUBCASE("instance heartbeats") {
+    auto s = make();
+    CHECK_FALSE(s->instance_heartbeat("rt_x"));
+    s->heartbeat("rt_x", 1000);
+    s->heartbeat("rt_x", 2000);
+    CHECK(*s->instance_heartbeat("rt_x") == 2000);
+    s->remove_instance("rt_x");
+    CHECK_FALSE(s->instance_heartbeat("rt_x"));
+  }
+  SUBCASE("many events in one commit keep their order and their text exactly") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));
+    for (int i = 0; i < 1000; ++i)
+      b.events.push_back(StoredEvent{0, "run_t1", to_json_string(events::text_content("m", "d" + std::to_string(i) + " é\"\\"))});
+    s->commit(b);
+    auto evs = s->events_after("th1", 0, 5000);
+    REQUIRE(evs.size() == 1001);
+    for (int i = 0; i < 1000; ++i) CHECK(json::parse(evs[i + 1].json)["delta"] == "d" + std::to_string(i) + " é\"\\");
+    auto mid = s->events_after("th1", 500, 10);
+    REQUIRE(mid.size() == 10);
+    CHECK(mid[0].seq == 501);
+  }
+}
+
+}  // namespace agentrt::testing
