@@ -720,9 +720,9 @@ class TurnRunner {
   TurnStatus committed_status_;
 };
 
-void load_run_state(Store& store, RunCtx& ctx) {
+void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_ledger = nullptr) {
   ctx.history = store.messages(ctx.turn.thread_id);
-  ctx.ledger = store.ledger(ctx.turn.id);
+  ctx.ledger = known_ledger ? std::move(*known_ledger) : store.ledger(ctx.turn.id);
   for (const auto& m : ctx.history)
     for (const auto& c : m.message.tool_calls) ctx.used_tool_call_ids.insert(c.id);
   for (const auto& l : ctx.ledger) {
@@ -754,8 +754,9 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
   return ctx.turn;
 }
 
-TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id) {
-  auto t = cfg.store->get_turn(turn_id);
+TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
+                                           std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known) {
+  std::optional<TurnRecord> t = known ? std::optional<TurnRecord>(std::move(known->first)) : cfg.store->get_turn(turn_id);
   if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
     unregister_run(turn_id);
     return t ? *t : TurnRecord{};
@@ -766,7 +767,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
   ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
   TurnRunner runner(*this, ctx);
   runner.guarded([&] {
-    load_run_state(*cfg.store, ctx);
+    load_run_state(*cfg.store, ctx, known ? &known->second : nullptr);
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
     ctx.turn.status = TurnStatus::running;
     runner.stage_turn();

@@ -549,8 +549,9 @@ json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_r
   em->set_turn(next);
   for (const auto& l : updates) em->put_ledger(l);
   em->set_approval(ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+  CommitBatch committed;
   try {
-    em->flush();
+    committed = em->flush();
   } catch (const Error& e) {
     unregister_run(turn->id);
     if (e.code() == ErrorCode::conflict) {
@@ -566,10 +567,15 @@ json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_r
   }
   runs_started.fetch_add(1, std::memory_order_relaxed);
   std::string tid = turn->id;
+  next.version = committed.turn ? committed.turn->version : next.version + 1;
+  for (const auto& u : updates)
+    for (auto& l : ledger)
+      if (l.tool_call_id == u.tool_call_id) l = u;
+  auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
   if (inline_run) {
-    *inline_run = run_continuation(handle, tid);
+    *inline_run = run_continuation(handle, tid, std::move(known));
   } else {
-    enqueue([this, handle, tid] { run_continuation(handle, tid); });
+    enqueue([this, handle, tid, known = std::move(known)]() mutable { run_continuation(handle, tid, std::move(known)); });
   }
   return answer;
 }

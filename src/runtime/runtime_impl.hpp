@@ -113,7 +113,9 @@ struct Runtime::Impl {
 
   // agent_loop.cpp
   TurnRecord run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn);
-  TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id);
+  // `known`: the turn as resume() committed it, with its ledger (saves reading both again).
+  TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
+                              std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known = std::nullopt);
   void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
   void recover_running_turn(TurnRecord turn);
   std::vector<Message> history(std::string_view thread_id);

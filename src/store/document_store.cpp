@@ -1,0 +1,591 @@
+#include "store/document_store.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+#include "util/crypto.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+constexpr std::string_view kFormat = "agentrt.conversation/1";
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Why `thread_id` cannot name a document, or "" when it can.
+std::string thread_key_problem(std::string_view id) {
+  if (id.empty() || id.size() > 128) return "must be 1-128 characters";
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.' || c == ':';
+    if (!ok) return "may hold only A-Z a-z 0-9 _ - . :";
+  }
+  if (id == "." || id == "..") return "must not be '.' or '..'";
+  if (id.starts_with(".agentrt-")) return "must not start with '.agentrt-'";
+  return {};
+}
+
+bool thread_key_ok(std::string_view id) { return thread_key_problem(id).empty(); }
+
+// sha256 over each event's JSON followed by a newline: what commit_proof records and recovery recomputes.
+std::string events_digest(const std::vector<StoredEvent>& events) {
+  std::string all;
+  for (const auto& e : events) {
+    all += e.json;
+    all += '\n';
+  }
+  return crypto::sha256_hex(all);
+}
+
+// What the batch (without its messages) writes to the inner store, in a form recovery can check there.
+// `after_seq`: the thread's last event sequence number before this commit (read under the lock).
+json commit_proof(const CommitBatch& b, int64_t after_seq) {
+  if (b.empty()) return json{{"kind", "none"}};
+  if (!b.events.empty())
+    return json{{"kind", "events"},
+                {"after_seq", after_seq},
+                {"count", b.events.size()},
+                {"sha256", events_digest(b.events)}};
+  if (b.turn)
+    return json{{"kind", "turn"}, {"turn_id", b.turn->id}, {"version", b.expected_version < 0 ? 0 : b.expected_version + 1}};
+  if (b.approval) return json{{"kind", "approval"}, {"id", b.approval->approval_request_id}};
+  if (!b.ledger.empty()) {
+    json rows = json::array();
+    for (const auto& l : b.ledger)
+      rows.push_back(json{{"turn_id", l.turn_id},
+                          {"tool_call_id", l.tool_call_id},
+                          {"status", to_string(l.status)},
+                          {"output_sha256", crypto::sha256_hex(l.output)},
+                          {"arguments_sha256", crypto::sha256_hex(l.arguments)}});
+    return json{{"kind", "ledger"}, {"rows", std::move(rows)}};
+  }
+  return json{{"kind", "unprovable"}};
+}
+
+json record_json(const MessageRecord& m) {
+  return json{{"index", m.index}, {"turn_id", m.turn_id}, {"run_id", m.run_id}, {"message", m.message}};
+}
+
+json empty_document(std::string_view thread_id) {
+  return json{{"format", kFormat}, {"thread_id", thread_id}, {"version", 0}, {"messages", json::array()}};
+}
+
+// Parses a stored document; Error(io) naming the key when it is not one of ours for this thread.
+json parse_document(std::string_view thread_id, std::string_view key, const std::string& bytes) {
+  json doc = json::parse(bytes, nullptr, false);
+  if (!doc.is_object() || doc.value("format", "") != kFormat || doc.value("thread_id", "") != thread_id ||
+      !doc.contains("messages") || !doc["messages"].is_array() || !doc.contains("version") ||
+      !doc["version"].is_number_integer())
+    throw Error(ErrorCode::io, fmt::format("conversation document {} is damaged (not a {} document of thread {})", key,
+                                           kFormat, thread_id));
+  return doc;
+}
+
+std::string too_large_message(std::string_view thread_id, uint64_t size, uint64_t cap, bool write) {
+  return write ? fmt::format("thread {}: its conversation document would be {} bytes; the limit is {}", thread_id,
+                             size, cap)
+               : fmt::format("thread {}: its conversation document is {} bytes; the limit is {}", thread_id, size, cap);
+}
+
+}  // namespace
+
+std::string conversation_document_key(std::string_view thread_id, int64_t version) {
+  std::string why = thread_key_problem(thread_id);
+  if (!why.empty())
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("thread id '{}' {} to name a conversation document", thread_id.substr(0, 140), why));
+  return fmt::format("{}{}/v{}.json", kConversationPrefix, thread_id, version);
+}
+
+// One SQLite connection to the pointer database. Not thread-safe: its owner's mutex guards it.
+class DocumentStore::Connection {
+ public:
+  Connection(const DocumentStoreOptions& o, bool writer) {
+    int rc = sqlite3_open_v2(o.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = fmt::format("documents: cannot open '{}': {}", o.path, db_ ? sqlite3_errmsg(db_) : "?");
+      sqlite3_close_v2(db_);
+      throw Error(ErrorCode::io, msg);
+    }
+    try {
+      sqlite3_busy_timeout(db_, o.busy_timeout_ms);
+      if (writer) {
+        exec("PRAGMA journal_mode=WAL");
+        migrate(o.path);
+      }
+      exec(fmt::format("PRAGMA synchronous={}", o.synchronous).c_str());
+    } catch (...) {
+      sqlite3_close_v2(db_);
+      throw;
+    }
+  }
+  ~Connection() { sqlite3_close_v2(db_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // A prepared statement, finalised when it goes out of scope.
+  class Stmt {
+   public:
+    Stmt(sqlite3* db, const char* sql) : db_(db) {
+      int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "prepare");
+    }
+    ~Stmt() { sqlite3_finalize(s_); }
+    Stmt(const Stmt&) = delete;
+    Stmt& operator=(const Stmt&) = delete;
+    Stmt& bind(int i, std::string_view v) {
+      check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+      return *this;
+    }
+    Stmt& bind(int i, int64_t v) {
+      check(sqlite3_bind_int64(s_, i, v));
+      return *this;
+    }
+    bool step() {
+      int rc = sqlite3_step(s_);
+      if (rc == SQLITE_ROW) return true;
+      if (rc == SQLITE_DONE) return false;
+      fail(rc, sqlite3_sql(s_));
+    }
+    std::string text(int col) const {
+      auto* p = sqlite3_column_text(s_, col);
+      return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
+               : std::string();
+    }
+    int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+
+   private:
+    void check(int rc) {
+      if (rc != SQLITE_OK) fail(rc, "bind");
+    }
+    [[noreturn]] void fail(int rc, std::string_view what) {
+      std::string msg = fmt::format("documents: sqlite: {}: {}", what, sqlite3_errmsg(db_));
+      if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, msg);
+      throw Error(ErrorCode::io, msg);
+    }
+    sqlite3* db_;
+    sqlite3_stmt* s_ = nullptr;
+  };
+
+  void exec(const char* sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      std::string msg = fmt::format("documents: sqlite: {}: {}", std::string_view(sql).substr(0, 60),
+                                    err ? err : sqlite3_errstr(rc));
+      sqlite3_free(err);
+      throw Error(ErrorCode::io, msg);
+    }
+  }
+  void rollback() noexcept { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
+
+  // BEGIN IMMEDIATE: the pointer database's write lock, held until commit() or destruction (rollback).
+  class WriteTxn {
+   public:
+    WriteTxn(Connection& db, std::atomic<int64_t>& counter) : db_(db), counter_(counter) { db_.exec("BEGIN IMMEDIATE"); }
+    ~WriteTxn() {
+      if (open_) db_.rollback();
+    }
+    WriteTxn(const WriteTxn&) = delete;
+    WriteTxn& operator=(const WriteTxn&) = delete;
+    void commit() {
+      db_.exec("COMMIT");
+      open_ = false;
+      counter_.fetch_add(1, std::memory_order_relaxed);
+    }
+    void rollback() noexcept {
+      if (open_) db_.rollback();
+      open_ = false;
+    }
+
+   private:
+    Connection& db_;
+    std::atomic<int64_t>& counter_;
+    bool open_ = true;
+  };
+
+  std::optional<ConversationDocument> pointer(std::string_view thread_id) {
+    Stmt s(db_, "SELECT doc_key,version,bytes,messages,updated_at FROM thread_documents WHERE thread_id=?");
+    s.bind(1, thread_id);
+    if (!s.step()) return std::nullopt;
+    return ConversationDocument{std::string(thread_id), s.text(0), s.i64(1), static_cast<uint64_t>(s.i64(2)),
+                                s.i64(3), s.i64(4)};
+  }
+
+  // The compare-and-set: `d` becomes the thread's pointer only if its version is still `expected` (0: no
+  // row yet). Error(conflict) otherwise.
+  void swap_pointer(const ConversationDocument& d, int64_t expected) {
+    if (expected == 0) {
+      Stmt s(db_,
+             "INSERT INTO thread_documents(thread_id,doc_key,version,bytes,messages,updated_at) VALUES(?,?,?,?,?,?)");
+      s.bind(1, d.thread_id).bind(2, d.key).bind(3, d.version).bind(4, static_cast<int64_t>(d.bytes));
+      s.bind(5, d.messages).bind(6, d.updated_at);
+      s.step();  // a row that exists already: SQLITE_CONSTRAINT -> Error(conflict)
+      return;
+    }
+    Stmt s(db_,
+           "UPDATE thread_documents SET doc_key=?,version=?,bytes=?,messages=?,updated_at=? "
+           "WHERE thread_id=? AND version=?");
+    s.bind(1, d.key).bind(2, d.version).bind(3, static_cast<int64_t>(d.bytes)).bind(4, d.messages);
+    s.bind(5, d.updated_at).bind(6, d.thread_id).bind(7, expected);
+    s.step();
+    if (sqlite3_changes(db_) == 0)
+      throw Error(ErrorCode::conflict, fmt::format("thread {}: its conversation document changed concurrently "
+                                                   "(expected version {})",
+                                                   d.thread_id, expected));
+  }
+
+ private:
+  void migrate(const std::string& path) {
+    exec("BEGIN IMMEDIATE");
+    try {
+      int64_t version = 0;
+      {
+        Stmt s(db_, "PRAGMA user_version");
+        if (s.step()) version = s.i64(0);
+      }
+      if (version > kSchemaVersion)
+        throw Error(ErrorCode::unsupported,
+                    fmt::format("documents: '{}' has schema version {}, newer than this agentrt knows ({})", path,
+                                version, kSchemaVersion));
+      if (version < 1)
+        exec(
+            "CREATE TABLE thread_documents(thread_id TEXT PRIMARY KEY, doc_key TEXT NOT NULL, "
+            "version INTEGER NOT NULL, bytes INTEGER NOT NULL, messages INTEGER NOT NULL, "
+            "updated_at INTEGER NOT NULL) WITHOUT ROWID");
+      if (version != kSchemaVersion) exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+      exec("COMMIT");
+    } catch (...) {
+      rollback();
+      throw;
+    }
+  }
+
+  sqlite3* db_ = nullptr;
+};
+
+namespace {
+
+void remove_quietly(ObjectStore& objects, const std::string& key) noexcept {
+  try {
+    objects.remove(key);
+  } catch (...) {
+    // Garbage left behind: never read, since reads go through the pointer.
+  }
+}
+
+}  // namespace
+
+DocumentStore::DocumentStore(std::shared_ptr<Store> inner, std::shared_ptr<ObjectStore> objects,
+                             DocumentStoreOptions options)
+    : inner_(std::move(inner)), objects_(std::move(objects)), options_(std::move(options)) {
+  if (!inner_) throw Error(ErrorCode::invalid_argument, "documents: an inner store is required");
+  if (!objects_) throw Error(ErrorCode::invalid_argument, "documents: an object store is required");
+  if (options_.max_document_bytes == 0)
+    throw Error(ErrorCode::invalid_argument, "documents: max_document_bytes must be greater than 0");
+  if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("documents: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
+  if (options_.path.empty()) throw Error(ErrorCode::invalid_argument, "documents: the pointer database path is empty");
+  writer_ = std::make_unique<Connection>(options_, true);
+  // ":memory:" is a database per connection: the reader must share the writer's.
+  if (options_.path != ":memory:") reader_ = std::make_unique<Connection>(options_, false);
+}
+
+DocumentStore::~DocumentStore() = default;
+
+ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_view thread_id,
+                                                   ConversationDocument cur, std::vector<std::string>& obsolete) {
+  if (!thread_key_ok(thread_id)) return cur;
+  // Under the write lock no commit is in flight, so a document one version past the pointer was left by a
+  // commit that stopped between writing it and committing its pointer.
+  const std::string next = conversation_document_key(thread_id, cur.version + 1);
+  if (!objects_->head(next)) return cur;
+  auto bytes = objects_->get(next);
+  if (!bytes) return cur;
+  json doc = json::parse(*bytes, nullptr, false);
+  bool committed = false;
+  if (doc.is_object() && doc.value("format", "") == kFormat && doc.value("thread_id", "") == thread_id &&
+      doc.value("version", int64_t{-1}) == cur.version + 1 && doc.contains("messages") && doc["messages"].is_array() &&
+      doc.contains("commit") && doc["commit"].is_object())
+    committed = batch_committed(thread_id, doc["commit"]);
+  if (!committed) {
+    // Its batch never reached the inner store: the document is garbage. It must go, or the next commit
+    // could not take its key; a failure to remove it fails the caller.
+    objects_->remove(next);
+    return cur;
+  }
+  // Its batch did commit: roll the pointer forward to it.
+  ConversationDocument d{std::string(thread_id), next, cur.version + 1, bytes->size(),
+                         static_cast<int64_t>(doc["messages"].size()), now_ms()};
+  db.swap_pointer(d, cur.version);
+  if (!cur.key.empty()) obsolete.push_back(cur.key);
+  return d;
+}
+
+bool DocumentStore::batch_committed(std::string_view thread_id, const json& proof) {
+  const std::string kind = proof.value("kind", "");
+  if (kind == "events") {
+    const int64_t after = proof.value("after_seq", int64_t{-1});
+    const size_t count = proof.value("count", size_t{0});
+    if (after < 0 || count == 0) return false;
+    auto evs = inner_->events_after(thread_id, after, count);
+    return evs.size() == count && evs.front().seq == after + 1 && events_digest(evs) == proof.value("sha256", "");
+  }
+  if (kind == "turn") {
+    auto t = inner_->get_turn(proof.value("turn_id", ""));
+    return t && t->thread_id == thread_id && t->version == proof.value("version", int64_t{-1});
+  }
+  if (kind == "approval") return inner_->get_approval(proof.value("id", "")).has_value();
+  if (kind == "ledger") {
+    const json& rows = proof.contains("rows") ? proof["rows"] : json::array();
+    if (!rows.is_array() || rows.empty()) return false;
+    for (const auto& r : rows) {
+      if (!r.is_object()) return false;
+      auto entries = inner_->ledger(r.value("turn_id", ""));
+      auto it = std::find_if(entries.begin(), entries.end(),
+                             [&](const LedgerEntry& l) { return l.tool_call_id == r.value("tool_call_id", ""); });
+      if (it == entries.end() || to_string(it->status) != r.value("status", "") ||
+          crypto::sha256_hex(it->output) != r.value("output_sha256", "") ||
+          crypto::sha256_hex(it->arguments) != r.value("arguments_sha256", ""))
+        return false;
+    }
+    return true;
+  }
+  return false;  // "none": the pointer commit was the commit point and did not happen; "unprovable"
+}
+
+void DocumentStore::recover_thread(std::string_view thread_id) {
+  std::vector<std::string> obsolete;
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    Connection::WriteTxn tx(*writer_, write_txns_);
+    ConversationDocument cur =
+        writer_->pointer(thread_id).value_or(ConversationDocument{std::string(thread_id), "", 0, 0, 0, 0});
+    const int64_t before = cur.version;
+    cur = recover_locked(*writer_, thread_id, std::move(cur), obsolete);
+    if (cur.version != before)
+      tx.commit();
+    else
+      tx.rollback();
+  }
+  for (const auto& k : obsolete) remove_quietly(*objects_, k);
+}
+
+void DocumentStore::commit(CommitBatch& b) {
+  if (b.empty()) return;
+  const std::string thread_id = b.thread_id;
+  const bool has_messages = !b.messages.empty();
+  if (has_messages) (void)conversation_document_key(thread_id, 1);  // a thread id no key can be made of
+
+  std::vector<std::string> obsolete;
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    Connection::WriteTxn tx(*writer_, write_txns_);
+    ConversationDocument cur =
+        writer_->pointer(thread_id).value_or(ConversationDocument{thread_id, "", 0, 0, 0, 0});
+    // Every commit of the thread first finishes an interrupted one: that is what makes the proofs exact.
+    const int64_t found = cur.version;
+    cur = recover_locked(*writer_, thread_id, std::move(cur), obsolete);
+
+    if (!has_messages) {
+      inner_->commit(b);
+      if (cur.version != found)
+        tx.commit();
+      else
+        tx.rollback();
+    } else {
+      // Read the current document (through the pointer) and append.
+      json doc;
+      if (cur.key.empty()) {
+        doc = empty_document(thread_id);
+      } else {
+        if (cur.bytes > options_.max_document_bytes)
+          throw Error(ErrorCode::too_large, too_large_message(thread_id, cur.bytes, options_.max_document_bytes, false));
+        auto bytes = objects_->get(cur.key);
+        if (!bytes)
+          throw Error(ErrorCode::io, fmt::format("thread {}: conversation document {} is missing", thread_id, cur.key));
+        doc = parse_document(thread_id, cur.key, *bytes);
+      }
+      json& arr = doc["messages"];
+      int64_t index = static_cast<int64_t>(arr.size());
+      for (auto& m : b.messages) {
+        m.index = index++;
+        m.thread_id = thread_id;
+        arr.push_back(record_json(m));
+      }
+      // The rest of the batch goes to the inner store; the messages wait here (moved, not copied).
+      std::vector<MessageRecord> messages = std::move(b.messages);
+      b.messages.clear();
+      struct Restore {
+        CommitBatch& b;
+        std::vector<MessageRecord>& m;
+        ~Restore() { b.messages = std::move(m); }
+      } restore{b, messages};
+
+      int64_t after_seq = 0;
+      if (!b.events.empty())
+        if (auto t = inner_->get_thread(thread_id)) after_seq = t->last_seq;
+      const int64_t version = cur.version + 1;
+      doc["version"] = version;
+      doc["updated_at"] = now_ms();
+      doc["commit"] = commit_proof(b, after_seq);
+      const std::string bytes = doc.dump();
+      if (bytes.size() > options_.max_document_bytes)
+        throw Error(ErrorCode::too_large, too_large_message(thread_id, bytes.size(), options_.max_document_bytes, true));
+
+      const std::string key = conversation_document_key(thread_id, version);
+      // Step 2: the new version under a fresh key. Taken already: recovery just ran under the lock, so
+      // this is not ours to touch (a foreign writer under our prefix); refuse rather than overwrite.
+      if (!objects_->put_if_absent(key, bytes, "application/json"))
+        throw Error(ErrorCode::io, fmt::format("thread {}: conversation document {} exists already", thread_id, key));
+      // Step 4's compare-and-set, staged before the commit point so that a lost one changes nothing.
+      try {
+        writer_->swap_pointer(
+            ConversationDocument{thread_id, key, version, bytes.size(), static_cast<int64_t>(arr.size()), now_ms()},
+            cur.version);
+        // Step 3, the commit point. Dying before it: the new document is garbage, removed by recovery.
+        inner_->commit(b);
+      } catch (...) {
+        // Removed while the lock is held, so no recovery ever judges a document whose writer is alive.
+        remove_quietly(*objects_, key);
+        throw;  // the pointer transaction rolls back
+      }
+      // Dying here (or failing to commit the pointer) leaves v{N+1} without a pointer; its proof now holds,
+      // so the next commit or read of the thread rolls the pointer forward. The batch is committed: report
+      // success either way.
+      try {
+        tx.commit();
+        if (!cur.key.empty()) obsolete.push_back(cur.key);
+      } catch (const std::exception&) {
+        tx.rollback();
+      }
+    }
+  }
+  for (const auto& k : obsolete) remove_quietly(*objects_, k);
+}
+
+std::optional<ConversationDocument> DocumentStore::document(std::string_view thread_id) {
+  for (int attempt = 0;; ++attempt) {
+    std::optional<ConversationDocument> ptr;
+    if (reader_) {
+      std::lock_guard<std::mutex> lock(read_mutex_);
+      ptr = reader_->pointer(thread_id);
+    } else {
+      std::lock_guard<std::mutex> lock(write_mutex_);
+      ptr = writer_->pointer(thread_id);
+    }
+    // One version past the pointer: a commit in flight (the recovery waits for it and finds nothing) or
+    // one that stopped half-way (the recovery finishes it).
+    if (attempt == 0 && thread_key_ok(thread_id) &&
+        objects_->head(conversation_document_key(thread_id, (ptr ? ptr->version : 0) + 1))) {
+      recover_thread(thread_id);
+      continue;
+    }
+    return ptr;
+  }
+}
+
+std::vector<MessageRecord> DocumentStore::messages(std::string_view thread_id) {
+  for (int attempt = 0;; ++attempt) {
+    auto ptr = document(thread_id);
+    if (!ptr) return {};
+    if (ptr->bytes > options_.max_document_bytes)
+      throw Error(ErrorCode::too_large, too_large_message(thread_id, ptr->bytes, options_.max_document_bytes, false));
+    auto bytes = objects_->get(ptr->key);
+    if (!bytes) {
+      // A commit moved the pointer on and removed this version between our two reads: read again.
+      if (attempt < 8) continue;
+      throw Error(ErrorCode::io, fmt::format("thread {}: conversation document {} is missing", thread_id, ptr->key));
+    }
+    if (bytes->size() > options_.max_document_bytes)
+      throw Error(ErrorCode::too_large, too_large_message(thread_id, bytes->size(), options_.max_document_bytes, false));
+    json doc = parse_document(thread_id, ptr->key, *bytes);
+    std::vector<MessageRecord> out;
+    out.reserve(doc["messages"].size());
+    try {
+      for (auto& r : doc["messages"]) {
+        MessageRecord m;
+        m.thread_id = std::string(thread_id);
+        m.index = r.at("index").get<int64_t>();
+        m.turn_id = r.at("turn_id").get<std::string>();
+        m.run_id = r.at("run_id").get<std::string>();
+        m.message = r.at("message").get<Message>();
+        out.push_back(std::move(m));
+      }
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::io, fmt::format("conversation document {} is damaged: {}", ptr->key, e.what()));
+    }
+    return out;
+  }
+}
+
+std::optional<ThreadRecord> DocumentStore::get_thread(std::string_view thread_id) { return inner_->get_thread(thread_id); }
+
+std::vector<ThreadRecord> DocumentStore::list_threads(std::string_view user_id, bool include_deleted) {
+  return inner_->list_threads(user_id, include_deleted);
+}
+
+void DocumentStore::set_thread_title(std::string_view thread_id, std::string_view title) {
+  inner_->set_thread_title(thread_id, title);
+}
+
+void DocumentStore::soft_delete_thread(std::string_view thread_id) { inner_->soft_delete_thread(thread_id); }
+
+std::optional<TurnRecord> DocumentStore::get_turn(std::string_view turn_id) { return inner_->get_turn(turn_id); }
+
+std::optional<TurnRecord> DocumentStore::find_turn_by_client_message(std::string_view thread_id,
+                                                                     std::string_view client_message_id) {
+  return inner_->find_turn_by_client_message(thread_id, client_message_id);
+}
+
+std::optional<TurnRecord> DocumentStore::active_turn(std::string_view thread_id) { return inner_->active_turn(thread_id); }
+
+std::optional<TurnRecord> DocumentStore::last_turn(std::string_view thread_id) { return inner_->last_turn(thread_id); }
+
+std::vector<TurnRecord> DocumentStore::turns_in_status(TurnStatus status) { return inner_->turns_in_status(status); }
+
+std::vector<StoredEvent> DocumentStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
+  return inner_->events_after(thread_id, after_seq, limit);
+}
+
+std::vector<LedgerEntry> DocumentStore::ledger(std::string_view turn_id) { return inner_->ledger(turn_id); }
+
+std::optional<ApprovalRecord> DocumentStore::get_approval(std::string_view approval_request_id) {
+  return inner_->get_approval(approval_request_id);
+}
+
+void DocumentStore::heartbeat(std::string_view instance_id, int64_t now) { inner_->heartbeat(instance_id, now); }
+
+void DocumentStore::remove_instance(std::string_view instance_id) { inner_->remove_instance(instance_id); }
+
+std::optional<int64_t> DocumentStore::instance_heartbeat(std::string_view instance_id) {
+  return inner_->instance_heartbeat(instance_id);
+}
+
+int64_t DocumentStore::write_transactions() const {
+  return inner_->write_transactions() + write_txns_.load(std::memory_order_relaxed);
+}
+
+std::vector<MessageRecord> messages_of_turn(Store& store, std::string_view thread_id, std::string_view turn_id) {
+  auto all = store.messages(thread_id);
+  std::vector<MessageRecord> out;
+  std::copy_if(std::make_move_iterator(all.begin()), std::make_move_iterator(all.end()), std::back_inserter(out),
+               [&](const MessageRecord& m) { return m.turn_id == turn_id; });
+  return out;
+}
+
+}  // namespace v1
+}  // namespace agentrt
