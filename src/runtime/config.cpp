@@ -10,6 +10,7 @@
 
 #include "agentrt/openai.hpp"
 #include "agentrt/scripted_model.hpp"
+#include "store/document_store.hpp"
 #include "store/fs_object_store.hpp"
 #include "store/sqlite_store.hpp"
 #include "util/crypto.hpp"
@@ -87,11 +88,16 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create data_dir {}: {}", data.string(), ec.message()));
 
   json store = j.value("store", json::object());
-  only_keys(store, {"type", "path", "synchronous"}, "store");
+  only_keys(store, {"type", "path", "synchronous", "layout", "document_max_bytes", "document_index_path"}, "store");
   if (str(store, "type", "sqlite") != "sqlite")
     bad(fmt::format("store type '{}' is not available (sqlite)", str(store, "type", "")));
-  c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{str(store, "path", (data / "agentrt.db").string()),
-                                                             str(store, "synchronous", "NORMAL")});
+  const std::string db_path = str(store, "path", (data / "agentrt.db").string());
+  const std::string sync = str(store, "synchronous", "NORMAL");
+  auto sqlite = std::make_shared<SqliteStore>(SqliteStoreOptions{db_path, sync});
+  c.store = sqlite;
+  const std::string layout = str(store, "layout", "rows");
+  if (layout != "rows" && layout != "document")
+    bad(fmt::format("store.layout must be \"rows\" or \"document\", not '{}'", layout));
 
   json objects = j.contains("objects") ? j["objects"] : json::object();
   if (!objects.is_null()) {
@@ -111,6 +117,20 @@ RuntimeConfig runtime_config_from_json(const json& j) {
     o.public_base_url = str(objects, "public_base_url", "http://127.0.0.1:8080/api/v1/objects");
     o.fsync = objects.value("fsync", false);
     c.objects = std::make_shared<FsObjectStore>(o);
+  }
+
+  if (layout == "document") {
+    // The conversation-document layout: a thread's messages as one JSON document in the object store.
+    if (!c.objects) bad("store.layout \"document\" keeps messages in the object store: objects must not be null");
+    DocumentStoreOptions d;
+    d.path = str(store, "document_index_path", db_path == ":memory:" ? db_path : db_path + ".docs");
+    d.synchronous = sync;
+    if (store.contains("document_max_bytes")) {
+      const json& v = store["document_max_bytes"];
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0) bad("store.document_max_bytes must be a positive integer");
+      d.max_document_bytes = v.get<uint64_t>();
+    }
+    c.store = std::make_shared<DocumentStore>(sqlite, c.objects, d);
   }
 
   json model = j.value("model", json::object());

@@ -222,6 +222,7 @@ void Runtime::Impl::enqueue(std::function<void()> job) {
   queue_cv.notify_one();
 }
 
+
 void Runtime::Impl::worker_loop() {
   for (;;) {
     std::function<void()> job;
@@ -261,7 +262,7 @@ void Runtime::Impl::on_commit(const CommitBatch& b) {
   if (!b.turn) return;
   {
     std::lock_guard<std::mutex> lock(turn_mutex);
-    ++turn_generation;
+    turn_generation.fetch_add(1, std::memory_order_release);
   }
   turn_cv.notify_all();
 }
@@ -698,11 +699,7 @@ std::vector<ThreadRecord> Runtime::threads(std::string_view user_id) { return im
 TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    uint64_t gen;
-    {
-      std::lock_guard<std::mutex> lock(impl_->turn_mutex);
-      gen = impl_->turn_generation;
-    }
+    const uint64_t gen = impl_->turn_generation.load(std::memory_order_acquire);
     auto t = impl_->cfg.store->get_turn(turn_id);
     if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
     if (t->status != TurnStatus::running && t->status != TurnStatus::resuming) return *t;
@@ -711,7 +708,7 @@ TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds tim
     if (now >= deadline) return *t;
     auto until = std::min(deadline, now + std::chrono::milliseconds(50));
     std::unique_lock<std::mutex> lock(impl_->turn_mutex);
-    impl_->turn_cv.wait_until(lock, until, [&] { return impl_->turn_generation != gen; });
+    impl_->turn_cv.wait_until(lock, until, [&] { return impl_->turn_generation.load() != gen; });
   }
 }
 

@@ -88,7 +88,7 @@ struct Runtime::Impl {
   // Turn state changes wake wait().
   std::mutex turn_mutex;
   std::condition_variable turn_cv;
-  uint64_t turn_generation = 0;
+  std::atomic<uint64_t> turn_generation{0};
 
   std::atomic<int64_t> model_calls{0}, tool_executions{0}, runs_started{0};
 

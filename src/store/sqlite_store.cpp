@@ -35,7 +35,6 @@ CREATE TABLE turns(
 CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE status IN ('RUNNING','WAITING_APPROVAL','RESUMING');
 CREATE UNIQUE INDEX turns_by_client_message ON turns(thread_id, client_message_id) WHERE client_message_id <> '';
 CREATE INDEX turns_by_thread ON turns(thread_id, created_at);
-CREATE INDEX turns_open ON turns(status) WHERE status IN ('RUNNING','WAITING_APPROVAL','RESUMING');
 -- The event log. One row holds the events of one commit (JSON lines, seq first_seq..last_seq): a group
 -- commit writes one row, not one per token delta. Rows are appended (rowid order), the index finds them.
 CREATE TABLE events(
@@ -479,6 +478,10 @@ std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
 
 std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!is_terminal(status))  // the active turns: a scan of the small partial index, not of every turn
+    return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? AND "
+                       "status IN ('RUNNING','WAITING_APPROVAL','RESUMING') ORDER BY created_at",
+                       to_string(status));
   return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? ORDER BY created_at", to_string(status));
 }
 

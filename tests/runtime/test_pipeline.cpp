@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "agentrt/config.hpp"
 #include "runtime/context_builder.hpp"
 #include "support/runtime_fixture.hpp"
 
@@ -170,4 +171,36 @@ TEST_CASE("stage policies: tools are offered per stage, and an organization stag
   for (const auto& e : evs)
     if (e["type"] == "REASONING_MESSAGE_CONTENT") reasoning += e["delta"].get<std::string>();
   CHECK(reasoning == "draft text");
+}
+
+TEST_CASE("the JSON config opens either message layout and refuses unknown keys and bad values") {
+  TempDir dir;
+  {
+    auto c = runtime_config_from_json(json{{"data_dir", dir.file("a")}, {"model", {{"type", "demo"}}}});
+    CHECK(uses_demo_model(c));
+    CHECK(c.objects != nullptr);
+    Runtime rt(c);
+    register_demo_tools(rt.tools());
+    auto t = rt.run_turn(turn_input("t-cfg", user_message("book a room")));
+    CHECK(t.status == TurnStatus::waiting_approval);
+  }
+  {
+    auto c = runtime_config_from_json(json{{"data_dir", dir.file("b")},
+                                           {"model", {{"type", "demo"}}},
+                                           {"store", {{"layout", "document"}, {"document_max_bytes", 100000}}}});
+    Runtime rt(c);
+    register_demo_tools(rt.tools());
+    auto t = rt.run_turn(turn_input("t-doc", user_message("hello")));
+    CHECK(t.status == TurnStatus::completed);
+    CHECK(rt.history("t-doc").size() == 2);
+    CHECK_FALSE(c.objects->list("agent-conversations/").empty());
+  }
+  CHECK_THROWS_WITH_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"wrkers", 2}}),
+                       doctest::Contains("unknown key 'wrkers'"), Error);
+  CHECK_THROWS_WITH_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"workers", 0}}),
+                       doctest::Contains("workers"), Error);
+  CHECK_THROWS_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"store", {{"layout", "document"}}},
+                                                {"objects", nullptr}}),
+                  Error);
+  CHECK_THROWS_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"model", {{"type", "gpt-magic"}}}}), Error);
 }
