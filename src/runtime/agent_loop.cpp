@@ -39,6 +39,12 @@ void add_usage(std::vector<TokenUsage>& acc, const TokenUsage& u) {
   acc.push_back(u);
 }
 
+// A call's arguments as an object: what the model sent, or {} when that was not a JSON object.
+json parse_args(const std::string& arguments) {
+  json args = json::parse(arguments.empty() ? std::string("{}") : arguments, nullptr, false);
+  return args.is_object() ? args : json::object();
+}
+
 json usage_json(const std::vector<TokenUsage>& u) {
   json out = json::array();
   for (const auto& x : u) out.push_back(x);
@@ -402,8 +408,7 @@ class TurnRunner {
       Running r;
       r.id = id;
       r.entry = rt_.tools.find(l->tool_name);
-      r.args = json::parse(l->arguments.empty() ? std::string("{}") : l->arguments, nullptr, false);
-      if (!r.args.is_object()) r.args = json::object();
+      r.args = parse_args(l->arguments);
       if (!r.entry) {
         ToolAgentOutput out;
         out.tool_call_id = id;
@@ -563,8 +568,7 @@ class TurnRunner {
       l->interrupt_id = "int_" + id;
       ctx_.em->put_ledger(*l);
       auto entry = rt_.tools.find(l->tool_name);
-      json args = json::parse(l->arguments.empty() ? std::string("{}") : l->arguments, nullptr, false);
-      if (args.is_discarded()) args = json::object();
+      json args = parse_args(l->arguments);
       json schema = {{"type", "object"},
                      {"properties",
                       {{"approved", {{"type", "boolean"}}},
@@ -611,8 +615,7 @@ class TurnRunner {
       ToolAgentOutput out;
       out.tool_call_id = l.tool_call_id;
       out.tool_name = l.tool_name;
-      json args = json::parse(l.arguments.empty() ? std::string("{}") : l.arguments, nullptr, false);
-      out.args = args.is_object() ? args : json::object();
+      out.args = parse_args(l.arguments);
       out.status = l.status == LedgerStatus::started ? ToolStatus::interrupted : not_run_status;
       out.error = ToolError{code, message};
       record_result(l.tool_call_id, std::move(out));
@@ -784,8 +787,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
         ToolAgentOutput out;
         out.tool_call_id = l.tool_call_id;
         out.tool_name = l.tool_name;
-        json args = json::parse(l.arguments.empty() ? std::string("{}") : l.arguments, nullptr, false);
-        out.args = args.is_object() ? args : json::object();
+        out.args = parse_args(l.arguments);
         out.status = ToolStatus::rejected;
         std::string action = l.decision.is_object() ? l.decision.value("action", "reject") : "reject";
         std::string reason = l.decision.is_object() ? l.decision.value("reason", "") : "";

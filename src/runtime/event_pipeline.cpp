@@ -200,31 +200,27 @@ CommitBatch RunEmitter::flush(bool background) {
     undo_.clear();
     return out;
   }
+  // On failure: undo the objects written for this batch, drop the batch (nothing of it was stored), and
+  // when the flusher was the one committing, leave the failure for the run to find.
+  auto roll_back = [&](std::string why) {
+    if (background) failure_ = std::move(why);
+    for (auto& u : undo_) {
+      try {
+        u();
+      } catch (...) {
+      }
+    }
+    undo_.clear();
+    batch_ = CommitBatch{};
+    batch_.thread_id = thread_id_;
+  };
   try {
     store_.commit(batch_);
   } catch (const std::exception& e) {
-    if (background) failure_ = e.what();
-    for (auto& u : undo_) {
-      try {
-        u();
-      } catch (...) {
-      }
-    }
-    undo_.clear();
-    batch_ = CommitBatch{};
-    batch_.thread_id = thread_id_;
+    roll_back(e.what());
     throw;
   } catch (...) {
-    if (background) failure_ = "unknown error";
-    for (auto& u : undo_) {
-      try {
-        u();
-      } catch (...) {
-      }
-    }
-    undo_.clear();
-    batch_ = CommitBatch{};
-    batch_.thread_id = thread_id_;
+    roll_back("unknown error");
     throw;
   }
   undo_.clear();

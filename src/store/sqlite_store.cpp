@@ -144,6 +144,7 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
     exec("PRAGMA journal_mode=WAL");
     exec(fmt::format("PRAGMA synchronous={}", options_.synchronous).c_str());
     exec("PRAGMA foreign_keys=OFF");
+    exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
     exec("PRAGMA temp_store=MEMORY");
     migrate();
   } catch (...) {

@@ -123,6 +123,14 @@ json db_stats(const std::string& path, SqliteStore& store, int T, int64_t txns) 
   return out;
 }
 
+SqliteStoreOptions store_options(const std::string& path) {
+  SqliteStoreOptions o;
+  o.path = path;
+  o.synchronous = env_str("SYNC", "NORMAL");
+  o.wal_autocheckpoint = env_int("WAL_AUTOCHECKPOINT", 1000);  // SQLite's default, as the peers run
+  return o;
+}
+
 RuntimeConfig bench_config(std::shared_ptr<SqliteStore> store, std::shared_ptr<ModelProvider> model) {
   RuntimeConfig c;
   c.store = std::move(store);
@@ -154,7 +162,7 @@ struct W1Result {
 
 W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& dir, const std::string& name) {
   std::string path = fresh_db(dir, name);
-  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path, env_str("SYNC", "NORMAL")});
+  auto store = std::make_shared<SqliteStore>(store_options(path));
   auto model = std::make_shared<ScriptedModel>(w1_script, kNoStreaming);
   Runtime rt(bench_config(store, model));
   std::atomic<int> tool_exec{0};
@@ -253,7 +261,7 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
 
 json run_w2(std::vector<std::string>& failures, int T, int K, const std::string& dir, const std::string& name) {
   std::string path = fresh_db(dir, name);
-  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path, env_str("SYNC", "NORMAL")});
+  auto store = std::make_shared<SqliteStore>(store_options(path));
   auto model = std::make_shared<ScriptedModel>([K](const ModelRequest& req) {
     size_t n = tool_results_since_last_user(req);
     if (n < static_cast<size_t>(K)) {
