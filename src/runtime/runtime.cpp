@@ -445,6 +445,20 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
 json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
                            const std::vector<Decision>& decisions, std::string_view run_id,
                            TurnRecord* inline_run) {
+  try {
+    return resume_once(turn_id, approval_request_id, decisions, run_id, inline_run);
+  } catch (const Error&) {
+    // A concurrent resume with the same id may have won while this one read a half-old state (the turn
+    // before, the ledger after): its answer is the answer.
+    if (auto prior = cfg.store->get_approval(approval_request_id); prior && prior->turn_id == turn_id)
+      return prior->answer;
+    throw;
+  }
+}
+
+json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view approval_request_id,
+                                const std::vector<Decision>& decisions, std::string_view run_id,
+                                TurnRecord* inline_run) {
   if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
   if (!run_id.empty()) require_id(run_id, "run id");
   // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.

@@ -107,6 +107,8 @@ struct Runtime::Impl {
   TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
               std::string_view run_id, TurnRecord* inline_run = nullptr);
+  json resume_once(std::string_view turn_id, std::string_view approval_request_id,
+                   const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run);
   void cancel(std::string_view turn_id);
   void sweep(bool take_over_resuming = true);
   bool instance_alive(const std::string& owner, int64_t now);
