@@ -190,6 +190,7 @@ Runtime::Impl::~Impl() {
   for (auto& t : workers) t.join();
   {
     std::lock_guard<std::mutex> lock(flush_mutex);
+    flusher_stop = true;
   }
   flush_cv.notify_all();
   flusher.join();
@@ -254,6 +255,7 @@ std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& threa
                                        [](const auto& w) { return w.expired(); }),
                         live_emitters.end());
     live_emitters.push_back(em);
+    flush_cv.notify_one();
   }
   return em;
 }
@@ -270,24 +272,22 @@ void Runtime::Impl::on_commit(const CommitBatch& b) {
 void Runtime::Impl::flusher_loop() {
   std::unique_lock<std::mutex> lock(flush_mutex);
   for (;;) {
-    if (stopping && live_emitters.empty()) return;
-    flush_cv.wait_for(lock, cfg.flush_interval / 2 + std::chrono::milliseconds(1));
-    bool stop_now;
-    {
-      std::lock_guard<std::mutex> q(queue_mutex);
-      stop_now = stopping;
+    live_emitters.erase(std::remove_if(live_emitters.begin(), live_emitters.end(),
+                                       [](const auto& w) { return w.expired(); }),
+                        live_emitters.end());
+    if (flusher_stop) return;
+    if (live_emitters.empty()) {
+      // Nothing runs: sleep until a run registers its emitter (no wake-ups while idle).
+      flush_cv.wait(lock, [&] { return flusher_stop || !live_emitters.empty(); });
+      continue;
     }
+    if (flush_cv.wait_for(lock, cfg.flush_interval / 2 + std::chrono::milliseconds(1), [&] { return flusher_stop; }))
+      return;
     std::vector<std::shared_ptr<RunEmitter>> due;
-    auto now = std::chrono::steady_clock::now();
-    for (auto it = live_emitters.begin(); it != live_emitters.end();) {
-      auto em = it->lock();
-      if (!em) {
-        it = live_emitters.erase(it);
-        continue;
-      }
-      if (em->has_pending() && now - em->pending_since() >= cfg.flush_interval) due.push_back(std::move(em));
-      ++it;
-    }
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& w : live_emitters)
+      if (auto em = w.lock(); em && em->has_pending() && now - em->pending_since() >= cfg.flush_interval)
+        due.push_back(std::move(em));
     lock.unlock();
     for (auto& em : due) {
       try {
@@ -298,10 +298,6 @@ void Runtime::Impl::flusher_loop() {
     }
     due.clear();
     lock.lock();
-    if (stop_now) {
-      live_emitters.clear();
-      return;
-    }
   }
 }
 

@@ -78,6 +78,7 @@ struct Runtime::Impl {
   std::mutex flush_mutex;
   std::condition_variable flush_cv;
   std::vector<std::weak_ptr<RunEmitter>> live_emitters;
+  bool flusher_stop = false;  // under flush_mutex
   std::thread flusher;
 
   std::mutex sweep_mutex;
