@@ -262,14 +262,21 @@ AGENTRT_API int32_t agentrt_turn_cancel(agentrt_runtime* rt, const char* turn_id
   });
 }
 
+namespace {
+// The turn named by a C argument, or Error(not_found).
+agentrt::TurnRecord find_turn(agentrt_runtime* rt, const char* turn_id) {
+  auto& st = state_of(rt);  // the handle is checked before the id, as everywhere
+  const std::string id = id_arg(turn_id, "turn_id");
+  auto t = st.runtime().turn(id);
+  if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", id));
+  return *t;
+}
+}  // namespace
+
 AGENTRT_API int32_t agentrt_turn_get(char** out, agentrt_runtime* rt, const char* turn_id) {
   return guard("agentrt_turn_get", [&]() -> int32_t {
     require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(turn_id, "turn_id");
-    auto t = st.runtime().turn(id);
-    if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", id));
-    *out = dup_json(turn_record_to_json(*t));
+    *out = dup_json(turn_record_to_json(find_turn(rt, turn_id)));
     return AGENTRT_OK;
   });
 }
@@ -293,11 +300,7 @@ AGENTRT_API int32_t agentrt_turn_wait(char** out, agentrt_runtime* rt, const cha
 AGENTRT_API int32_t agentrt_turn_interrupts(char** out, agentrt_runtime* rt, const char* turn_id) {
   return guard("agentrt_turn_interrupts", [&]() -> int32_t {
     require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(turn_id, "turn_id");
-    auto t = st.runtime().turn(id);
-    if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", id));
-    *out = dup_json(turn_interrupts_to_json(*t));
+    *out = dup_json(turn_interrupts_to_json(find_turn(rt, turn_id)));
     return AGENTRT_OK;
   });
 }

@@ -22,7 +22,6 @@ constexpr bool is_terminal(TurnStatus s) noexcept {
 //   WAITING_APPROVAL -> RESUMING | EXPIRED | CANCELLED
 //   RESUMING -> RUNNING | FAILED | CANCELLED
 constexpr bool can_transition(TurnStatus from, TurnStatus to) noexcept {
-  using S = TurnStatus;
   constexpr bool table[7][7] = {
       //            run    wait   resum  compl  fail   exp    canc
       /* run   */ {false, true, false, true, true, false, true},
@@ -33,7 +32,6 @@ constexpr bool can_transition(TurnStatus from, TurnStatus to) noexcept {
       /* exp   */ {false, false, false, false, false, false, false},
       /* canc  */ {false, false, false, false, false, false, false},
   };
-  (void)S::running;
   return table[static_cast<int>(from)][static_cast<int>(to)];
 }
 

@@ -279,8 +279,6 @@ class TurnRunner {
         em.emit(events::text_end(ctx_.open_text, wao.is_null() ? json(nullptr) : json{{"worker_agent_output", wao}}));
         ctx_.open_text.clear();
       }
-    } else if (vis == Visibility::reasoning && !result.text.empty() && !is_final) {
-      // Text next to tool calls stays part of the assistant message below.
     }
     // Tool calls: the result is authoritative; calls the stream did not announce are announced now.
     std::vector<ToolCall> calls;
@@ -426,7 +424,8 @@ class TurnRunner {
     }
     if (running.empty()) return;
     if (durable) commit();
-    check_cancel_before_tools(running.size());
+    // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
+    check_cancel();
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
       ToolCallContext call{ctx_.turn.thread_id, ctx_.turn.id, ctx_.turn.run_id, ctx_.turn.user_id, l->stage,
@@ -476,12 +475,6 @@ class TurnRunner {
     }
     if (durable) commit();
     if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
-  }
-
-  void check_cancel_before_tools(size_t) {
-    // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
-    if (!ctx_.handle->cancel.cancelled()) return;
-    throw Error(ErrorCode::cancelled, "the turn was cancelled");
   }
 
   // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger.

@@ -11,7 +11,6 @@
 
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "util/crypto.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -352,10 +352,6 @@ void SqliteStore::commit(CommitBatch& b) {
   }
 }
 
-namespace {
-constexpr const char* kThreadCols = "id,user_id,title,deleted,created_at,updated_at";
-}
-
 std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt(
@@ -368,7 +364,6 @@ std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) 
 }
 
 std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bool include_deleted) {
-  (void)kThreadCols;
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt(
       "SELECT id,user_id,title,deleted,created_at,updated_at FROM threads WHERE user_id=? AND (deleted=0 OR ?) "

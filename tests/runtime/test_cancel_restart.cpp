@@ -16,6 +16,47 @@ ModelResult long_answer(const ModelRequest& req) {
   if (req.stage == "intent") return text_result("x");
   return text_result(std::string(400, 'a'));
 }
+// What a process that died mid-turn leaves in the store: the turn (owned by a dead runtime), the user message,
+// the assistant's book_room call, the run's first events, and the call's ledger entry in `call_status`.
+LedgerEntry commit_crashed_turn(Store& store, const std::string& thread, const std::string& turn_id, TurnStatus status,
+                                const std::string& first_run, const std::string& current_run, Event last_event,
+                                LedgerStatus call_status) {
+  CommitBatch b;
+  b.thread_id = thread;
+  b.create_thread = ThreadRecord{thread, "u1", "", false, 0, 0, 0};
+  TurnRecord t;
+  t.id = turn_id;
+  t.thread_id = thread;
+  t.user_id = "u1";
+  t.status = status;
+  t.run_id = current_run;
+  t.parent_run_id = current_run == first_run ? "" : first_run;
+  t.stage = "execution";
+  t.owner = "rt_dead";
+  b.turn = t;
+  Message user = user_message("book");
+  user.id = "m1";
+  Message asst;
+  asst.id = "m2";
+  asst.role = Role::assistant;
+  asst.has_content = false;
+  asst.tool_calls = {ToolCall{"c1", "book_room", R"({"room":"A1","day":"mon"})"}};
+  b.messages = {MessageRecord{thread, 0, turn_id, first_run, user}, MessageRecord{thread, 0, turn_id, first_run, asst}};
+  b.events = {StoredEvent{0, first_run, to_json_string(events::run_started(thread, first_run))},
+              StoredEvent{0, first_run, to_json_string(last_event)}};
+  LedgerEntry l;
+  l.tool_call_id = "c1";
+  l.turn_id = turn_id;
+  l.thread_id = thread;
+  l.run_id = first_run;
+  l.tool_name = "book_room";
+  l.stage = "execution";
+  l.arguments = R"({"room":"A1","day":"mon"})";
+  l.status = call_status;
+  b.ledger = {l};
+  store.commit(b);
+  return l;
+}
 }  // namespace
 
 TEST_CASE("cancel stops a streaming model: the run ends cancelled and no half answer is stored") {
@@ -137,43 +178,8 @@ TEST_CASE("after a crash, a running turn fails and a started tool is recorded in
   TempDir dir;
   auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
   // What a process that died while a tool ran leaves behind: RUNNING turn, a `started` ledger entry.
-  {
-    CommitBatch b;
-    b.thread_id = "t-crash";
-    b.create_thread = ThreadRecord{"t-crash", "u1", "", false, 0, 0, 0};
-    TurnRecord t;
-    t.id = "turn_crashed";
-    t.thread_id = "t-crash";
-    t.user_id = "u1";
-    t.status = TurnStatus::running;
-    t.run_id = "run_crashed";
-    t.stage = "execution";
-    t.owner = "rt_dead";
-    b.turn = t;
-    Message user;
-    user.id = "m1";
-    user.content = "book";
-    Message asst;
-    asst.id = "m2";
-    asst.role = Role::assistant;
-    asst.has_content = false;
-    asst.tool_calls = {ToolCall{"c1", "book_room", R"({"room":"A1","day":"mon"})"}};
-    b.messages = {MessageRecord{"t-crash", 0, "turn_crashed", "run_crashed", user},
-                  MessageRecord{"t-crash", 0, "turn_crashed", "run_crashed", asst}};
-    b.events = {StoredEvent{0, "run_crashed", to_json_string(events::run_started("t-crash", "run_crashed"))},
-                StoredEvent{0, "run_crashed", to_json_string(events::tool_call_start("c1", "book_room"))}};
-    LedgerEntry l;
-    l.tool_call_id = "c1";
-    l.turn_id = "turn_crashed";
-    l.thread_id = "t-crash";
-    l.run_id = "run_crashed";
-    l.tool_name = "book_room";
-    l.stage = "execution";
-    l.arguments = R"({"room":"A1","day":"mon"})";
-    l.status = LedgerStatus::started;
-    b.ledger = {l};
-    store->commit(b);
-  }
+  commit_crashed_turn(*store, "t-crash", "turn_crashed", TurnStatus::running, "run_crashed", "run_crashed",
+                      events::tool_call_start("c1", "book_room"), LedgerStatus::started);
   std::atomic<int> runs{0};
   auto rt = std::make_unique<Runtime>(test_config(store, std::make_shared<ScriptedModel>(booking_script)));
   ToolSpec spec;
@@ -206,44 +212,16 @@ TEST_CASE("a resumed idempotent call cut off by a crash runs again, a non-idempo
     TempDir dir;
     auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
     {
-      CommitBatch b;
-      b.thread_id = "t-r";
-      b.create_thread = ThreadRecord{"t-r", "u1", "", false, 0, 0, 0};
-      TurnRecord t;
-      t.id = "turn_r";
-      t.thread_id = "t-r";
-      t.user_id = "u1";
-      t.status = TurnStatus::resuming;
-      t.run_id = "run_2";
-      t.parent_run_id = "run_1";
-      t.stage = "execution";
-      t.owner = "rt_dead";
-      b.turn = t;
-      Message user;
-      user.id = "m1";
-      user.content = "book";
-      Message asst;
-      asst.id = "m2";
-      asst.role = Role::assistant;
-      asst.has_content = false;
-      asst.tool_calls = {ToolCall{"c1", "book_room", R"({"room":"A1","day":"mon"})"}};
-      b.messages = {MessageRecord{"t-r", 0, "turn_r", "run_1", user}, MessageRecord{"t-r", 0, "turn_r", "run_1", asst}};
-      b.events = {StoredEvent{0, "run_1", to_json_string(events::run_started("t-r", "run_1"))},
-                  StoredEvent{0, "run_1", to_json_string(events::run_finished("t-r", "run_1"))}};
-      LedgerEntry l;
-      l.tool_call_id = "c1";
-      l.turn_id = "turn_r";
-      l.thread_id = "t-r";
-      l.run_id = "run_1";
-      l.tool_name = "book_room";
-      l.stage = "execution";
-      l.arguments = R"({"room":"A1","day":"mon"})";
-      l.status = LedgerStatus::started;
+      // A resume its process did not finish: RESUMING, the approved call cut off while it ran.
+      LedgerEntry l = commit_crashed_turn(*store, "t-r", "turn_r", TurnStatus::resuming, "run_1", "run_2",
+                                          events::run_finished("t-r", "run_1"), LedgerStatus::started);
       l.idempotent = idempotent;
       l.needs_approval = true;
       l.interrupt_id = "int_c1";
-      b.ledger = {l};
-      store->commit(b);
+      CommitBatch fix;
+      fix.thread_id = "t-r";
+      fix.ledger = {l};
+      store->commit(fix);
     }
     std::atomic<int> runs{0};
     RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
