@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "agentrt/attachments.hpp"
 #include "agentrt/content.hpp"
 #include "agentrt/events.hpp"
+#include "agentrt/jobs.hpp"
 #include "agentrt/json.hpp"
 #include "agentrt/log.hpp"
 #include "agentrt/model.hpp"
@@ -48,6 +50,12 @@ struct RuntimeConfig {
   size_t max_attachments = 8;                        // media parts per user message
   std::chrono::seconds signed_url_ttl{3600};         // lifetime of URLs handed out by history() and upload()
   bool model_images_as_urls = false;                 // false: images reach the model inline (data URLs)
+  // A job still queued or running this long after it started fails with code "timeout" (JobStart::timeout
+  // overrides it per job).
+  std::chrono::milliseconds job_timeout{24LL * 3600 * 1000};
+  // Called once a job is cancelled (cancel_job) or has expired, so the host stops the work: on the thread
+  // that cancelled it, or on the sweeper's. Exceptions are logged and ignored.
+  std::function<void(const JobRecord&)> job_cancel_hook;
 };
 
 // A stored user upload (bytes under agent-inputs/{user}/{thread}/uploads/{id}).
@@ -77,6 +85,9 @@ struct TurnHandle {
   std::string run_id;
   bool existing = false;   // true: a repeated start returned the turn already started by this message
   int64_t first_seq = 0;   // the RUN_STARTED event's sequence number
+  // existing: the messages that turn has added so far (its user message first; the ERROR system message
+  // when it failed), the same answer for every repeat once the turn has ended.
+  std::vector<Message> delta_messages;
 };
 
 struct Decision {
@@ -164,6 +175,24 @@ class Runtime {
   TurnRecord wait(std::string_view turn_id, std::chrono::milliseconds timeout);
   // Runs one expiry + recovery pass now (the sweeper does it every sweep_interval).
   void sweep();
+
+  // External jobs (jobs.hpp). job(): nullopt for an unknown id. jobs(): the thread's, in creation order.
+  // The others change a job from any thread (or any process sharing the store) and return its new record:
+  // Error(not_found) for an unknown job, Error(invalid_state) when it has already ended (cancelling a
+  // cancelled job returns it unchanged) or still waits for the person's confirmation, Error(invalid_argument)
+  // / Error(too_large) for bad values. A finished job's outcome is added to the thread's history (a tool
+  // message answering the call that started it) and streamed as a run of its own with a CUSTOM
+  // "agentrt.job" event, at once when no run is open on the thread, else when the open run ends.
+  std::optional<JobRecord> job(std::string_view job_id);
+  std::vector<JobRecord> jobs(std::string_view thread_id);
+  JobRecord update_job(std::string_view job_id, const JobProgress& progress);
+  JobRecord complete_job(std::string_view job_id, const JobResult& result);
+  JobRecord fail_job(std::string_view job_id, std::string code, std::string message);
+  // Also calls RuntimeConfig::job_cancel_hook.
+  JobRecord cancel_job(std::string_view job_id, std::string reason = {});
+
+  // The messages a turn added to its thread, in order (as TurnHandle::delta_messages).
+  std::vector<Message> turn_messages(std::string_view turn_id);
 
   RuntimeStats stats() const;
   Store& store();

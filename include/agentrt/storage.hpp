@@ -1,4 +1,4 @@
-// Storage interfaces: Store (threads, turns, messages, events, tool ledger, approvals) and ObjectStore.
+// Storage interfaces: Store (threads, turns, messages, events, tool ledger, approvals, jobs) and ObjectStore.
 // The event log is the source of truth; messages, turn state and the ledger are projections written in
 // the same transaction as the events that change them (Store::commit).
 #pragma once
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agentrt/content.hpp"
+#include "agentrt/jobs.hpp"
 #include "agentrt/json.hpp"
 #include "agentrt/turn_state.hpp"
 
@@ -97,6 +98,12 @@ struct StoredEvent {
   std::string json;  // the AG-UI event JSON
 };
 
+// A job row to write: an insert (expected_version < 0) or a compare-and-set update.
+struct JobWrite {
+  JobRecord job;
+  int64_t expected_version = -1;
+};
+
 // Everything one transaction writes. Events get consecutive sequence numbers after the thread's last
 // one, messages consecutive indexes; both are written back into the batch by commit().
 struct CommitBatch {
@@ -108,8 +115,13 @@ struct CommitBatch {
   std::vector<MessageRecord> messages;
   std::vector<LedgerEntry> ledger;            // upserts by (turn_id, tool_call_id)
   std::optional<ApprovalRecord> approval;     // insert; conflict if the id exists
+  std::vector<JobWrite> jobs;                 // versions written back on commit
+  // Conflict unless the thread has no RUNNING or RESUMING turn (no run is open on it): how a batch that is
+  // a whole run by itself (a job's outcome) avoids landing inside another run's events.
+  bool require_idle = false;
   bool empty() const {
-    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval;
+    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval &&
+           jobs.empty();
   }
 };
 
@@ -121,7 +133,8 @@ class Store {
 
   // Applies the batch atomically. Throws Error(conflict) when a turn insert would make a second active
   // turn on the thread, when the turn's version is not `expected_version`, when the turn's
-  // client_message_id repeats on the thread, or when the approval id exists. On success the turn's
+  // client_message_id repeats on the thread, when the approval id exists, when a job insert repeats an id or
+  // a job update's version is not its expected_version, or when require_idle finds a run open. On success the turn's
   // version is expected_version + 1 (0 for an insert) and seq/index fields in the batch are filled in.
   virtual void commit(CommitBatch& batch) = 0;
 
@@ -142,6 +155,12 @@ class Store {
   virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;
   virtual std::vector<LedgerEntry> ledger(std::string_view turn_id) = 0;
   virtual std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) = 0;
+
+  virtual std::optional<JobRecord> get_job(std::string_view job_id) = 0;
+  virtual std::vector<JobRecord> thread_jobs(std::string_view thread_id) = 0;  // in creation order
+  // The jobs that need the runtime: finished but not yet in history (delivered = false), and queued or
+  // running ones whose expires_at (> 0) is at or before now_ms (unless waiting for a confirmation).
+  virtual std::vector<JobRecord> jobs_due(int64_t now_ms) = 0;
 
   // Liveness of runtime instances sharing the store (turn ownership after a crash).
   virtual void heartbeat(std::string_view instance_id, int64_t now_ms) = 0;

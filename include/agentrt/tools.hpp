@@ -14,6 +14,7 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/json.hpp"
+#include "agentrt/jobs.hpp"
 #include "agentrt/json_schema.hpp"
 #include "agentrt/model.hpp"
 #include "agentrt/outputs.hpp"
@@ -49,6 +50,11 @@ struct ToolCallContext {
   std::string tool_name;
   json args;
   std::vector<AttachmentRef> attachments;  // the thread's attachments its arguments name
+  // The id the call's job gets if the tool answers with start_job (hand it to the system doing the work, so
+  // it can report back with Runtime::complete_job). The same id when the call runs again after the person
+  // confirmed the job; `job_confirmed` is then true: start the work now.
+  std::string job_id;
+  bool job_confirmed = false;
 };
 
 // A successful tool outcome.
@@ -64,6 +70,9 @@ class ToolCompletion {
   ToolCompletion();
   bool complete(ToolResult result);
   bool fail(std::string code, std::string message);
+  // Answers "started job ToolCallContext::job_id" instead of a result (see jobs.hpp). The call's tool result
+  // says the job runs; the job's outcome reaches the thread's history when the host completes it.
+  bool start_job(JobStart job);
   bool done() const;
   // Waits until completed, the deadline passes, or `cancel` fires. Returns false on timeout/cancel.
   bool wait_until(std::chrono::steady_clock::time_point deadline, const CancelToken& cancel) const;
@@ -71,6 +80,7 @@ class ToolCompletion {
     bool ok = false;
     ToolResult result;
     ToolError error;
+    std::optional<JobStart> job;  // ok and the tool started a job
   };
   Outcome outcome() const;  // valid once done()
 

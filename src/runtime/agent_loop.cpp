@@ -378,7 +378,8 @@ class TurnRunner {
         run_now.push_back(l.tool_call_id);
       }
     }
-    execute(run_now);
+    auto confirm = execute(run_now);
+    need_approval.insert(need_approval.end(), confirm.begin(), confirm.end());
     if (!need_approval.empty()) {
       pause(need_approval);
       return false;
@@ -387,9 +388,10 @@ class TurnRunner {
   }
 
   // Runs approved calls. A call to a tool that is not idempotent is durable as `started` before it runs
-  // and as finished right after, so a crash never runs it twice.
-  void execute(const std::vector<std::string>& ids) {
-    if (ids.empty()) return;
+  // and as finished right after, so a crash never runs it twice. Returns the calls whose tool asked for a
+  // job confirmation (they wait for the person, like calls that need approval).
+  std::vector<std::string> execute(const std::vector<std::string>& ids) {
+    if (ids.empty()) return {};
     struct Running {
       std::string id;
       std::shared_ptr<const ToolRegistry::Entry> entry;
@@ -397,6 +399,8 @@ class TurnRunner {
       json args;
       int64_t started_ms = 0;
       std::chrono::steady_clock::time_point deadline;
+      std::string job_id;
+      bool job_confirmed = false;
     };
     std::vector<Running> running;
     bool durable = false;
@@ -422,14 +426,27 @@ class TurnRunner {
       if (!r.entry->spec.idempotent) durable = true;
       running.push_back(std::move(r));
     }
-    if (running.empty()) return;
+    if (running.empty()) return {};
     if (durable) commit();
     // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
     check_cancel();
+    // Each call may start a job: its id is known before the tool runs, so the host can report on it at once.
+    JobsInFlight in_flight(rt_);
+    for (auto& r : running) {
+      LedgerEntry* l = ctx_.find_ledger(r.id);
+      if (l->decision.is_object() && l->decision.contains("jobId") && l->decision["jobId"].is_string()) {
+        r.job_id = l->decision["jobId"].get<std::string>();
+        r.job_confirmed = true;
+      } else {
+        r.job_id = new_id("job");
+      }
+      in_flight.add(r.job_id);
+    }
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
       ToolCallContext call{ctx_.turn.thread_id, ctx_.turn.id, ctx_.turn.run_id, ctx_.turn.user_id, l->stage,
-                           r.id, l->tool_name, r.args, rt_.attachments_named(r.args, ctx_.history)};
+                           r.id, l->tool_name, r.args, rt_.attachments_named(r.args, ctx_.history),
+                           r.job_id, r.job_confirmed};
       r.started_ms = now_ms();
       r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
       rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
@@ -444,6 +461,8 @@ class TurnRunner {
       }
     }
     bool cancelled = false;
+    bool jobs_touched = false;
+    std::vector<std::string> confirm;
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
       ToolAgentOutput out;
@@ -460,7 +479,28 @@ class TurnRunner {
         }
       }
       auto oc = r.completion.outcome();
-      if (oc.ok) {
+      std::string summary;
+      if (oc.ok && oc.job) {
+        if (auto problem = invalid_job_start(*oc.job)) {
+          oc.ok = false;
+          oc.error = ToolError{"invalid_job", *problem};
+        }
+      }
+      if (oc.ok && oc.job) {
+        jobs_touched = true;
+        std::optional<JobRecord> early = in_flight.early(r.job_id);
+        if (oc.job->confirm && !r.job_confirmed && !early) {
+          ask_confirmation(*l, r.job_id, *oc.job);
+          confirm.push_back(r.id);
+          continue;  // no result yet: the person decides first
+        }
+        JobRecord j = start_job(*l, r.job_id, r.job_confirmed, *oc.job, early);
+        out.status = ToolStatus::succeeded;
+        out.result = json{{"jobId", j.id}, {"status", to_string(j.status)}};
+        if (!oc.job->message.empty()) out.result["message"] = oc.job->message;
+        summary = fmt::format("Started job {} ({}): {}{}", j.id, l->tool_name, to_string(j.status),
+                              oc.job->message.empty() ? "" : ". " + oc.job->message);
+      } else if (oc.ok) {
         out.status = ToolStatus::succeeded;
         out.result = oc.result.result;
         out.ui = oc.result.ui;
@@ -468,20 +508,158 @@ class TurnRunner {
         out.status = oc.error.code == "cancelled" ? ToolStatus::interrupted : ToolStatus::failed;
         out.error = oc.error;
       }
+      // A confirmed job whose tool answered with a result (or failed) instead of starting it ends with that.
+      if (r.job_confirmed && !(oc.ok && oc.job)) jobs_touched |= end_confirmed_job(r.job_id, oc);
       out.timings.started_at_ms = r.started_ms;
       out.timings.finished_at_ms = now_ms();
       out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
-      record_result(r.id, std::move(out));
+      record_result(r.id, std::move(out), summary);
     }
-    if (durable) commit();
+    // A started job is durable before the run goes on (the host may report on it any time now).
+    if (durable || jobs_touched) commit();
     if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
+    return confirm;
   }
 
-  // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger.
-  void record_result(const std::string& id, ToolAgentOutput out) {
+  // The runtime's record of jobs being started by the calls running now (see Runtime::Impl::jobs_in_flight).
+  class JobsInFlight {
+   public:
+    explicit JobsInFlight(Runtime::Impl& rt) : rt_(rt) {}
+    ~JobsInFlight() {
+      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+      for (const auto& id : ids_) rt_.jobs_in_flight.erase(id);
+    }
+    void add(const std::string& id) {
+      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+      rt_.jobs_in_flight.emplace(id, std::nullopt);
+      ids_.push_back(id);
+    }
+    // The outcome the host reported before the job's record existed, taken (later reports find the record).
+    std::optional<JobRecord> early(const std::string& id) {
+      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+      auto it = rt_.jobs_in_flight.find(id);
+      if (it == rt_.jobs_in_flight.end()) return std::nullopt;
+      return it->second;
+    }
+
+   private:
+    Runtime::Impl& rt_;
+    std::vector<std::string> ids_;
+  };
+
+  static std::optional<std::string> invalid_job_start(const JobStart& js) {
+    if (js.status != JobStatus::queued && js.status != JobStatus::running)
+      return fmt::format("a job starts queued or running, not {}", to_string(js.status));
+    if (js.message.size() > 4096 || js.confirm_message.size() > 4096)
+      return std::string("a job's message is longer than 4096 bytes");
+    if (!js.metadata.is_object()) return std::string("a job's metadata must be a JSON object");
+    if (js.metadata.dump().size() > 65536) return std::string("a job's metadata is larger than 64 KiB");
+    if (js.timeout && js.timeout->count() <= 0) return std::string("a job's timeout must be positive");
+    return std::nullopt;
+  }
+
+  JobRecord new_job(const LedgerEntry& l, const std::string& job_id) const {
+    JobRecord j;
+    j.id = job_id;
+    j.thread_id = ctx_.turn.thread_id;
+    j.turn_id = ctx_.turn.id;
+    j.run_id = ctx_.turn.run_id;
+    j.tool_call_id = l.tool_call_id;
+    j.tool_name = l.tool_name;
+    j.user_id = ctx_.turn.user_id;
+    return j;
+  }
+
+  void stage_job(const JobRecord& j, int64_t expected_version) {
+    ctx_.em->put_job(JobWrite{j, expected_version});
+    ctx_.em->emit(events::custom("agentrt.job", job_to_json(j)));
+    ctx_.jobs[j.tool_call_id] = j;
+  }
+
+  // The tool asked for a confirmation: the job is recorded queued, and the call waits for the person.
+  void ask_confirmation(LedgerEntry& l, const std::string& job_id, const JobStart& js) {
+    JobRecord j = new_job(l, job_id);
+    j.status = JobStatus::queued;
+    j.confirmation = JobConfirmation::pending;
+    j.confirm_message = js.confirm_message;
+    j.message = js.message;
+    j.metadata = js.metadata;
+    if (js.timeout) j.metadata["agentrt_timeout_ms"] = js.timeout->count();
+    stage_job(j, -1);
+    l.status = LedgerStatus::requested;
+    l.needs_approval = true;
+    ctx_.em->put_ledger(l);
+  }
+
+  JobRecord start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
+                      const std::optional<JobRecord>& early) {
+    JobRecord j = new_job(l, job_id);
+    int64_t expected = -1;
+    if (confirmed) {
+      if (auto cur = rt_.cfg.store->get_job(job_id)) {
+        j = *cur;
+        expected = cur->version;
+      }
+    }
+    if (is_terminal(j.status)) {  // the host ended the confirmed job already
+      ctx_.jobs[l.tool_call_id] = j;
+      return j;
+    }
+    auto timeout = js.timeout;
+    if (!timeout && j.metadata.is_object() && j.metadata.contains("agentrt_timeout_ms"))
+      timeout = std::chrono::milliseconds(j.metadata["agentrt_timeout_ms"].get<int64_t>());
+    if (j.metadata.is_object()) j.metadata.erase("agentrt_timeout_ms");
+    for (auto& [k, v] : js.metadata.items()) j.metadata[k] = v;
+    j.status = js.status;
+    j.message = js.message;
+    j.expires_at = now_ms() + (timeout ? *timeout : rt_.cfg.job_timeout).count();
+    if (early) {
+      // The host finished it while the tool was still answering: the job is recorded finished; its outcome
+      // reaches history when this run ends.
+      j.status = early->status;
+      j.result = early->result;
+      j.assets = early->assets;
+      j.progress = early->progress;
+      if (!early->message.empty()) j.message = early->message;
+      j.error_code = early->error_code;
+      j.error_message = early->error_message;
+      j.finished_at = early->finished_at;
+      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+      rt_.undelivered_threads.insert(j.thread_id);
+    }
+    stage_job(j, expected);
+    return j;
+  }
+
+  // After a confirmation the tool answered with a plain result or an error: the job ends with it (the tool
+  // result carries the outcome, so nothing more is delivered). Returns whether a job was changed.
+  bool end_confirmed_job(const std::string& job_id, const ToolCompletion::Outcome& oc) {
+    auto cur = rt_.cfg.store->get_job(job_id);
+    if (!cur || is_terminal(cur->status)) return false;
+    JobRecord j = *cur;
+    if (oc.ok) {
+      j.status = JobStatus::succeeded;
+      j.result = oc.result.result;
+      j.progress = 1;
+    } else {
+      j.status = JobStatus::failed;
+      j.error_code = oc.error.code;
+      j.error_message = oc.error.message;
+    }
+    j.finished_at = now_ms();
+    j.delivered = true;
+    stage_job(j, cur->version);
+    return true;
+  }
+
+  // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger. `summary`: the
+  // result's summary when the runtime writes it itself (a started job), else the summarizer's.
+  void record_result(const std::string& id, ToolAgentOutput out, const std::string& summary = {}) {
     LedgerEntry* l = ctx_.find_ledger(id);
     const ToolSummaryError err = out.error ? ToolSummaryError{out.error->code, out.error->message} : ToolSummaryError{};
-    out.result_summary = rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result, out.error ? &err : nullptr);
+    out.result_summary = !summary.empty() ? summary
+                                          : rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result,
+                                                                          out.error ? &err : nullptr);
     out.summary_version = kSummaryVersion;
     const std::string out_str = to_json_string(out);
     json index = {{"tool_call_id", id},
@@ -560,8 +738,30 @@ class TurnRunner {
       LedgerEntry* l = ctx_.find_ledger(id);
       l->interrupt_id = "int_" + id;
       ctx_.em->put_ledger(*l);
-      auto entry = rt_.tools.find(l->tool_name);
       json args = parse_args(l->arguments);
+      auto job = ctx_.jobs.find(id);
+      if (job != ctx_.jobs.end() && job->second.confirmation == JobConfirmation::pending) {
+        const JobRecord& j = job->second;
+        json meta = {{"approvalRequestId", apr}, {"toolName", l->tool_name}, {"arguments", args}, {"jobId", j.id}};
+        if (j.metadata.is_object()) {
+          json shown = j.metadata;
+          shown.erase("agentrt_timeout_ms");
+          meta["job"] = shown;
+        }
+        interrupts.push_back(
+            {{"id", l->interrupt_id},
+             {"reason", "confirmation"},
+             {"toolCallId", id},
+             {"message", j.confirm_message.empty() ? fmt::format("Start job {} ({})?", j.id, l->tool_name)
+                                                   : j.confirm_message},
+             {"expiresAt", iso8601_ms(expires)},
+             {"responseSchema",
+              {{"type", "object"},
+               {"properties", {{"approved", {{"type", "boolean"}}}, {"reason", {{"type", "string"}}}}}}},
+             {"metadata", meta}});
+        continue;
+      }
+      auto entry = rt_.tools.find(l->tool_name);
       json schema = {{"type", "object"},
                      {"properties",
                       {{"approved", {{"type", "boolean"}}},
@@ -747,6 +947,7 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
     runner.run_stages(0);
   });
   unregister_run(ctx.turn.id);
+  deliver_jobs(ctx.turn.thread_id);
   return ctx.turn;
 }
 
@@ -784,10 +985,18 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
         out.status = ToolStatus::rejected;
         std::string action = l.decision.is_object() ? l.decision.value("action", "reject") : "reject";
         std::string reason = l.decision.is_object() ? l.decision.value("reason", "") : "";
-        out.error = ToolError{action == "cancel" ? "cancelled" : "rejected",
-                              reason.empty() ? (action == "cancel" ? "the person cancelled this call"
-                                                                   : "the person rejected this call")
-                                             : "the person rejected this call: " + reason};
+        std::string job_id = l.decision.is_object() ? l.decision.value("jobId", "") : "";
+        if (!job_id.empty()) {
+          // A declined job confirmation: resume() ended the job; the model learns it was not started.
+          out.error = ToolError{"declined", fmt::format("the person declined job {}; it was not started{}", job_id,
+                                                        reason.empty() ? "" : ": " + reason)};
+          if (auto j = cfg.store->get_job(job_id)) ctx.em->emit(events::custom("agentrt.job", job_to_json(*j)));
+        } else {
+          out.error = ToolError{action == "cancel" ? "cancelled" : "rejected",
+                                reason.empty() ? (action == "cancel" ? "the person cancelled this call"
+                                                                     : "the person rejected this call")
+                                               : "the person rejected this call: " + reason};
+        }
         runner.record_result(l.tool_call_id, std::move(out));
       } else if (l.status == LedgerStatus::approved) {
         to_run.push_back(l.tool_call_id);
@@ -804,10 +1013,15 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
         }
       }
     }
-    runner.execute(to_run);
+    auto confirm = runner.execute(to_run);
+    if (!confirm.empty()) {
+      runner.pause(confirm);  // a confirmed call's tool asked again, or an approved one asks now
+      return;
+    }
     runner.run_stages(stage_index(stage));
   });
   unregister_run(ctx.turn.id);
+  deliver_jobs(ctx.turn.thread_id);
   return ctx.turn;
 }
 
@@ -827,6 +1041,21 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
                                   : "not run: the turn was cancelled";
   runner.close_unanswered(expired ? "approval_expired" : "cancelled", msg,
                           expired ? ToolStatus::expired : ToolStatus::rejected);
+  // Jobs that waited for a confirmation end with the pause: never started.
+  for (const auto& i : turn.interrupts) {
+    if (!i.is_object() || i.value("reason", "") != "confirmation" || !i.contains("metadata")) continue;
+    auto j = cfg.store->get_job(i["metadata"].value("jobId", ""));
+    if (!j || is_terminal(j->status)) continue;
+    JobRecord next = *j;
+    next.status = expired ? JobStatus::failed : JobStatus::cancelled;
+    next.error_code = expired ? "timeout" : "cancelled";
+    next.error_message = expired ? fmt::format("the confirmation request expired at {}", iso8601_ms(turn.expires_at))
+                                 : "the turn was cancelled before the job was confirmed";
+    next.finished_at = now_ms();
+    next.delivered = true;  // the call's tool result above says it
+    ctx.em->put_job(JobWrite{next, j->version});
+    ctx.em->emit(events::custom("agentrt.job", job_to_json(next)));
+  }
   ctx.turn.status = to;
   ctx.turn.error = expired ? msg.substr(9) : reason;
   ctx.turn.interrupts = json::array();
@@ -840,6 +1069,7 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
     ctx.em->emit(events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}}));
   }
   ctx.em->flush();
+  deliver_jobs(turn.thread_id);
 }
 
 void Runtime::Impl::recover_running_turn(TurnRecord turn) {
@@ -875,8 +1105,12 @@ void Runtime::Impl::recover_running_turn(TurnRecord turn) {
 
 std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
   std::vector<Message> out;
-  for (auto& rec : cfg.store->messages(thread_id)) {
-    Message m = std::move(rec.message);
+  for (auto& rec : cfg.store->messages(thread_id)) out.push_back(history_view(std::move(rec.message)));
+  return out;
+}
+
+Message Runtime::Impl::history_view(Message m) {
+  {
     if (m.role == Role::user) resign_parts(m);
     if (m.role == Role::tool && m.metadata.is_object() && cfg.objects) {
       const std::string path = m.metadata.value("storage_path", "");
@@ -896,9 +1130,8 @@ std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
         }
       }
     }
-    out.push_back(std::move(m));
   }
-  return out;
+  return m;
 }
 
 }  // namespace v1

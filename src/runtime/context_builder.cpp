@@ -32,10 +32,24 @@ std::string model_result_text(const ToolAgentOutput& out) {
 }
 
 namespace {
+// A job's outcome in history: a tool-result style message answering a call that already has its result
+// ("started job J"). Models take one result per call, so the model reads it as a system note instead.
+bool is_job_note(const Message& m) {
+  return m.role == Role::tool && m.metadata.is_object() && m.metadata.contains("job_id");
+}
+
+bool is_tool_result(const Message& m) { return m.role == Role::tool && !is_job_note(m); }
+
 // The message without its metadata: providers never send metadata, and copying it is most of the cost.
 Message for_model(const Message& m) {
   Message out;
   out.id = m.id;
+  if (is_job_note(m)) {
+    out.role = Role::system;
+    out.content = m.content;
+    out.has_content = true;
+    return out;
+  }
   out.role = m.role;
   out.content = m.content;
   out.parts = m.parts;
@@ -71,7 +85,7 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
   std::vector<Message> current;
   for (size_t i = first_current; i < history.size(); ++i) {
     Message m = for_model(history[i].message);
-    if (m.role == Role::tool && history[i].turn_id == in.turn_id) {
+    if (m.role == Role::tool && history[i].turn_id == in.turn_id) {  // (job notes are system messages now)
       auto it = full_results.find(m.tool_call_id);
       if (it != full_results.end()) {
         m.content = it->second;
@@ -89,7 +103,7 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
   while (i > 0) {
     std::vector<const Message*> g;
     size_t j = i;
-    while (j > 0 && history[j - 1].message.role == Role::tool) --j;
+    while (j > 0 && is_tool_result(history[j - 1].message)) --j;
     if (j < i && j > 0 && history[j - 1].message.role == Role::assistant && !history[j - 1].message.tool_calls.empty())
       --j;
     if (j == i) --j;  // a single message
@@ -103,7 +117,7 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
     for (const auto* m : g) size += context_size(*m);
     if (used + size > in.budget_chars) break;
     // Tool results without their assistant call (cut history) would confuse a model: skip such groups.
-    if (g.front()->role == Role::tool) break;
+    if (is_tool_result(*g.front())) break;
     used += size;
     kept.insert(kept.begin(), g.begin(), g.end());
   }

@@ -176,6 +176,17 @@ void RunEmitter::set_approval(ApprovalRecord a) {
   batch_.approval = std::move(a);
 }
 
+void RunEmitter::put_job(const JobWrite& w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  for (auto& x : batch_.jobs)
+    if (x.job.id == w.job.id) {
+      x.job = w.job;
+      return;
+    }
+  batch_.jobs.push_back(w);
+}
+
 void RunEmitter::add_compensation(std::function<void()> undo) {
   std::lock_guard<std::mutex> lock(mutex_);
   undo_.push_back(std::move(undo));

@@ -76,6 +76,9 @@ class RunEmitter {
   void set_turn(const TurnRecord& t);
   void create_thread(ThreadRecord t);
   void set_approval(ApprovalRecord a);
+  // Stages a job write; a second write of the same job in one batch replaces the first (keeping its
+  // expected version).
+  void put_job(const JobWrite& w);
   // Objects written for this batch, deleted again if the commit fails (compensation).
   void add_compensation(std::function<void()> undo);
   void set_run_id(std::string run_id);

@@ -11,6 +11,7 @@
 
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "store/document_store.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -387,8 +388,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   };
   owner_check(cfg.store->get_thread(input.thread_id));
   if (!client_id.empty()) {
-    if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id))
-      return TurnHandle{t->thread_id, t->id, t->run_id, true, 0};
+    if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
   }
   msg = store_input_parts(input.user_id, input.thread_id, std::move(msg));
 
@@ -419,8 +419,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     if (e.code() == ErrorCode::conflict) {
       // A concurrent start with the same client message id won the race: answer with its turn.
       if (!client_id.empty())
-        if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id))
-          return TurnHandle{t->thread_id, t->id, t->run_id, true, 0};
+        if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
       if (!cfg.store->active_turn(input.thread_id)) owner_check(cfg.store->get_thread(input.thread_id));
     }
     throw;
@@ -428,12 +427,24 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   runs_started.fetch_add(1, std::memory_order_relaxed);
   turn.version = committed.turn ? committed.turn->version : 0;
   TurnHandle out{turn.thread_id, turn.id, turn.run_id, false,
-                 committed.events.empty() ? 0 : committed.events.front().seq};
+                 committed.events.empty() ? 0 : committed.events.front().seq, {}};
   if (inline_run) {
     *inline_run = run_fresh(handle, turn);
   } else {
     enqueue([this, handle, turn]() mutable { run_fresh(handle, turn); });
   }
+  return out;
+}
+
+TurnHandle Runtime::Impl::repeated_start(const TurnRecord& t) {
+  TurnHandle h{t.thread_id, t.id, t.run_id, true, 0, {}};
+  h.delta_messages = turn_messages(t);
+  return h;
+}
+
+std::vector<Message> Runtime::Impl::turn_messages(const TurnRecord& t) {
+  std::vector<Message> out;
+  for (auto& rec : messages_of_turn(*cfg.store, t.thread_id, t.id)) out.push_back(history_view(std::move(rec.message)));
   return out;
 }
 
@@ -496,6 +507,12 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
       throw Error(ErrorCode::invalid_argument, fmt::format("two decisions for interrupt '{}'", match->interrupt_id));
     by_interrupt[match->interrupt_id] = &d;
   }
+  // Interrupts that ask to confirm a job (reason "confirmation"), by interrupt id: the job ids.
+  std::map<std::string, std::string> confirmations;
+  for (const auto& i : turn->interrupts)
+    if (i.is_object() && i.value("reason", "") == "confirmation" && i.contains("metadata") && i["metadata"].is_object())
+      confirmations[i.value("id", "")] = i["metadata"].value("jobId", "");
+  std::vector<JobWrite> job_updates;
   std::vector<LedgerEntry> updates;
   for (auto& l : ledger) {
     if (l.interrupt_id.empty() || l.has_output() || l.status != LedgerStatus::requested) continue;
@@ -509,6 +526,31 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
                           : d.action == Decision::Action::reject ? "reject"
                                                                  : "cancel"}};
     if (!d.reason.empty()) dj["reason"] = d.reason;
+    if (auto c = confirmations.find(l.interrupt_id); c != confirmations.end()) {
+      auto job = cfg.store->get_job(c->second);
+      if (!job) throw Error(ErrorCode::not_found, fmt::format("job {} of interrupt '{}' not found", c->second, l.interrupt_id));
+      if (d.action == Decision::Action::approve && d.edited_args)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("interrupt '{}' confirms job {}: it takes no edited arguments", l.interrupt_id, job->id));
+      JobRecord next = *job;
+      if (d.action == Decision::Action::approve) {
+        next.confirmation = JobConfirmation::confirmed;
+        l.status = LedgerStatus::approved;
+      } else {
+        next.confirmation = JobConfirmation::declined;
+        next.status = JobStatus::cancelled;
+        next.error_code = "declined";
+        next.error_message = d.reason.empty() ? std::string("the person declined the job") : d.reason;
+        next.finished_at = now_ms();
+        next.delivered = true;  // the call's tool result says it
+        l.status = LedgerStatus::rejected;
+      }
+      dj["jobId"] = job->id;
+      l.decision = dj;
+      updates.push_back(l);
+      job_updates.push_back(JobWrite{next, job->version});
+      continue;
+    }
     if (d.action == Decision::Action::approve) {
       if (d.edited_args) {
         auto entry = tools.find(l.tool_name);
@@ -558,6 +600,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   auto em = make_emitter(turn->thread_id, new_run, turn->version, false);
   em->set_turn(next);
   for (const auto& l : updates) em->put_ledger(l);
+  for (const auto& j : job_updates) em->put_job(j);
   em->set_approval(ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
   CommitBatch committed;
   try {
@@ -650,6 +693,9 @@ void Runtime::Impl::sweep(bool take_over_resuming) {
       }
     }
   }
+  // Jobs past their deadline, and finished ones whose outcome is not in history yet (the thread was busy,
+  // or the process that finished them stopped first).
+  sweep_jobs(now);
 }
 
 // ---------------------------------------------------------------------------------------------- Runtime
@@ -698,6 +744,11 @@ std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int
 }
 
 std::vector<Message> Runtime::history(std::string_view thread_id) { return impl_->history(thread_id); }
+std::vector<Message> Runtime::turn_messages(std::string_view turn_id) {
+  auto t = impl_->cfg.store->get_turn(turn_id);
+  if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+  return impl_->turn_messages(*t);
+}
 std::optional<TurnRecord> Runtime::turn(std::string_view turn_id) { return impl_->cfg.store->get_turn(turn_id); }
 std::optional<TurnRecord> Runtime::active_turn(std::string_view thread_id) {
   return impl_->cfg.store->active_turn(thread_id);

@@ -51,6 +51,7 @@ struct RunCtx {
   };
   std::map<std::string, Outcome> outcomes;            // by tool call id
   std::map<std::string, std::string> full_results;    // the whole result as the model reads it, this turn
+  std::map<std::string, JobRecord> jobs;              // jobs this run started or asked to confirm, by tool call id
   void note_outcome(const std::string& id, const ToolAgentOutput& out);
 
   LedgerEntry* find_ledger(const std::string& id);
@@ -106,6 +107,8 @@ struct Runtime::Impl {
 
   // `inline_run`: when set, the run executes on the calling thread and its final record lands there.
   TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
+  TurnHandle repeated_start(const TurnRecord& t);           // a start whose client message id is known
+  std::vector<Message> turn_messages(const TurnRecord& t);  // as history() shows them
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
               std::string_view run_id, TurnRecord* inline_run = nullptr);
   json resume_once(std::string_view turn_id, std::string_view approval_request_id,
@@ -122,6 +125,26 @@ struct Runtime::Impl {
   void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
   void recover_running_turn(TurnRecord turn);
   std::vector<Message> history(std::string_view thread_id);
+  Message history_view(Message m);  // as history() shows a stored message (signed URLs, tool ui)
+
+  // jobs.cpp
+  std::mutex jobs_mutex;
+  // Jobs whose tool call runs now (their record is not committed yet), with an outcome the host reported
+  // before it was (applied when the record is written).
+  std::map<std::string, std::optional<JobRecord>, std::less<>> jobs_in_flight;
+  std::set<std::string, std::less<>> undelivered_threads;  // finished jobs wait there for an open run to end
+  void add_delivery(CommitBatch& b, JobRecord& job);
+  bool deliver_job(JobRecord job);  // false: a run is open on the thread
+  void deliver_jobs(const std::string& thread_id);  // the jobs this process could not deliver, if any
+  std::optional<JobRecord> find_job(std::string_view job_id);
+  JobRecord finish_job(std::string_view job_id, JobStatus to, const std::function<void(JobRecord&)>& fill,
+                       bool call_hook);
+  void run_cancel_hook(const JobRecord& job);
+  JobRecord complete_job(std::string_view job_id, const JobResult& r);
+  JobRecord fail_job(std::string_view job_id, std::string code, std::string message);
+  JobRecord cancel_job(std::string_view job_id, std::string reason);
+  JobRecord update_job(std::string_view job_id, const JobProgress& p);
+  void sweep_jobs(int64_t now);
 
   // attachment_flow.cpp
   // Validates the input's media parts and stores each as bucket/path/mime (inline data becomes an upload).

@@ -49,6 +49,18 @@ bool ToolCompletion::fail(std::string code, std::string message) {
   return true;
 }
 
+bool ToolCompletion::start_job(JobStart job) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->done) return false;
+    state_->done = true;
+    state_->outcome.ok = true;
+    state_->outcome.job = std::move(job);
+  }
+  state_->cv.notify_all();
+  return true;
+}
+
 bool ToolCompletion::done() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->done;

@@ -70,6 +70,10 @@ json commit_proof(const CommitBatch& b, int64_t after_seq) {
                           {"arguments_sha256", crypto::sha256_hex(l.arguments)}});
     return json{{"kind", "ledger"}, {"rows", std::move(rows)}};
   }
+  if (!b.jobs.empty()) {
+    const JobWrite& w = b.jobs.front();
+    return json{{"kind", "job"}, {"id", w.job.id}, {"version", w.expected_version < 0 ? 0 : w.expected_version + 1}};
+  }
   return json{{"kind", "unprovable"}};
 }
 
@@ -349,6 +353,11 @@ bool DocumentStore::batch_committed(std::string_view thread_id, const json& proo
     return t && t->thread_id == thread_id && t->version == proof.value("version", int64_t{-1});
   }
   if (kind == "approval") return inner_->get_approval(proof.value("id", "")).has_value();
+  if (kind == "job") {
+    // A later change of the job bumps its version past the proof's: the batch committed then too.
+    auto j = inner_->get_job(proof.value("id", ""));
+    return j && j->thread_id == thread_id && j->version >= proof.value("version", int64_t{-1});
+  }
   if (kind == "ledger") {
     const json& rows = proof.contains("rows") ? proof["rows"] : json::array();
     if (!rows.is_array() || rows.empty()) return false;
@@ -566,6 +575,10 @@ std::vector<LedgerEntry> DocumentStore::ledger(std::string_view turn_id) { retur
 std::optional<ApprovalRecord> DocumentStore::get_approval(std::string_view approval_request_id) {
   return inner_->get_approval(approval_request_id);
 }
+
+std::optional<JobRecord> DocumentStore::get_job(std::string_view job_id) { return inner_->get_job(job_id); }
+std::vector<JobRecord> DocumentStore::thread_jobs(std::string_view thread_id) { return inner_->thread_jobs(thread_id); }
+std::vector<JobRecord> DocumentStore::jobs_due(int64_t now) { return inner_->jobs_due(now); }
 
 void DocumentStore::heartbeat(std::string_view instance_id, int64_t now) { inner_->heartbeat(instance_id, now); }
 

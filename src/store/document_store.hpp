@@ -112,6 +112,9 @@ class DocumentStore final : public Store {
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
   std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
   std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) override;
+  std::optional<JobRecord> get_job(std::string_view job_id) override;
+  std::vector<JobRecord> thread_jobs(std::string_view thread_id) override;
+  std::vector<JobRecord> jobs_due(int64_t now_ms) override;
   void heartbeat(std::string_view instance_id, int64_t now_ms) override;
   void remove_instance(std::string_view instance_id) override;
   std::optional<int64_t> instance_heartbeat(std::string_view instance_id) override;

@@ -56,6 +56,19 @@ CREATE TABLE approvals(
   answer TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE instances(id TEXT PRIMARY KEY, heartbeat INTEGER NOT NULL) WITHOUT ROWID;
 )sql",
+    // 2: external jobs.
+    R"sql(
+CREATE TABLE jobs(
+  id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, run_id TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, user_id TEXT NOT NULL, status TEXT NOT NULL,
+  progress REAL NOT NULL, message TEXT NOT NULL, result TEXT NOT NULL, assets TEXT NOT NULL,
+  error_code TEXT NOT NULL, error_message TEXT NOT NULL, metadata TEXT NOT NULL, confirmation TEXT NOT NULL,
+  confirm_message TEXT NOT NULL, expires_at INTEGER NOT NULL, delivered INTEGER NOT NULL, version INTEGER NOT NULL,
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, finished_at INTEGER NOT NULL);
+CREATE INDEX jobs_by_thread ON jobs(thread_id, created_at);
+-- The jobs the runtime still has to look at (open ones, and finished ones not yet in history).
+CREATE INDEX jobs_undelivered ON jobs(expires_at) WHERE delivered = 0;
+)sql",
 };
 
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, std::string_view what) {
@@ -100,6 +113,10 @@ class SqliteStore::Statement {
   }
   Statement& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
   Statement& bind(int i, bool v) { return bind(i, static_cast<int64_t>(v ? 1 : 0)); }
+  Statement& bind(int i, double v) {
+    check(sqlite3_bind_double(s_, i, v));
+    return *this;
+  }
   // true when a row is available
   bool step() {
     int rc = sqlite3_step(s_);
@@ -117,6 +134,7 @@ class SqliteStore::Statement {
   }
   const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+  double f64(int col) const { return sqlite3_column_double(s_, col); }
   bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
 
  private:
@@ -227,6 +245,7 @@ void SqliteStore::commit(CommitBatch& b) {
   begin_write();
   try {
     const int64_t now = now_ms();
+    if (b.require_idle) require_idle(b.thread_id);
     if (b.create_thread) {
       const auto& t = *b.create_thread;
       auto ins = stmt(
@@ -345,6 +364,7 @@ void SqliteStore::commit(CommitBatch& b) {
       ins.bind(5, dump(a.answer)).bind(6, a.created_at);
       ins.run();
     }
+    for (auto& j : b.jobs) write_job(j, now);
     end_write(true);
   } catch (...) {
     end_write(false);
@@ -580,6 +600,112 @@ std::optional<int64_t> SqliteStore::instance_heartbeat(std::string_view instance
   s.bind(1, instance_id);
   if (!s.step()) return std::nullopt;
   return s.i64(0);
+}
+
+// ------------------------------------------------------------------------------------------------- jobs
+
+void SqliteStore::require_idle(std::string_view thread_id) {
+  auto q = stmt("SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','RESUMING')");
+  q.bind(1, thread_id);
+  if (q.step())
+    throw Error(ErrorCode::conflict, fmt::format("thread {} has a run open (turn {})", thread_id, q.text(0)));
+}
+
+void SqliteStore::write_job(JobWrite& w, int64_t now) {
+  JobRecord& j = w.job;
+  j.updated_at = now;
+  if (j.created_at == 0) j.created_at = now;
+  const std::string result = j.result.is_null() ? std::string() : dump(j.result);
+  if (w.expected_version < 0) {
+    j.version = 0;
+    auto ins = stmt(
+        "INSERT INTO jobs(id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,"
+        "assets,error_code,error_message,metadata,confirmation,confirm_message,expires_at,delivered,version,"
+        "created_at,updated_at,finished_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)");
+    ins.bind(1, j.id).bind(2, j.thread_id).bind(3, j.turn_id).bind(4, j.run_id).bind(5, j.tool_call_id);
+    ins.bind(6, j.tool_name).bind(7, j.user_id).bind(8, to_string(j.status)).bind(9, j.progress).bind(10, j.message);
+    ins.bind(11, result).bind(12, dump(j.assets)).bind(13, j.error_code).bind(14, j.error_message);
+    ins.bind(15, dump(j.metadata)).bind(16, to_string(j.confirmation)).bind(17, j.confirm_message);
+    ins.bind(18, j.expires_at).bind(19, j.delivered).bind(20, j.created_at).bind(21, j.updated_at);
+    ins.bind(22, j.finished_at);
+    ins.run();  // a repeated id violates the primary key: conflict
+    return;
+  }
+  auto up = stmt(
+      "UPDATE jobs SET status=?,progress=?,message=?,result=?,assets=?,error_code=?,error_message=?,metadata=?,"
+      "confirmation=?,confirm_message=?,expires_at=?,delivered=?,version=version+1,updated_at=?,finished_at=? "
+      "WHERE id=? AND version=?");
+  up.bind(1, to_string(j.status)).bind(2, j.progress).bind(3, j.message).bind(4, result).bind(5, dump(j.assets));
+  up.bind(6, j.error_code).bind(7, j.error_message).bind(8, dump(j.metadata)).bind(9, to_string(j.confirmation));
+  up.bind(10, j.confirm_message).bind(11, j.expires_at).bind(12, j.delivered).bind(13, j.updated_at);
+  up.bind(14, j.finished_at).bind(15, j.id).bind(16, w.expected_version);
+  up.run();
+  if (sqlite3_changes(db_) == 0)
+    throw Error(ErrorCode::conflict,
+                fmt::format("job {} changed concurrently (expected version {})", j.id, w.expected_version));
+  j.version = w.expected_version + 1;
+}
+
+#define AGENTRT_JOB_COLS                                                                                    \
+  "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"      \
+  "error_code,error_message,metadata,confirmation,confirm_message,expires_at,delivered,version,created_at," \
+  "updated_at,finished_at"
+
+std::vector<JobRecord> SqliteStore::query_jobs(const char* sql, std::string_view text, int64_t number) {
+  auto s = stmt(sql);
+  if (!text.empty()) s.bind(1, text);
+  else s.bind(1, number);
+  std::vector<JobRecord> out;
+  while (s.step()) {
+    JobRecord j;
+    j.id = s.text(0);
+    j.thread_id = s.text(1);
+    j.turn_id = s.text(2);
+    j.run_id = s.text(3);
+    j.tool_call_id = s.text(4);
+    j.tool_name = s.text(5);
+    j.user_id = s.text(6);
+    j.status = job_status_from_string(s.text(7));
+    j.progress = s.f64(8);
+    j.message = s.text(9);
+    j.result = parse_or(s.raw(10), nullptr);
+    j.assets = parse_or(s.raw(11), json::array());
+    j.error_code = s.text(12);
+    j.error_message = s.text(13);
+    j.metadata = parse_or(s.raw(14), json::object());
+    j.confirmation = job_confirmation_from_string(s.text(15));
+    j.confirm_message = s.text(16);
+    j.expires_at = s.i64(17);
+    j.delivered = s.i64(18) != 0;
+    j.version = s.i64(19);
+    j.created_at = s.i64(20);
+    j.updated_at = s.i64(21);
+    j.finished_at = s.i64(22);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
+  if (job_id.empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_jobs("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE id=?", job_id, 0);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::vector<JobRecord> SqliteStore::thread_jobs(std::string_view thread_id) {
+  if (thread_id.empty()) return {};
+  std::lock_guard<std::mutex> lock(mutex_);
+  return query_jobs("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE thread_id=? ORDER BY created_at, rowid", thread_id, 0);
+}
+
+std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return query_jobs("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE delivered=0 AND "
+                    "(status IN ('succeeded','failed','cancelled') OR "
+                    "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at",
+                    {}, now);
 }
 
 void SqliteStore::checkpoint() {

@@ -32,7 +32,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;
@@ -49,6 +49,9 @@ class SqliteStore final : public Store {
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
   std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
   std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) override;
+  std::optional<JobRecord> get_job(std::string_view job_id) override;
+  std::vector<JobRecord> thread_jobs(std::string_view thread_id) override;
+  std::vector<JobRecord> jobs_due(int64_t now_ms) override;
   void heartbeat(std::string_view instance_id, int64_t now_ms) override;
   void remove_instance(std::string_view instance_id) override;
   std::optional<int64_t> instance_heartbeat(std::string_view instance_id) override;
@@ -65,6 +68,9 @@ class SqliteStore final : public Store {
   void migrate();
   void begin_write();
   void end_write(bool commit);
+  void require_idle(std::string_view thread_id);
+  void write_job(JobWrite& w, int64_t now);
+  std::vector<JobRecord> query_jobs(const char* sql, std::string_view text, int64_t number);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
 
   SqliteStoreOptions options_;

@@ -66,6 +66,9 @@ struct FlakyStore final : Store {
   }
   std::vector<LedgerEntry> ledger(std::string_view t) override { return inner->ledger(t); }
   std::optional<ApprovalRecord> get_approval(std::string_view a) override { return inner->get_approval(a); }
+  std::optional<JobRecord> get_job(std::string_view j) override { return inner->get_job(j); }
+  std::vector<JobRecord> thread_jobs(std::string_view t) override { return inner->thread_jobs(t); }
+  std::vector<JobRecord> jobs_due(int64_t now) override { return inner->jobs_due(now); }
   void heartbeat(std::string_view i, int64_t n) override { inner->heartbeat(i, n); }
   void remove_instance(std::string_view i) override { inner->remove_instance(i); }
   std::optional<int64_t> instance_heartbeat(std::string_view i) override { return inner->instance_heartbeat(i); }

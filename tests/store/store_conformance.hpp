@@ -226,6 +226,104 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     REQUIRE(mid.size() == 10);
     CHECK(mid[0].seq == 501);
   }
+  SUBCASE("jobs: insert, compare-and-set, due ones, and require_idle") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));
+    JobRecord j;
+    j.id = "job_1";
+    j.thread_id = "th1";
+    j.turn_id = "t1";
+    j.run_id = "run_t1";
+    j.tool_call_id = "call_1";
+    j.tool_name = "render";
+    j.user_id = "u1";
+    j.status = JobStatus::running;
+    j.progress = 0.25;
+    j.message = "rendering é";
+    j.metadata = json{{"ext", 7}};
+    j.expires_at = 5000;
+    b.jobs.push_back(JobWrite{j, -1});
+    s->commit(b);
+    CHECK(b.jobs[0].job.version == 0);
+    auto got = s->get_job("job_1");
+    REQUIRE(got);
+    CHECK(got->status == JobStatus::running);
+    CHECK(got->progress == doctest::Approx(0.25));
+    CHECK(got->message == "rendering é");
+    CHECK(got->metadata["ext"] == 7);
+    CHECK(got->result.is_null());
+    CHECK(got->assets == json::array());
+    CHECK(got->created_at > 0);
+    CHECK_FALSE(got->delivered);
+    CHECK_FALSE(s->get_job("job_2"));
+    // A repeated id is a conflict; a stale version too; nothing of the batch is written then.
+    CommitBatch dup;
+    dup.thread_id = "th1";
+    dup.jobs.push_back(JobWrite{j, -1});
+    dup.events.push_back(StoredEvent{0, "run_x", to_json_string(events::step_started("x"))});
+    CHECK_THROWS_AS(s->commit(dup), Error);
+    CHECK(s->events_after("th1", 0, 100).size() == 1);
+    JobRecord done = *got;
+    done.status = JobStatus::succeeded;
+    done.result = json{{"url", "u"}};
+    done.assets = json::array({"a"});
+    CommitBatch up;
+    up.thread_id = "th1";
+    up.jobs.push_back(JobWrite{done, 0});
+    s->commit(up);
+    CHECK(up.jobs[0].job.version == 1);
+    CommitBatch stale;
+    stale.thread_id = "th1";
+    stale.jobs.push_back(JobWrite{done, 0});
+    try {
+      s->commit(stale);
+      FAIL("stale job version accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::conflict);
+    }
+    CHECK(s->get_job("job_1")->result["url"] == "u");
+    // Due: finished and not delivered; open and past its deadline (not while waiting for a confirmation).
+    auto due = s->jobs_due(1000);
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].id == "job_1");
+    JobRecord open = j;
+    open.id = "job_2";
+    open.expires_at = 2000;
+    JobRecord pending = j;
+    pending.id = "job_3";
+    pending.expires_at = 1500;
+    pending.confirmation = JobConfirmation::pending;
+    CommitBatch more;
+    more.thread_id = "th1";
+    more.jobs.push_back(JobWrite{open, -1});
+    more.jobs.push_back(JobWrite{pending, -1});
+    s->commit(more);
+    CHECK(s->jobs_due(1999).size() == 1);
+    CHECK(s->jobs_due(2000).size() == 2);
+    auto all = s->thread_jobs("th1");
+    REQUIRE(all.size() == 3);
+    CHECK(all[2].confirmation == JobConfirmation::pending);
+    CHECK(s->thread_jobs("th2").empty());
+    // require_idle: refused while th1 has a RUNNING turn, accepted once it has none.
+    CommitBatch idle;
+    idle.thread_id = "th1";
+    idle.require_idle = true;
+    idle.events.push_back(StoredEvent{0, "run_j", to_json_string(events::run_started("th1", "run_j"))});
+    try {
+      s->commit(idle);
+      FAIL("require_idle ignored a running turn");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::conflict);
+    }
+    TurnRecord t = conformance_turn("t1", "th1", TurnStatus::waiting_approval);
+    CommitBatch pause;
+    pause.thread_id = "th1";
+    pause.turn = t;
+    pause.expected_version = 0;
+    s->commit(pause);
+    s->commit(idle);
+    CHECK(idle.events[0].seq == 2);
+  }
 }
 
 }  // namespace agentrt::testing
