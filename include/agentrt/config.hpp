@@ -21,7 +21,7 @@ inline namespace v1 {
 //                          else "demo"), {type:"demo"}, or {type:"openai", ...openai_config_from_json keys}
 //   stages                StagePolicies JSON
 //   workers, max_steps, approval_timeout_ms, context_budget_chars, flush_interval_ms, sweep_interval_ms,
-//   instance_lease_ms, max_input_bytes, summary_max_chars
+//   instance_lease_ms, max_input_bytes, summary_max_chars, job_timeout_ms
 RuntimeConfig runtime_config_from_json(const json& config);
 
 // True when the config's model is the offline demo model (the host then registers the demo tools).

@@ -79,7 +79,7 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   only_keys(j,
             {"data_dir", "store", "objects", "model", "stages", "workers", "max_steps", "approval_timeout_ms",
              "context_budget_chars", "flush_interval_ms", "sweep_interval_ms", "instance_lease_ms", "max_input_bytes",
-             "summary_max_chars"},
+             "summary_max_chars", "job_timeout_ms"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -157,6 +157,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.max_steps = static_cast<int>(num(j, "max_steps", c.max_steps, 1, 1000));
   c.approval_timeout = std::chrono::milliseconds(num(j, "approval_timeout_ms", c.approval_timeout.count(), 1,
                                                      int64_t{365} * 24 * 3600 * 1000));
+  c.job_timeout = std::chrono::milliseconds(num(j, "job_timeout_ms", c.job_timeout.count(), 1,
+                                                int64_t{365} * 24 * 3600 * 1000));
   c.context_budget_chars = static_cast<size_t>(num(j, "context_budget_chars", static_cast<int64_t>(c.context_budget_chars),
                                                    1000, int64_t{1} << 40));
   c.flush_interval = std::chrono::milliseconds(num(j, "flush_interval_ms", c.flush_interval.count(), 1, 10000));
