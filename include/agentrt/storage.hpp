@@ -170,6 +170,11 @@ class Store {
 
   // Write transactions committed since the store was opened (for benchmarks and tests).
   virtual int64_t write_transactions() const = 0;
+
+  // A number that changes when another process (another connection) commits to the store, so a runtime
+  // can tell its live subscribers to read events it did not write itself. -1: the store cannot tell (the
+  // runtime then treats every look as a change).
+  virtual int64_t external_version() { return -1; }
 };
 
 struct ObjectInfo {

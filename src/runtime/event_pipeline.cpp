@@ -38,6 +38,26 @@ void EventHub::publish(const std::string& thread_id, const std::vector<StoredEve
   for (const auto& s : targets) s->push(events);
 }
 
+void EventHub::poke_all() {
+  std::vector<std::shared_ptr<SubscriptionImpl>> targets;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [thread, v] : subs_)
+      for (const auto& w : v)
+        if (auto s = w.lock()) targets.push_back(std::move(s));
+  }
+  for (const auto& s : targets) s->poke();
+}
+
+void SubscriptionImpl::poke() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+    catching_up_ = true;
+  }
+  cv_.notify_all();
+}
+
 SubscriptionImpl::SubscriptionImpl(Store& store, EventHub& hub, std::string thread_id, int64_t after_seq)
     : store_(store), hub_(hub), thread_id_(std::move(thread_id)), delivered_(after_seq) {}
 

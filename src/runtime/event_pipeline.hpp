@@ -27,6 +27,8 @@ class EventHub {
   void attach(const std::string& thread_id, const std::shared_ptr<SubscriptionImpl>& sub);
   void detach(const std::string& thread_id, const SubscriptionImpl* sub);
   void publish(const std::string& thread_id, const std::vector<StoredEvent>& events);
+  // Tells every subscription to read the store again (events another process committed).
+  void poke_all();
 
  private:
   std::mutex mutex_;
@@ -45,6 +47,7 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   void close();
   bool closed() const;
   void push(const std::vector<StoredEvent>& events);  // from EventHub::publish
+  void poke();  // from EventHub::poke_all: look at the store for events not pushed
 
  private:
   Store& store_;

@@ -170,6 +170,7 @@ Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
   if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
   for (auto& t : cfg.tools) tools.add(std::move(t));
   cfg.tools.clear();
+  seen_external_version = cfg.store->external_version();
   cfg.store->heartbeat(cfg.instance_id, now_ms());
   sweep(false);  // fail turns a dead process left running, expire overdue approvals
   for (int i = 0; i < cfg.workers; ++i) workers.emplace_back([this] { worker_loop(); });
@@ -311,6 +312,7 @@ void Runtime::Impl::sweeper_loop() {
     }
     lock.unlock();
     try {
+      tail_external_commits();
       cfg.store->heartbeat(cfg.instance_id, now_ms());
       sweep();
     } catch (const std::exception& e) {
@@ -318,6 +320,13 @@ void Runtime::Impl::sweeper_loop() {
     }
     lock.lock();
   }
+}
+
+void Runtime::Impl::tail_external_commits() {
+  const int64_t v = cfg.store->external_version();
+  if (v >= 0 && v == seen_external_version) return;
+  seen_external_version = v;
+  hub.poke_all();
 }
 
 std::shared_ptr<RunHandle> Runtime::Impl::register_run(const std::string& turn_id) {

@@ -115,6 +115,9 @@ struct Runtime::Impl {
                    const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run);
   void cancel(std::string_view turn_id);
   void sweep(bool take_over_resuming = true);
+  // Subscribers learn of events other processes committed (the sweeper looks every sweep_interval).
+  void tail_external_commits();
+  int64_t seen_external_version = -1;  // the constructor, then the sweeper thread only
   bool instance_alive(const std::string& owner, int64_t now);
 
   // agent_loop.cpp

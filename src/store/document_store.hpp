@@ -120,6 +120,7 @@ class DocumentStore final : public Store {
   std::optional<int64_t> instance_heartbeat(std::string_view instance_id) override;
   // The inner store's write transactions plus this store's pointer commits.
   int64_t write_transactions() const override;
+  int64_t external_version() override { return inner_->external_version(); }  // events live in the inner store
 
   // The thread's pointer row (after finishing any interrupted commit of it), or nullopt when the thread has
   // no messages yet.

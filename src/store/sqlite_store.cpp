@@ -708,6 +708,12 @@ std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
                     {}, now);
 }
 
+int64_t SqliteStore::external_version() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("PRAGMA data_version");
+  return s.step() ? s.i64(0) : -1;
+}
+
 void SqliteStore::checkpoint() {
   std::lock_guard<std::mutex> lock(mutex_);
   exec("PRAGMA wal_checkpoint(TRUNCATE)");

@@ -56,6 +56,7 @@ class SqliteStore final : public Store {
   void remove_instance(std::string_view instance_id) override;
   std::optional<int64_t> instance_heartbeat(std::string_view instance_id) override;
   int64_t write_transactions() const override { return write_txns_.load(); }
+  int64_t external_version() override;  // PRAGMA data_version
 
   // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
   void checkpoint();

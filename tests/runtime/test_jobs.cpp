@@ -565,6 +565,9 @@ TEST_CASE("a job is completed by another process sharing the store") {
   JobHarness h([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
   h.wait(h.start("t-proc", "render p").turn_id);
   const std::string id = h.job_ids.at(0);
+  // A live subscriber in this process, past everything committed so far.
+  auto sub = h.rt->subscribe("t-proc", h.rt->thread("t-proc")->last_seq);
+  CHECK_FALSE(sub->next(std::chrono::milliseconds(20)).has_value());  // caught up: now on the live tail
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -589,6 +592,14 @@ TEST_CASE("a job is completed by another process sharing the store") {
   CHECK(j->result["by"] == "child");
   REQUIRE(job_notes(h.rt->history("t-proc")).size() == 1);
   check_agui(h.all_events("t-proc"));
+  // The subscriber gets the delivery run the other process committed (the sweeper notices it).
+  std::vector<std::string> seen;
+  for (int i = 0; i < 4; ++i) {
+    auto e = sub->next(std::chrono::seconds(5));
+    REQUIRE(e.has_value());
+    seen.push_back(json::parse(e->json)["type"].get<std::string>());
+  }
+  CHECK(seen == std::vector<std::string>{"RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"});
 }
 
 TEST_CASE("jobs work the same on the conversation-document layout") {
