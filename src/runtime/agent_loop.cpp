@@ -522,24 +522,51 @@ class TurnRunner {
   }
 
   // The runtime's record of jobs being started by the calls running now (see Runtime::Impl::jobs_in_flight).
+  // Destroyed after the commit that writes their records: an outcome the host reported after the run took
+  // the early ones is applied then, to the committed record.
   class JobsInFlight {
    public:
     explicit JobsInFlight(Runtime::Impl& rt) : rt_(rt) {}
     ~JobsInFlight() {
-      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-      for (const auto& id : ids_) rt_.jobs_in_flight.erase(id);
+      std::vector<JobRecord> late;
+      {
+        std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+        for (const auto& id : ids_) {
+          auto it = rt_.jobs_in_flight.find(id);
+          if (it == rt_.jobs_in_flight.end()) continue;
+          if (it->second.outcome) late.push_back(*it->second.outcome);
+          rt_.jobs_in_flight.erase(it);
+        }
+      }
+      for (const auto& o : late) {
+        try {
+          rt_.finish_job(o.id, o.status, [&](JobRecord& j) {
+            j.result = o.result;
+            j.assets = o.assets;
+            j.progress = o.progress;
+            if (!o.message.empty()) j.message = o.message;
+            j.error_code = o.error_code;
+            j.error_message = o.error_message;
+          }, false);
+        } catch (const std::exception& e) {
+          rt_.log(LogLevel::warn, "jobs", fmt::format("job {}: the outcome reported while its tool answered was not "
+                                                      "applied: {}", o.id, e.what()));
+        }
+      }
     }
     void add(const std::string& id) {
       std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-      rt_.jobs_in_flight.emplace(id, std::nullopt);
+      rt_.jobs_in_flight.emplace(id, Runtime::Impl::InFlightJob{});
       ids_.push_back(id);
     }
-    // The outcome the host reported before the job's record existed, taken (later reports find the record).
+    // The outcome the host reported before the job's record existed, taken: the run writes it with the record.
     std::optional<JobRecord> early(const std::string& id) {
       std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
       auto it = rt_.jobs_in_flight.find(id);
       if (it == rt_.jobs_in_flight.end()) return std::nullopt;
-      return it->second;
+      std::optional<JobRecord> out = std::move(it->second.outcome);
+      it->second.outcome.reset();
+      return out;
     }
 
    private:

@@ -188,20 +188,24 @@ JobRecord Runtime::Impl::finish_job(std::string_view job_id, JobStatus to, const
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::optional<JobRecord> cur = find_job(job_id);
     if (!cur) {
-      // Started by a tool call whose result is not committed yet: the outcome waits for the job's record.
-      std::lock_guard<std::mutex> lock(jobs_mutex);
-      auto it = jobs_in_flight.find(std::string(job_id));
-      if (it != jobs_in_flight.end()) {
-        if (it->second) throw Error(ErrorCode::invalid_state, fmt::format("job {} has already ended", job_id));
-        JobRecord early;
-        early.id = std::string(job_id);
-        early.status = to;
-        fill(early);
-        early.finished_at = now_ms();
-        it->second = early;
-        return early;
+      // Started by a tool call whose result is not committed yet: the outcome waits for the job's record
+      // (the run applies it when it writes the record, or right after).
+      std::optional<JobRecord> early;
+      {
+        std::lock_guard<std::mutex> lock(jobs_mutex);
+        auto it = jobs_in_flight.find(std::string(job_id));
+        if (it == jobs_in_flight.end()) throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
+        if (it->second.ended) throw Error(ErrorCode::invalid_state, fmt::format("job {} has already ended", job_id));
+        early.emplace();
+        early->id = std::string(job_id);
+        early->status = to;
+        fill(*early);
+        early->finished_at = now_ms();
+        it->second.outcome = early;
+        it->second.ended = true;
       }
-      throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
+      if (call_hook) run_cancel_hook(*early);
+      return *early;
     }
     if (is_terminal(cur->status)) {
       if (cur->status == to && to == JobStatus::cancelled) return *cur;  // cancelling twice is harmless

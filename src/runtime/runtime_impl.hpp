@@ -134,7 +134,11 @@ struct Runtime::Impl {
   std::mutex jobs_mutex;
   // Jobs whose tool call runs now (their record is not committed yet), with an outcome the host reported
   // before it was (applied when the record is written).
-  std::map<std::string, std::optional<JobRecord>, std::less<>> jobs_in_flight;
+  struct InFlightJob {
+    std::optional<JobRecord> outcome;  // reported, not yet applied
+    bool ended = false;                // an outcome was reported (a second one is refused)
+  };
+  std::map<std::string, InFlightJob, std::less<>> jobs_in_flight;
   std::set<std::string, std::less<>> undelivered_threads;  // finished jobs wait there for an open run to end
   void add_delivery(CommitBatch& b, JobRecord& job);
   bool deliver_job(JobRecord job);  // false: a run is open on the thread
