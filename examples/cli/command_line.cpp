@@ -21,6 +21,7 @@ const std::vector<CommandSpec>& commands() {
       {"resume", {"--thread", "--yes", "--no", "--reason", "--json"}, "thread"},
       {"history", {"--thread", "--json"}, "thread"},
       {"threads", {"--json"}, nullptr},
+      {"jobs", {"--thread", "--json"}, "thread"},
       {"events", {"--thread", "--after"}, "thread"},
       {"help", {}, nullptr},
       {"version", {}, nullptr},
@@ -28,9 +29,9 @@ const std::vector<CommandSpec>& commands() {
   return specs;
 }
 
-const std::set<std::string> kCommon = {"--data", "--config", "--user", "--verbose", "--demo-tools"};
+const std::set<std::string> kCommon = {"--data", "--config", "--user", "--verbose", "--demo-tools", "--demo-jobs"};
 const std::set<std::string> kTakesValue = {"--data", "--config", "--user", "--thread", "--message", "--reason",
-                                           "--after"};
+                                           "--after", "--demo-jobs"};
 
 }  // namespace
 
@@ -103,6 +104,12 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       o.verbose = true;
     } else if (arg == "--demo-tools") {
       o.demo_tools = true;
+    } else if (arg == "--demo-jobs") {
+      int64_t ms = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (ec != std::errc() || p != value.data() + value.size() || ms < 1 || ms > 3600000)
+        throw UsageError("--demo-jobs needs how long a demo job takes in ms (1-3600000), not '" + value + "'");
+      o.demo_jobs_ms = ms;
     } else if (arg == "--thread") {
       o.thread = value;
       thread_given = true;
@@ -146,7 +153,7 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   }
 
   const bool needs_thread = o.command == "run" || o.command == "resume" || o.command == "history" ||
-                            o.command == "events";
+                            o.command == "jobs" || o.command == "events";
   if (needs_thread && !thread_given) throw UsageError("'" + o.command + "' needs a thread (--thread T)");
   if (thread_given && !valid_thread_id(o.thread))
     throw UsageError("thread id '" + o.thread.substr(0, 140) + "' must be 1-128 characters of A-Z a-z 0-9 _ - . :");
@@ -166,7 +173,8 @@ commands:
   chat [--thread T]            interactive session: type messages, watch answers stream, and approve,
                                reject (with a reason) or edit the arguments of each tool call that needs
                                approval. A turn left waiting on the thread is asked about first.
-                               /help, /history, /quit (or Ctrl-D) inside. Ctrl-C cancels a running turn.
+                               /help, /history, /jobs, /quit (or Ctrl-D) inside. Ctrl-C cancels a running
+                               turn. Job outcomes that arrive while you type are shown as they come.
   run --thread T --message TEXT [--yes | --no [--reason R]] [--json]
                                runs one turn and exits. --yes approves and --no rejects every tool call
                                that needs approval; without them the turn is left waiting (exit 2).
@@ -175,6 +183,8 @@ commands:
                                earlier process); without --yes/--no it asks on the terminal.
   history THREAD [--json]      the thread's messages; --json prints the AG-UI messages array.
   threads [--json]             the user's threads, newest first.
+  jobs THREAD [--json]         the thread's jobs (long-running tool work): status, progress, age, last
+                               message; --json prints the job records.
   events THREAD [--after SEQ]  the thread's stored AG-UI events, one JSON object a line.
   help                         this text.
 
@@ -186,6 +196,9 @@ options:
   --json           print the raw AG-UI events, one JSON object a line, instead of the human view
   --verbose, -v    also show runs, stages, the intent and reasoning, and info logs
   --demo-tools     register the demo tools (book_room, check_availability) with a real model too
+  --demo-jobs MS   register the demo job tool render_preview: it starts a job that this process finishes
+                   MS ms later (half-way progress, then a result). With the offline model, "render beach"
+                   calls it ("render beach confirm" asks first). `run` waits for these jobs before it exits.
 
 exit status:
   0   the turn completed (or the command succeeded)
@@ -201,6 +214,7 @@ std::string short_usage_text() {
        agentrt resume THREAD [--yes | --no [--reason R]] [--json]
        agentrt history THREAD [--json]
        agentrt threads [--json]
+       agentrt jobs THREAD [--json]
        agentrt events THREAD [--after SEQ]
   options for every command: --data DIR (default ./agentrt-data), --config FILE, --user ID, --verbose
   `agentrt help` explains them all.

@@ -23,7 +23,7 @@ enum class ApprovalMode {
 };
 
 struct CliOptions {
-  std::string command;                  // chat | run | resume | history | threads | events | help | version
+  std::string command;                  // chat | run | resume | history | threads | jobs | events | help | version
   std::string data_dir = "agentrt-data";
   bool data_dir_given = false;          // --data was passed (it then overrides the config file's data_dir)
   std::string config_file;
@@ -35,11 +35,13 @@ struct CliOptions {
   bool json = false;
   bool verbose = false;
   bool demo_tools = false;              // register the demo tools also with a real model
+  int64_t demo_jobs_ms = 0;             // --demo-jobs MS: the render_preview demo tool, its jobs finishing after MS
   int64_t after = 0;                    // events --after SEQ
 };
 
 // Parses argv. Throws UsageError for an unknown command or option, a missing value, an option the command
-// does not take, or a required option left out (run: --thread and --message; resume/history/events: a thread).
+// does not take, or a required option left out (run: --thread and --message; resume/history/jobs/events: a
+// thread).
 CliOptions parse_command_line(int argc, const char* const* argv);
 
 // The usage text (commands, options, exit statuses), and its short form shown after a usage error.

@@ -13,6 +13,17 @@ std::string str(const json& j, const char* key) {
 
 std::string scalar_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+std::string one_line(std::string s, size_t max) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  if (s.size() > max) {
+    size_t cut = max;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // keep UTF-8 whole
+    s = s.substr(0, cut) + "...";
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string content_text(const json& content) {
@@ -31,6 +42,42 @@ std::string content_text(const json& content) {
     }
   }
   return out;
+}
+
+std::string describe_job(const json& job) {
+  if (!job.is_object()) return {};
+  const std::string head = fmt::format("{} ({})", str(job, "id"), str(job, "toolName"));
+  const std::string status = str(job, "status");
+  const std::string message = str(job, "message");
+  const json error = job.value("error", json::object());
+  std::string why;
+  if (error.is_object()) {
+    why = str(error, "code");
+    if (!str(error, "message").empty()) why += ": " + str(error, "message");
+    why = one_line(why, 200);
+  }
+  if (status == "succeeded") {
+    std::string summary = message;
+    if (summary.empty() && job.contains("result")) summary = one_line(scalar_text(job["result"]), 160);
+    std::string assets;
+    for (const auto& a : job.value("assets", json::array())) {
+      std::string ref = a.is_object() ? (str(a, "url").empty() ? str(a, "key") : str(a, "url")) : scalar_text(a);
+      if (!ref.empty()) assets += (assets.empty() ? "" : ", ") + ref;
+    }
+    return fmt::format("{} succeeded{}{}{}", head, summary.empty() ? "" : ": ", one_line(summary, 200),
+                       assets.empty() ? "" : " [assets: " + one_line(assets, 200) + "]");
+  }
+  if (status == "failed") return fmt::format("{} failed: {}", head, why);
+  if (status == "cancelled") {
+    const bool declined = error.is_object() && str(error, "code") == "declined";
+    return fmt::format("{} {}: {}", head, declined ? "declined" : "cancelled",
+                       one_line(error.is_object() ? str(error, "message") : std::string(), 200));
+  }
+  if (str(job, "confirmation") == "pending") return head + ": waiting for confirmation";
+  std::string progress;
+  if (auto p = job.find("progress"); p != job.end() && p->is_number() && p->get<double>() > 0)
+    progress = fmt::format(" ({:.0f}%)", p->get<double>() * 100);
+  return fmt::format("{}: {}{}{}{}", head, status, message.empty() ? "" : " — ", one_line(message, 200), progress);
 }
 
 std::string describe_card(const json& ui) {
@@ -79,6 +126,7 @@ void EventPrinter::end_line() {
   if (!at_line_start_) {
     std::fputc('\n', out_);
     at_line_start_ = true;
+    ++writes_;
   }
   std::fflush(out_);
 }
@@ -92,6 +140,7 @@ void EventPrinter::write(const std::string& text) {
   if (text.empty()) return;
   std::fwrite(text.data(), 1, text.size(), out_);
   at_line_start_ = text.back() == '\n';
+  ++writes_;
 }
 
 void EventPrinter::line(const std::string& text) {
@@ -109,8 +158,10 @@ void EventPrinter::print_human(const json& e) {
   } else if (type == "STEP_STARTED") {
     if (verbose_) line("[step] " + str(e, "stepName"));
   } else if (type == "CUSTOM") {
-    if (verbose_) {
-      const json value = e.value("value", json());
+    const json value = e.value("value", json());
+    if (str(e, "name") == "agentrt.job" && value.is_object()) {
+      line("[job] " + describe_job(value));  // a job started, asks for confirmation, or ended
+    } else if (verbose_) {
       if (str(e, "name") == "agentrt.intent" && value.is_object())
         line("[intent] " + str(value, "text"));
       else
@@ -153,7 +204,10 @@ void EventPrinter::print_human(const json& e) {
         std::string name = meta.is_object() ? str(meta, "toolName") : std::string();
         std::string args = tool_arguments(str(i, "toolCallId"));
         if (args.empty() && meta.is_object() && meta.contains("arguments")) args = meta["arguments"].dump();
-        line(fmt::format("[approval needed] {} {}", name.empty() ? str(i, "reason") : name, args));
+        if (str(i, "reason") == "confirmation")
+          line(fmt::format("[confirmation needed] {}: {}", name, str(i, "message")));
+        else
+          line(fmt::format("[approval needed] {} {}", name.empty() ? str(i, "reason") : name, args));
       }
     } else if (kind == "cancelled") {
       line("[cancelled]");

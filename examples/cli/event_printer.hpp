@@ -24,6 +24,11 @@ class EventPrinter {
   // Ends a half-written line, so that what comes next starts at the beginning of a line.
   void end_line();
 
+  // Tells the printer whether the cursor is in the middle of a line someone else wrote (a prompt): its next
+  // line then starts on a new one. `writes()` counts what it has written, to tell whether a call printed.
+  void set_line_open(bool open) { at_line_start_ = !open; }
+  size_t writes() const { return writes_; }
+
   // The arguments a tool call streamed, as the model wrote them ("" when the call was not seen).
   std::string tool_arguments(const std::string& tool_call_id) const;
 
@@ -45,6 +50,7 @@ class EventPrinter {
   bool verbose_;
   std::string assistant_prefix_;
   bool at_line_start_ = true;
+  size_t writes_ = 0;
   std::map<std::string, ToolCallView> calls_;
 };
 
@@ -53,5 +59,11 @@ std::string describe_card(const json& ui);
 
 // The text of an AG-UI content value (a string, or the text parts of a part list).
 std::string content_text(const json& content);
+
+// One line about a job record (agentrt::job_to_json, the value of a CUSTOM "agentrt.job" event):
+// "job_x (render_preview): running — rendering beach (50%)", "job_x (render_preview) succeeded: rendered
+// beach [assets: renders/job_x.png]", "job_x (render_preview) failed: timeout: ...", "job_x (render_preview):
+// waiting for confirmation".
+std::string describe_job(const json& job);
 
 }  // namespace agentrt::cli

@@ -17,6 +17,7 @@
 #include "agentrt/config.hpp"
 #include "agentrt/runtime.hpp"
 #include "command_line.hpp"
+#include "demo_jobs.hpp"
 #include "event_printer.hpp"
 #include "turn_driver.hpp"
 
@@ -78,6 +79,15 @@ struct Host {
   CliOptions opt;
   std::string data_dir;  // the data folder in effect (from --data, the config file, or the default)
   std::unique_ptr<Runtime> rt;
+  std::shared_ptr<examples::DemoJobs> demo_jobs;  // --demo-jobs: finishes render_preview jobs in this process
+
+  Host() = default;
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+  ~Host() {
+    if (demo_jobs) demo_jobs->stop();  // its thread reports to the runtime: stop it first
+    rt.reset();
+  }
 
   std::string resume_command() const {
     return fmt::format("agentrt resume {} --data {} --yes|--no", shell_word(opt.thread), shell_word(data_dir));
@@ -109,8 +119,22 @@ void open_runtime(Host& host) {
     fmt::print(stderr, "agentrt: [{}] {}: {}\n", to_string(level), component, message);
   };
   const bool demo = uses_demo_model(config);
+  if (host.opt.demo_jobs_ms > 0) {
+    host.demo_jobs = examples::DemoJobs::create(std::chrono::milliseconds(host.opt.demo_jobs_ms),
+                                                [](const std::string& m) { fmt::print(stderr, "agentrt: {}\n", m); });
+    std::weak_ptr<examples::DemoJobs> jobs = host.demo_jobs;
+    config.job_cancel_hook = [jobs](const JobRecord& j) {
+      if (auto d = jobs.lock()) d->on_cancelled(j);
+    };
+    const ScriptedModelOptions streamed{8, std::chrono::milliseconds(0), true};  // as make_demo_model()'s
+    if (demo) config.model = host.demo_jobs->wrap_model(config.model, streamed);
+  }
   host.rt = std::make_unique<Runtime>(std::move(config));
   if (demo || host.opt.demo_tools) register_demo_tools(host.rt->tools());
+  if (host.demo_jobs) {
+    host.rt->tools().add(host.demo_jobs->tool());
+    host.demo_jobs->attach(host.rt.get());
+  }
 }
 
 // The thread when it exists and belongs to the user.
@@ -191,7 +215,11 @@ void print_history(Host& host, std::FILE* out) {
           card = " [card: " + m.metadata["ui"].value("type", std::string("?")) + "]";
         const std::string text = m.text();
         const bool error_untold = !m.error.empty() && text.find(m.error) == std::string::npos;
-        fmt::print(out, "tool {} [{}]: {}{}{}\n", name.empty() ? m.tool_call_id : name, tool_status(host, m), text,
+        // A job's outcome (delivered after the turn that started it) says so.
+        const bool job =
+            m.metadata.is_object() && m.metadata.contains("job_status") && m.metadata["job_status"].is_string();
+        const std::string status = job ? "job " + m.metadata["job_status"].get<std::string>() : tool_status(host, m);
+        fmt::print(out, "tool {} [{}]: {}{}{}\n", name.empty() ? m.tool_call_id : name, status, text,
                    error_untold ? " (error: " + m.error + ")" : "", card);
         break;
       }
@@ -199,6 +227,64 @@ void print_history(Host& host, std::FILE* out) {
         fmt::print(out, "{}: {}\n", to_string(m.role), m.text());
     }
   }
+}
+
+// "12s", "5m", "3h", "2d": how long ago `ms` was.
+std::string age(int64_t ms) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const int64_t s = std::max<int64_t>(0, (now - ms) / 1000);
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m", s / 60);
+  if (s < 48 * 3600) return fmt::format("{}h", s / 3600);
+  return fmt::format("{}d", s / 86400);
+}
+
+// One line a job: id, tool, status, progress, age, and its last word (message, result or error).
+void print_jobs(Host& host, std::FILE* out) {
+  const auto jobs = host.rt->jobs(host.opt.thread);
+  if (jobs.empty()) {
+    fmt::print(out, "no jobs on thread {}\n", host.opt.thread);
+    return;
+  }
+  for (const JobRecord& j : jobs) {
+    std::string status(to_string(j.status));
+    if (j.confirmation == JobConfirmation::pending) status = "waiting for confirmation";
+    if (j.error_code == "declined") status = "declined";
+    std::string said = j.message;
+    if (j.status == JobStatus::failed || j.status == JobStatus::cancelled)
+      said = j.error_code + (j.error_message.empty() ? "" : ": " + j.error_message);
+    else if (j.status == JobStatus::succeeded && said.empty() && !j.result.is_null())
+      said = j.result.dump();
+    if (j.status == JobStatus::queued && j.confirmation == JobConfirmation::pending && !j.confirm_message.empty())
+      said = j.confirm_message;
+    if (is_terminal(j.status) && !j.delivered) said += " (outcome not in history yet)";
+    fmt::print(out, "{}  {}  {}  {:.0f}%  {} ago  {}\n", j.id, j.tool_name, status, j.progress * 100,
+               age(j.created_at), one_line(said, 100));
+  }
+}
+
+// --demo-jobs: the jobs a turn started finish in this process. Shows their outcomes as they arrive (the runs
+// that deliver them) and returns once none is left to finish.
+void follow_demo_jobs(Host& host, EventPrinter& printer, int64_t seen) {
+  if (!host.demo_jobs) return;
+  auto settled = [&] {
+    if (host.demo_jobs->pending() > 0) return false;
+    for (const auto& j : host.rt->jobs(host.opt.thread))
+      if (is_terminal(j.status) && !j.delivered) return false;  // its delivery run is about to be committed
+    const auto thread = host.rt->thread(host.opt.thread);
+    return !thread || thread->last_seq <= seen;
+  };
+  std::unique_ptr<Subscription> sub;
+  while (!settled()) {
+    if (!sub) sub = host.rt->subscribe(host.opt.thread, seen);
+    while (auto e = sub->next(std::chrono::milliseconds(200))) {
+      if (e->seq > seen) printer.print(*e);
+      seen = std::max(seen, e->seq);
+    }
+  }
+  printer.end_line();
 }
 
 // ------------------------------------------------------------------------------------------------ commands
@@ -231,6 +317,7 @@ int cmd_run(Host& host) {
   }
   if (outcome == TurnOutcome::waiting)
     fmt::print(stderr, "agentrt: the turn is waiting for approval. Answer it with: {}\n", host.resume_command());
+  if (outcome == TurnOutcome::completed) follow_demo_jobs(host, printer, driver.last_seen());
   return exit_code(outcome);
 }
 
@@ -257,6 +344,7 @@ int cmd_resume(Host& host) {
   TurnOutcome outcome = continue_waiting_turn(host, driver, *active);
   if (outcome == TurnOutcome::waiting)
     fmt::print(stderr, "agentrt: the turn is still waiting for approval. Answer it with: {}\n", host.resume_command());
+  if (outcome == TurnOutcome::completed) follow_demo_jobs(host, printer, driver.last_seen());
   return exit_code(outcome);
 }
 
@@ -311,6 +399,19 @@ int cmd_threads(Host& host) {
   return kExitOk;
 }
 
+int cmd_jobs(Host& host) {
+  open_runtime(host);
+  require_thread(host);
+  if (host.opt.json) {
+    json out = json::array();
+    for (const auto& j : host.rt->jobs(host.opt.thread)) out.push_back(job_to_json(j));
+    fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
+    return kExitOk;
+  }
+  print_jobs(host, stdout);
+  return kExitOk;
+}
+
 int cmd_events(Host& host) {
   open_runtime(host);
   require_thread(host);
@@ -336,9 +437,10 @@ std::string new_thread_id() {
 
 void print_chat_help() {
   fmt::print(
-      "Type a message and press Enter. Commands: /history (this thread's messages), /thread (its id),\n"
-      "/quit (or Ctrl-D) to leave. Ctrl-C cancels a running turn. When a tool needs approval, answer\n"
-      "a (approve), r (reject, then give a reason) or e (edit the arguments as JSON).\n");
+      "Type a message and press Enter. Commands: /history (this thread's messages), /jobs (its jobs:\n"
+      "long-running tool work, with status, progress and age), /thread (its id), /quit (or Ctrl-D) to\n"
+      "leave. Ctrl-C cancels a running turn. When a tool needs approval, answer a (approve), r (reject,\n"
+      "then give a reason) or e (edit the arguments as JSON). A job's outcome is shown when it arrives.\n");
 }
 
 int cmd_chat(Host& host) {
@@ -369,11 +471,37 @@ int cmd_chat(Host& host) {
     return kExitWaiting;
   };
 
+  // What arrives on the thread while nobody's turn is being followed — the runs that deliver job outcomes,
+  // turns of other processes — is shown while the prompt waits.
+  int64_t shown = existing ? existing->last_seq : 0;
+  std::unique_ptr<Subscription> watch;
+  int64_t watch_from = -1;
+  auto show_arrivals = [&]() -> bool {
+    if (!watch || watch_from != shown) {
+      watch = host.rt->subscribe(host.opt.thread, shown);
+      watch_from = shown;
+    }
+    const size_t before = printer.writes();
+    printer.set_line_open(true);  // the prompt
+    while (auto e = watch->next(std::chrono::milliseconds(1))) {
+      if (e->seq <= shown) continue;
+      printer.print(*e);
+      shown = watch_from = e->seq;
+    }
+    const bool printed = printer.writes() != before;
+    if (printed) printer.end_line();
+    printer.set_line_open(false);
+    return printed;
+  };
+  auto followed = [&] { shown = std::max(shown, driver.last_seen()); };
+
   if (auto active = host.rt->active_turn(host.opt.thread)) {
     if (active->status == TurnStatus::waiting_approval) {
       fmt::print("A turn from an earlier session is waiting for your approval:\n");
       try {
-        if (continue_waiting_turn(host, driver, *active) == TurnOutcome::waiting) return left_waiting();
+        const TurnOutcome o = continue_waiting_turn(host, driver, *active);
+        followed();
+        if (o == TurnOutcome::waiting) return left_waiting();
       } catch (const Error& e) {
         fmt::print(stderr, "agentrt: {}\n", e.what());
       }
@@ -384,7 +512,7 @@ int cmd_chat(Host& host) {
   }
 
   for (;;) {
-    auto line = prompter.ask("you> ");
+    auto line = prompter.ask("you> ", show_arrivals);
     if (!line) {
       fmt::print("\n");
       return kExitOk;
@@ -406,13 +534,20 @@ int cmd_chat(Host& host) {
       print_history(host, stdout);
       continue;
     }
+    if (text == "/jobs") {
+      print_jobs(host, stdout);
+      continue;
+    }
     if (text[0] == '/') {
       fmt::print("Unknown command {}; /help lists the commands.\n", text);
       continue;
     }
     try {
-      if (run_new_turn(host, driver, text) == TurnOutcome::waiting) return left_waiting();
+      const TurnOutcome o = run_new_turn(host, driver, text);
+      followed();
+      if (o == TurnOutcome::waiting) return left_waiting();
     } catch (const Error& e) {
+      followed();
       printer.end_line();
       fmt::print(stderr, "agentrt: {}\n", e.what());
     }
@@ -447,6 +582,7 @@ int main(int argc, char** argv) {
     if (c == "resume") return cmd_resume(host);
     if (c == "history") return cmd_history(host);
     if (c == "threads") return cmd_threads(host);
+    if (c == "jobs") return cmd_jobs(host);
     if (c == "events") return cmd_events(host);
     fmt::print(stderr, "agentrt: unknown command '{}'\n", c);
     return kExitUsage;

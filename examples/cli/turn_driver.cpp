@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <iostream>
 
@@ -47,9 +51,22 @@ bool settled(TurnStatus s) { return s != TurnStatus::running && s != TurnStatus:
 
 }  // namespace
 
-std::optional<std::string> LinePrompter::ask(const std::string& prompt) {
+std::optional<std::string> LinePrompter::ask(const std::string& prompt, const std::function<bool()>& idle) {
   std::fputs(prompt.c_str(), out_);
   std::fflush(out_);
+  // A terminal in canonical mode hands over one whole line per read, so nothing typed can sit unseen in
+  // stdin's buffer while we wait for the descriptor to become readable.
+  if (idle && ::isatty(STDIN_FILENO)) {
+    for (;;) {
+      pollfd p{STDIN_FILENO, POLLIN, 0};
+      const int r = ::poll(&p, 1, 200);
+      if (r > 0 || (r < 0 && errno != EINTR)) break;  // a line (or the end, or an error getline will see)
+      if (r == 0 && idle()) {
+        std::fputs(prompt.c_str(), out_);
+        std::fflush(out_);
+      }
+    }
+  }
   std::string line;
   if (!std::getline(std::cin, line)) return std::nullopt;
   if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -91,6 +108,7 @@ TurnOutcome TurnDriver::follow(Subscription& sub, const std::string& thread_id, 
           continue;
         }
         seen_seq = e->seq;
+        last_seen_ = std::max(last_seen_, seen_seq);
         json ev = printer_.print(*e);
         const std::string type = ev.is_object() ? ev.value("type", "") : std::string();
         if (e->run_id == run_id && (type == "RUN_FINISHED" || type == "RUN_ERROR")) break;
@@ -135,6 +153,8 @@ std::vector<TurnDriver::Pending> TurnDriver::pending(const TurnRecord& turn) {
       }
     if (p.arguments.empty() && meta.is_object() && meta.contains("arguments")) p.arguments = meta["arguments"].dump();
     if (p.tool_name.empty()) p.tool_name = i.value("reason", "interrupt");
+    p.confirmation = i.value("reason", "") == "confirmation";
+    p.message = i.value("message", "");
     out.push_back(std::move(p));
   }
   return out;
@@ -142,11 +162,27 @@ std::vector<TurnDriver::Pending> TurnDriver::pending(const TurnRecord& turn) {
 
 void TurnDriver::show_pending(const TurnRecord& turn) {
   if (printer_.mode() != EventPrinter::Mode::human) return;
-  for (const auto& p : pending(turn)) fmt::print(info_, "[approval needed] {} {}\n", p.tool_name, p.arguments);
+  for (const auto& p : pending(turn)) {
+    if (p.confirmation)
+      fmt::print(info_, "[confirmation needed] {}: {}\n", p.tool_name, p.message);
+    else
+      fmt::print(info_, "[approval needed] {} {}\n", p.tool_name, p.arguments);
+  }
   std::fflush(info_);
 }
 
 std::optional<Decision> TurnDriver::ask_one(const Pending& p) {
+  while (p.confirmation) {
+    // A job asks to be started: yes or no (its arguments are not editable).
+    auto line = prompter_->ask(fmt::format("{} {}: start the job? [y]es / [n]o? ", p.tool_name, p.arguments));
+    if (!line) return std::nullopt;
+    const std::string a = lower(trim(*line));
+    if (a == "y" || a == "yes" || a == "a" || a == "approve")
+      return Decision{p.interrupt_id, Decision::Action::approve, std::nullopt, ""};
+    if (a == "n" || a == "no" || a == "r" || a == "reject")
+      return Decision{p.interrupt_id, Decision::Action::reject, std::nullopt, "declined by the user"};
+    fmt::print(info_, "Please answer y (start the job) or n (do not start it).\n");
+  }
   for (;;) {
     auto line = prompter_->ask(fmt::format("{} {}: [a]pprove / [r]eject / [e]dit? ", p.tool_name, p.arguments));
     if (!line) return std::nullopt;
@@ -210,7 +246,10 @@ std::optional<std::string> TurnDriver::answer(const TurnRecord& turn) {
       json answer = rt_.resume(turn.id, turn.approval_request_id, decisions);
       for (size_t i = 0; i < decisions.size() && i < items.size(); ++i) {
         const Decision& d = decisions[i];
-        if (d.action == Decision::Action::approve)
+        if (items[i].confirmation)
+          fmt::print(info_, "[{}] {}\n", d.action == Decision::Action::approve ? "confirmed" : "declined",
+                     items[i].tool_name);
+        else if (d.action == Decision::Action::approve)
           fmt::print(info_, "[approved] {} {}\n", items[i].tool_name,
                      d.edited_args ? d.edited_args->dump() : items[i].arguments);
         else

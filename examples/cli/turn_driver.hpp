@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +20,9 @@ class LinePrompter {
  public:
   explicit LinePrompter(std::FILE* out) : out_(out) {}
   // The next line without its line end, or nullopt at the end of the input (Ctrl-D, a closed pipe).
-  std::optional<std::string> ask(const std::string& prompt);
+  // On a terminal, `idle` (when given) is called about every 200 ms while nothing was typed; when it returns
+  // true (it printed something) the prompt is shown again.
+  std::optional<std::string> ask(const std::string& prompt, const std::function<bool()>& idle = {});
 
  private:
   std::FILE* out_;
@@ -46,12 +49,17 @@ class TurnDriver {
   // Shows a waiting turn's open interrupts ("[approval needed] book_room {...}").
   void show_pending(const TurnRecord& turn);
 
+  // The sequence number of the last event follow() printed (0 before).
+  int64_t last_seen() const { return last_seen_; }
+
  private:
   struct Pending {
     std::string interrupt_id;
     std::string tool_call_id;
     std::string tool_name;
     std::string arguments;  // as the model wrote them
+    bool confirmation = false;  // a job asks to be started (reason "confirmation"), not a call's approval
+    std::string message;        // the interrupt's question
   };
   std::vector<Pending> pending(const TurnRecord& turn);
   std::optional<Decision> ask_one(const Pending& p);
@@ -62,6 +70,7 @@ class TurnDriver {
   LinePrompter* prompter_;
   std::FILE* info_;
   std::string reject_reason_;
+  int64_t last_seen_ = 0;
 };
 
 }  // namespace agentrt::cli

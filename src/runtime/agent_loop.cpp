@@ -494,7 +494,7 @@ class TurnRunner {
           confirm.push_back(r.id);
           continue;  // no result yet: the person decides first
         }
-        JobRecord j = start_job(*l, r.job_id, r.job_confirmed, *oc.job, early);
+        JobRecord j = start_job(*l, r.job_id, r.job_confirmed, *oc.job, early, in_flight.progress(r.job_id));
         out.status = ToolStatus::succeeded;
         out.result = json{{"jobId", j.id}, {"status", to_string(j.status)}};
         if (!oc.job->message.empty()) out.result["message"] = oc.job->message;
@@ -559,6 +559,12 @@ class TurnRunner {
       rt_.jobs_in_flight.emplace(id, Runtime::Impl::InFlightJob{});
       ids_.push_back(id);
     }
+    // Progress the host reported before the job's record existed.
+    JobProgress progress(const std::string& id) {
+      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+      auto it = rt_.jobs_in_flight.find(id);
+      return it == rt_.jobs_in_flight.end() ? JobProgress{} : it->second.progress;
+    }
     // The outcome the host reported before the job's record existed, taken: the run writes it with the record.
     std::optional<JobRecord> early(const std::string& id) {
       std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
@@ -619,7 +625,7 @@ class TurnRunner {
   }
 
   JobRecord start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
-                      const std::optional<JobRecord>& early) {
+                      const std::optional<JobRecord>& early, const JobProgress& progress) {
     JobRecord j = new_job(l, job_id);
     int64_t expected = -1;
     if (confirmed) {
@@ -639,6 +645,10 @@ class TurnRunner {
     for (auto& [k, v] : js.metadata.items()) j.metadata[k] = v;
     j.status = js.status;
     j.message = js.message;
+    // What the host reported while the tool answered wins over the tool's answer.
+    if (progress.status) j.status = *progress.status;
+    if (progress.progress) j.progress = *progress.progress;
+    if (progress.message) j.message = *progress.message;
     j.expires_at = now_ms() + (timeout ? *timeout : rt_.cfg.job_timeout).count();
     if (early) {
       // The host finished it while the tool was still answering: the job is recorded finished; its outcome

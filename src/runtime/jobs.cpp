@@ -319,7 +319,23 @@ JobRecord Runtime::Impl::update_job(std::string_view job_id, const JobProgress& 
                 "update_job only moves a job to queued or running; use complete_job, fail_job or cancel_job to end it");
   for (int attempt = 0; attempt < 100; ++attempt) {
     auto cur = find_job(job_id);
-    if (!cur) throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
+    if (!cur) {
+      // Its tool is still answering: the progress is written with the job's record.
+      std::lock_guard<std::mutex> lock(jobs_mutex);
+      auto it = jobs_in_flight.find(std::string(job_id));
+      if (it == jobs_in_flight.end()) throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
+      if (it->second.ended) throw Error(ErrorCode::invalid_state, fmt::format("job {} has already ended", job_id));
+      JobProgress& acc = it->second.progress;
+      if (p.status) acc.status = p.status;
+      if (p.progress) acc.progress = p.progress;
+      if (p.message) acc.message = p.message;
+      JobRecord early;
+      early.id = std::string(job_id);
+      early.status = acc.status.value_or(JobStatus::running);
+      early.progress = acc.progress.value_or(0);
+      early.message = acc.message.value_or("");
+      return early;
+    }
     if (is_terminal(cur->status))
       throw Error(ErrorCode::invalid_state, fmt::format("job {} has already {}", job_id, to_string(cur->status)));
     if (cur->confirmation == JobConfirmation::pending)

@@ -137,6 +137,7 @@ struct Runtime::Impl {
   struct InFlightJob {
     std::optional<JobRecord> outcome;  // reported, not yet applied
     bool ended = false;                // an outcome was reported (a second one is refused)
+    JobProgress progress;              // progress reported before the record existed
   };
   std::map<std::string, InFlightJob, std::less<>> jobs_in_flight;
   std::set<std::string, std::less<>> undelivered_threads;  // finished jobs wait there for an open run to end

@@ -504,6 +504,27 @@ TEST_CASE("a job the host finishes before the tool has answered is recorded fini
   check_agui(h.all_events("t-fast"));
 }
 
+TEST_CASE("progress the host reports before the tool has answered is written with the job") {
+  JobHarness h;
+  h.render_behaviour = [&](const ToolCallContext& call, ToolCompletion done) {
+    std::thread([&, id = call.job_id] {
+      auto j = h.rt->update_job(id, JobProgress{JobStatus::running, 0.25, std::string("warming up")});
+      CHECK(j.progress == doctest::Approx(0.25));
+    }).join();
+    JobStart js;
+    js.status = JobStatus::queued;
+    js.message = "queued";
+    done.start_job(js);
+  };
+  h.wait(h.start("t-prog", "render").turn_id);
+  auto j = h.rt->job(h.job_ids.at(0));
+  REQUIRE(j);
+  CHECK(j->status == JobStatus::running);
+  CHECK(j->progress == doctest::Approx(0.25));
+  CHECK(j->message == "warming up");
+  CHECK_FALSE(j->delivered);
+}
+
 TEST_CASE("a tool's invalid job start fails the call") {
   JobHarness h;
   h.render_behaviour = [](const ToolCallContext&, ToolCompletion done) {

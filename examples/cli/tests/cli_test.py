@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -125,8 +126,8 @@ class CliTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         return [json.loads(line) for line in p.stdout.splitlines()]
 
-    def chat(self, thread):
-        return Pty([AGENTRT, "chat", "--data", self.data, "--thread", thread], clean_env())
+    def chat(self, thread, *extra):
+        return Pty([AGENTRT, "chat", "--data", self.data, "--thread", thread] + list(extra), clean_env())
 
     @staticmethod
     def streamed_text(events):
@@ -365,6 +366,88 @@ class CliTest(unittest.TestCase):
         self.assertIn("assistant> " + BOOKED_ANSWER, p.stdout)
         self.assertEqual(len(self.history("s1")), 6)
 
+    # --------------------------------------------------------------------------------------- jobs
+
+    def test_run_shows_a_job_starting_and_its_outcome_then_jobs_lists_it(self):
+        p = self.cli("run", "--thread", "j1", "--message", "render the beach", "--demo-jobs", "300")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        job_id = re.search(r"\bjob_[A-Za-z0-9_-]+", p.stdout).group(0)
+        self.assertEqual(lines[0], '[tool] render_preview {"scene":"the beach"}')
+        # The turn: the tool's result says the job started, the job is shown running, the answer does not wait.
+        turn = lines[1:4]
+        self.assertIn("[job] %s (render_preview): running — rendering the beach" % job_id, turn)
+        self.assertIn("[result] Started job %s (render_preview): running. rendering the beach" % job_id, turn)
+        self.assertEqual(lines[3], "The render of the beach is running as a job; its result shows up in this "
+                                   "conversation when it is done.")
+        # The run that delivers the outcome, printed like any other: the tool result, then the job line.
+        rest = "\n".join(lines[4:])
+        self.assertTrue(lines[4].startswith("[result] Job %s (render_preview) succeeded" % job_id), lines)
+        self.assertEqual(lines[-1], "[job] %s (render_preview) succeeded: rendered the beach "
+                                    "[assets: renders/%s.png]" % (job_id, job_id))
+        self.assertIn("renders/%s.png" % job_id, rest)
+
+        listing = self.cli("jobs", "j1")
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        self.assertRegex(listing.stdout, r"^%s  render_preview  succeeded  100%%  \d+s ago  rendered the beach\n$"
+                         % job_id)
+        records = json.loads(self.cli("jobs", "j1", "--json").stdout)
+        self.assertEqual([(j["id"], j["status"], j["delivered"]) for j in records], [(job_id, "succeeded", True)])
+        human = self.cli("history", "j1")
+        self.assertIn("tool render_preview [job succeeded]: Job %s (render_preview) succeeded" % job_id, human.stdout)
+        events = self.events("j1")
+        self.assertEqual([e["type"] for e in events[-4:]], ["RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"])
+
+        # No jobs, and errors.
+        self.assertEqual(self.cli("run", "--thread", "j2", "--message", "hello").returncode, 0)
+        self.assertEqual(self.cli("jobs", "j2").stdout, "no jobs on thread j2\n")
+        p = self.cli("jobs", "nope")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("thread nope not found", p.stderr)
+
+    def test_a_job_that_asks_first_is_confirmed_or_declined(self):
+        p = self.cli("run", "--thread", "j3", "--message", "render the moon confirm", "--no", "--demo-jobs", "300")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        job_id = re.search(r"\bjob_[A-Za-z0-9_-]+", p.stdout).group(0)
+        self.assertIn("[job] %s (render_preview): waiting for confirmation" % job_id, p.stdout)
+        self.assertIn("[confirmation needed] render_preview: Render a preview of the moon? It takes a moment.",
+                      p.stdout)
+        self.assertIn("[declined] render_preview", p.stdout)
+        self.assertIn("[job] %s (render_preview) declined: rejected by the user" % job_id, p.stdout)
+        self.assertIn("The render did not start", p.stdout)
+        self.assertIn("declined", self.cli("jobs", "j3").stdout)
+
+        p = self.cli("run", "--thread", "j4", "--message", "render the moon confirm", "--yes", "--demo-jobs", "300")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("[confirmed] render_preview", p.stdout)
+        self.assertTrue(p.stdout.splitlines()[-1].endswith("succeeded: rendered the moon [assets: renders/%s.png]"
+                                                           % re.search(r"\bjob_[A-Za-z0-9_-]+", p.stdout).group(0)),
+                        p.stdout)
+
+    def test_chat_shows_a_job_outcome_that_arrives_at_the_prompt(self):
+        c = self.chat("jc", "--demo-jobs", "3000")
+        c.expect("you> ")
+        c.send("render a castle\n")
+        c.expect("(render_preview): running — rendering a castle")
+        c.expect("assistant> The render of a castle is running as a job")
+        c.expect("you> ")
+        c.send("/jobs\n")
+        c.expect("render_preview  running  ")
+        c.expect("rendering a castle")
+        c.expect("you> ")
+        # Nothing typed: the delivery run shows up on its own, then the prompt again.
+        c.expect("[result] Job job_", timeout=30)
+        c.expect("(render_preview) succeeded: rendered a castle [assets: renders/job_")
+        c.expect("you> ")
+        c.send("/jobs\n")
+        c.expect("render_preview  succeeded  100%")
+        c.expect("you> ")
+        c.send("/quit\n")
+        self.assertEqual(c.wait(), 0, c.text())
+        messages = self.history("jc")
+        self.assertEqual([m["role"] for m in messages], ["user", "assistant", "tool", "assistant", "tool"])
+        self.assertEqual(messages[-1]["metadata"]["job_status"], "succeeded")
+
     # --------------------------------------------------------------------------------------- bad input
 
     def test_bad_command_lines_exit_64_with_usage(self):
@@ -380,6 +463,10 @@ class CliTest(unittest.TestCase):
             ["threads", "--bogus"],
             ["events", "t", "--after", "-3"],
             ["run", "--thread"],                     # a missing value
+            ["jobs"],                                # no thread
+            ["jobs", "t", "--yes"],
+            ["run", "--thread", "t", "--message", "hi", "--demo-jobs", "0"],
+            ["chat", "--demo-jobs", "soon"],
         ]
         for args in cases:
             with self.subTest(args=args):

@@ -1,7 +1,8 @@
 // The official AG-UI 1.0 client (@ag-ui/client HttpAgent) against agentrt-server, no adapters: golden path A
 // (a streamed answer) and golden path B (a tool call interrupt, then resume through `resume` entries). Every
 // event that crossed the wire is validated with @ag-ui/core's schemas (closed at the top level) and the
-// client's own verifyEvents; RUN_STARTED/RUN_FINISHED must carry the request's threadId and runId.
+// client's own verifyEvents; RUN_STARTED/RUN_FINISHED must carry the request's threadId and runId. A job's
+// outcome, delivered later as a run of its own on the thread's stream, passes the same checks.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -25,7 +26,7 @@ before(async () => {
   assert.ok(binary, "set AGENTRT_SERVER to the agentrt-server binary");
   dataDir = mkdtempSync(join(tmpdir(), "agentrt-conformance-"));
   server = spawn(binary, ["--listen", "127.0.0.1:0", "--data", dataDir, "--token", `${TOKEN}:conformance`,
-    "--model", "demo", "--log-level", "warn"], { stdio: ["ignore", "pipe", "inherit"] });
+    "--model", "demo", "--log-level", "warn", "--demo-jobs", "300"], { stdio: ["ignore", "pipe", "inherit"] });
   const lines = createInterface({ input: server.stdout });
   const first = await new Promise((resolve, reject) => {
     lines.once("line", resolve);
@@ -215,4 +216,45 @@ test("invalid input is refused before any event, and HttpAgent surfaces it as an
   await log[0].done;
   assert.equal(log[0].status, 422);
   assert.equal(JSON.parse(log[0].raw).error.code, "invalid_argument");
+});
+
+test("a job's outcome arrives as a run of its own that passes the client's checks", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "render the beach" });
+  const { events } = await runAndRecord(agent, log, { runId: randomUUID() });
+  const started = events.find((e) => e.type === "CUSTOM" && e.name === "agentrt.job");
+  assert.ok(started, "the turn's run announces the job");
+  const job = started.value;
+  assert.equal(job.status, "running");
+  assert.equal(events[events.length - 1].outcome.type, "success");  // the turn did not wait for the job
+
+  // The demo job tool finishes it 300 ms later; the runtime delivers the outcome at once (the thread is idle).
+  const headers = { Authorization: `Bearer ${TOKEN}` };
+  let record;
+  for (let i = 0; i < 200; i++) {
+    record = await (await fetch(`${baseUrl}/agent/jobs/${job.id}`, { headers })).json();
+    if (record.delivered) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.equal(record.status, "succeeded");
+  assert.equal(record.delivered, true);
+
+  // The thread's whole stream: the turn's run, then the delivery run.
+  const res = await fetch(`${baseUrl}/agent/runs/${agent.threadId}/events`, {
+    headers: { ...headers, Accept: "text/event-stream" },
+  });
+  assert.equal(res.status, 200);
+  const all = parseSse(await res.text());
+  await checkEvents(all);
+  const delivery = all.slice(events.length);
+  assert.deepEqual(delivery.map((e) => e.type), ["RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"]);
+  assert.equal(delivery[0].threadId, agent.threadId);
+  assert.equal(delivery[0].runId, delivery[3].runId);
+  assert.notEqual(delivery[0].runId, events[0].runId);
+  assert.equal(delivery[1].toolCallId, job.toolCallId);
+  assert.equal(delivery[2].name, "agentrt.job");
+  assert.equal(delivery[2].value.status, "succeeded");
+  assert.deepEqual(delivery[3].outcome, { type: "success" });
+  await checkEvents(delivery);  // on its own too: a client that reconnects after the turn sees just this run
 });

@@ -3,10 +3,13 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <iostream>
 #include <map>
@@ -26,6 +29,7 @@
 #include "agentrt/openai.hpp"
 #include "agentrt/runtime.hpp"
 #include "agentrt/scripted_model.hpp"
+#include "demo_jobs.hpp"  // examples/cli: the opt-in render_preview demo job tool (--demo-jobs)
 
 namespace agentrt::server {
 
@@ -203,6 +207,33 @@ class Listener final : public httplib::Server {
   }
 };
 
+// True when the Accept header prefers application/json to text/event-stream (a missing or wildcard Accept
+// keeps the stream). Media ranges are compared by their q values; a range without one has q=1.
+bool prefers_json(const Request& req) {
+  const std::string accept = req.get_header_value("Accept");
+  double json_q = -1, sse_q = -1;
+  size_t pos = 0;
+  while (pos <= accept.size()) {
+    size_t end = accept.find(',', pos);
+    if (end == std::string::npos) end = accept.size();
+    std::string range = accept.substr(pos, end - pos);
+    pos = end + 1;
+    double q = 1;
+    std::string type = range.substr(0, range.find(';'));
+    for (size_t semi = range.find(';'); semi != std::string::npos; semi = range.find(';', semi + 1)) {
+      std::string param = range.substr(semi + 1, range.find(';', semi + 1) - semi - 1);
+      param.erase(0, param.find_first_not_of(" \t"));
+      if (param.rfind("q=", 0) == 0) q = std::atof(param.c_str() + 2);
+    }
+    type.erase(0, type.find_first_not_of(" \t"));
+    type.erase(type.find_last_not_of(" \t") + 1);
+    for (auto& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (type == "application/json") json_q = std::max(json_q, q);
+    if (type == "text/event-stream") sse_q = std::max(sse_q, q);
+  }
+  return json_q > 0 && json_q > sse_q;
+}
+
 bool is_terminal_event(const std::string& event_json) {
   if (event_json.find("\"RUN_FINISHED\"") == std::string::npos && event_json.find("\"RUN_ERROR\"") == std::string::npos)
     return false;
@@ -247,6 +278,7 @@ struct AgentServer::Impl {
   ServerConfig cfg;
   std::string objects_base_url;
   std::unique_ptr<Runtime> rt;
+  std::shared_ptr<examples::DemoJobs> demo_jobs;  // --demo-jobs: render_preview jobs finished by this process
   std::shared_ptr<Transcriber> transcriber;
   RunRateLimiter limiter;
   Listener svr;
@@ -428,7 +460,10 @@ struct AgentServer::Impl {
 
   // ------------------------------------------------------------------------------------ handlers
 
-  // POST /agent/runs: AG-UI RunAgentInput in, this run's events out.
+  // POST /agent/runs: AG-UI RunAgentInput in, this run's events out. With `Accept: application/json` (preferred
+  // to text/event-stream) a start is answered in JSON instead of a stream: a repeated message id with the turn
+  // it already started and the messages that turn added (200, existing:true), a new one with the started
+  // turn's ids (202, existing:false) to follow on /events.
   void post_run(const Request& req, Response& res) {
     const std::string user = user_of(req);
     json in = parse_json_body(req);
@@ -441,38 +476,60 @@ struct AgentServer::Impl {
     const json resume = in.value("resume", json());
     if (!resume.is_null() && !resume.is_array())
       throw HttpError{422, "invalid_argument", "RunAgentInput: 'resume' must be an array"};
-    auto st = new_stream(thread_id, Stream::Mode::one_run);
-    st->run_id = run_id;
     if (resume.is_array() && !resume.empty()) {
+      auto st = new_stream(thread_id, Stream::Mode::one_run);
+      st->run_id = run_id;
       resume_run(req, res, *st, resume);
-    } else {
-      start_run(req, res, *st, user, in);
+      serve_stream(res, std::move(st));
+      return;
     }
+    if (prefers_json(req)) {
+      const TurnHandle h = start_run(req, res, thread_id, user, in);
+      json out = {{"threadId", h.thread_id}, {"turnId", h.turn_id}, {"runId", h.run_id}, {"existing", h.existing}};
+      if (!h.existing) {
+        out["firstSeq"] = h.first_seq;
+        send_json(res, 202, out);
+        return;
+      }
+      if (auto t = rt->turn(h.turn_id)) out["status"] = std::string(to_string(t->status));
+      json delta = json::array();
+      for (const auto& m : h.delta_messages) delta.push_back(m);
+      out["deltaMessages"] = std::move(delta);
+      send_json(res, 200, out);
+      return;
+    }
+    auto st = new_stream(thread_id, Stream::Mode::one_run);  // a free stream slot before anything starts
+    st->run_id = run_id;
+    std::string message_id;
+    const TurnHandle h = start_run(req, res, thread_id, user, in, &message_id);
+    if (h.existing && h.run_id != run_id)
+      throw HttpError{409, "already_answered",
+                      fmt::format("message {} was already answered by run {}; send a new user message (or ask "
+                                  "with 'Accept: application/json' for the messages of that turn)",
+                                  message_id, h.run_id)};
+    // A repeat replays its run from the start (only that run's events: one_run filters by run id).
+    attach(*st, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1));
     serve_stream(res, std::move(st));
   }
 
-  void start_run(const Request& req, Response& res, Stream& st, const std::string& user, const json& in) {
+  TurnHandle start_run(const Request& req, Response& res, const std::string& thread_id, const std::string& user,
+                       const json& in, std::string* message_id = nullptr) {
     // Media parts are the runtime's business: it accepts only this server's own signed upload URLs (and
     // upload ids, inline data) for the same user and thread, stores them as bucket/path, and never fetches.
     TurnInput input = turn_input_from_agui(in, user);
+    if (message_id) *message_id = input.client_message_id;
     rate_limit(req, res);
-    TurnHandle h;
     try {
-      h = rt->start_turn(input);  // a repeated message id answers with its turn (existing), even while paused
+      return rt->start_turn(input);  // a repeated message id answers with its turn (existing), even while paused
     } catch (const Error& e) {
-      auto active = e.code() == ErrorCode::conflict ? rt->active_turn(st.thread_id) : std::nullopt;
+      auto active = e.code() == ErrorCode::conflict ? rt->active_turn(thread_id) : std::nullopt;
       if (!active || active->status != TurnStatus::waiting_approval) throw;
       std::string ids;
       for (const auto& i : active->interrupts) ids += (ids.empty() ? "" : ", ") + i.value("id", std::string());
       throw HttpError{409, "pending_interrupts",
-                      fmt::format("thread {} has {} pending interrupt(s) not addressed by resume: {}", st.thread_id,
+                      fmt::format("thread {} has {} pending interrupt(s) not addressed by resume: {}", thread_id,
                                   active->interrupts.size(), ids)};
     }
-    if (h.existing && h.run_id != st.run_id)
-      throw HttpError{409, "already_answered",
-                      fmt::format("message {} was already answered by run {}; send a new user message",
-                                  input.client_message_id, h.run_id)};
-    attach(st, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1));
   }
 
   // Ownership was checked by the caller (post_run).
@@ -585,6 +642,53 @@ struct AgentServer::Impl {
     json messages = json::array();
     for (auto& m : rt->history(thread_id)) messages.push_back(m);  // attachments re-signed by the runtime
     send_json(res, 200, json{{"threadId", thread_id}, {"messages", std::move(messages)}});
+  }
+
+  // ------------------------------------------------------------------------------------ jobs
+
+  // The caller's job: another user's job, one on a deleted thread and an unknown one are all 404.
+  JobRecord own_job(const std::string& user, const std::string& job_id) {
+    if (!is_valid_attachment_id(job_id))
+      throw HttpError{422, "invalid_argument", "a job id is 1-128 of [A-Za-z0-9._-]"};
+    auto j = rt->job(job_id);
+    auto t = j ? rt->thread(j->thread_id) : std::nullopt;
+    if (!j || j->user_id != user || !t || t->user_id != user || t->deleted)
+      throw HttpError{404, "not_found", fmt::format("job {} not found", job_id)};
+    return *j;
+  }
+
+  // GET /agent/jobs/{jobId} -> the job record (agentrt::job_to_json)
+  void get_job(const Request& req, Response& res) {
+    const std::string user = user_of(req);
+    send_json(res, 200, job_to_json(own_job(user, req.matches[1])));
+  }
+
+  // POST /agent/jobs/{jobId}/cancel, optional body {reason} -> the cancelled record. The runtime calls the
+  // job cancel hook and adds the outcome to the thread's history. A job that has already ended otherwise, or
+  // waits for the person's confirmation, is 409 invalid_state; a cancelled one is answered unchanged.
+  void post_cancel_job(const Request& req, Response& res) {
+    const std::string user = user_of(req);
+    const std::string job_id = req.matches[1];
+    std::string reason;
+    if (!req.body.empty()) {
+      json body = parse_json_body(req);
+      if (body.contains("reason")) {
+        if (!body["reason"].is_string()) throw HttpError{422, "invalid_argument", "'reason' must be a string"};
+        reason = body["reason"].get<std::string>();
+      }
+    }
+    own_job(user, job_id);
+    send_json(res, 200, job_to_json(rt->cancel_job(job_id, reason)));
+  }
+
+  // GET /agent/threads/{threadId}/jobs -> {threadId, jobs:[...]} in creation order
+  void get_thread_jobs(const Request& req, Response& res) {
+    const std::string user = user_of(req);
+    const std::string thread_id = req.matches[1];
+    own_thread(user, thread_id);
+    json jobs = json::array();
+    for (const auto& j : rt->jobs(thread_id)) jobs.push_back(job_to_json(j));
+    send_json(res, 200, json{{"threadId", thread_id}, {"jobs", std::move(jobs)}});
   }
 
   // GET /agent/threads -> {threads:[{id, title, createdAt, updatedAt, lastSeq, status?}]}
@@ -740,6 +844,11 @@ struct AgentServer::Impl {
     svr.Get(api + "/agent/threads", route([this](const Request& q, Response& r) { get_threads(q, r); }));
     svr.Delete(api + R"(/agent/threads/([^/]+))",
                route([this](const Request& q, Response& r) { delete_thread(q, r); }));
+    svr.Get(api + R"(/agent/threads/([^/]+)/jobs)",
+            route([this](const Request& q, Response& r) { get_thread_jobs(q, r); }));
+    svr.Get(api + R"(/agent/jobs/([^/]+))", route([this](const Request& q, Response& r) { get_job(q, r); }));
+    svr.Post(api + R"(/agent/jobs/([^/]+)/cancel)",
+             route([this](const Request& q, Response& r) { post_cancel_job(q, r); }));
     svr.Post(api + "/agent/uploads", route([this](const Request& q, Response& r) { post_upload(q, r); }));
     svr.Get(std::string(kObjectsPath) + "/(.+)", route([this](const Request& q, Response& r) { get_object(q, r); }));
     svr.Post(api + "/asr/transcriptions", route([this](const Request& q, Response& r) { post_transcription(q, r); }));
@@ -838,10 +947,19 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
   }
   RuntimeConfig runtime_config = runtime_config_from_json(rc);
   const bool demo = uses_demo_model(runtime_config);
-  if (demo && d.cfg.demo_chunk_delay_ms > 0)
-    runtime_config.model =
-        make_demo_model(ScriptedModelOptions{8, std::chrono::milliseconds(d.cfg.demo_chunk_delay_ms), true});
+  const ScriptedModelOptions demo_options{8, std::chrono::milliseconds(d.cfg.demo_chunk_delay_ms), true};
+  if (demo && d.cfg.demo_chunk_delay_ms > 0) runtime_config.model = make_demo_model(demo_options);
   Impl* impl = impl_.get();
+  if (d.cfg.demo_jobs_ms > 0) {
+    // Opt-in: the render_preview tool; this process finishes its jobs demo_jobs_ms later.
+    d.demo_jobs = examples::DemoJobs::create(std::chrono::milliseconds(d.cfg.demo_jobs_ms),
+                                             [impl](const std::string& m) { impl->log(LogLevel::warn, m); });
+    std::weak_ptr<examples::DemoJobs> jobs = d.demo_jobs;
+    runtime_config.job_cancel_hook = [jobs](const JobRecord& j) {
+      if (auto dj = jobs.lock()) dj->on_cancelled(j);
+    };
+    if (demo) runtime_config.model = d.demo_jobs->wrap_model(runtime_config.model, demo_options);
+  }
   runtime_config.log = [impl](LogLevel level, std::string_view component, std::string_view message) {
     impl->log(level, fmt::format("{}: {}", component, message));
   };
@@ -850,6 +968,10 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
   runtime_config.signed_url_ttl = std::chrono::duration_cast<std::chrono::seconds>(L.signed_url_ttl);
   d.rt = std::make_unique<Runtime>(std::move(runtime_config));
   if (demo) register_demo_tools(d.rt->tools());
+  if (d.demo_jobs) {
+    d.rt->tools().add(d.demo_jobs->tool());
+    d.demo_jobs->attach(d.rt.get());
+  }
 
   if (d.cfg.asr.is_object()) {
     json a = d.cfg.asr;
@@ -862,7 +984,10 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
   d.install_routes();
 }
 
-AgentServer::~AgentServer() { stop(); }
+AgentServer::~AgentServer() {
+  stop();
+  if (impl_->demo_jobs) impl_->demo_jobs->stop();  // it reports to the runtime: stop it before the runtime goes
+}
 
 int AgentServer::port() const { return impl_->bound_port; }
 const std::string& AgentServer::public_url() const { return impl_->cfg.public_url; }

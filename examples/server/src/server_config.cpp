@@ -71,8 +71,8 @@ void parse_listen(const std::string& value, std::string& host, int& port) {
 
 ServerConfig server_config_from_json(const json& j) {
   only_keys(j,
-            {"listen", "public_url", "tokens", "limits", "runtime", "asr", "demo_chunk_delay_ms", "cors_origins",
-             "access_log", "log_level"},
+            {"listen", "public_url", "tokens", "limits", "runtime", "asr", "demo_chunk_delay_ms", "demo_jobs_ms",
+             "cors_origins", "access_log", "log_level"},
             "config");
   ServerConfig c;
   if (j.contains("listen")) parse_listen(string(j, "listen", ""), c.host, c.port);
@@ -116,6 +116,7 @@ ServerConfig server_config_from_json(const json& j) {
     c.asr = *a;
   }
   c.demo_chunk_delay_ms = static_cast<int>(integer(j, "demo_chunk_delay_ms", 0, 0, 60000));
+  c.demo_jobs_ms = static_cast<int>(integer(j, "demo_jobs_ms", 0, 0, 3600000));
   if (auto o = j.find("cors_origins"); o != j.end() && !o->is_null()) {
     if (!o->is_array()) bad("'cors_origins' must be an array of strings");
     for (const auto& s : *o) {
@@ -145,6 +146,8 @@ std::string server_usage() {
   --max-body-bytes N     JSON request bodies (default 2 MiB); --max-upload-bytes N; --max-audio-bytes N
   --signed-url-ttl-ms N  lifetime of the object URLs handed out (default 3600000)
   --demo-delay-ms N      the demo model pauses N ms before each streamed chunk
+  --demo-jobs MS         register the demo job tool render_preview (its jobs finish MS ms after they start);
+                         with the demo model, "render beach" calls it ("render beach confirm" asks first)
   --log-level LEVEL      debug|info|warn|error|off (default info); --access-log
   --help
 )";
@@ -203,6 +206,8 @@ bool apply_server_flags(int argc, char** argv, ServerConfig& c) {
       c.limits.signed_url_ttl = std::chrono::milliseconds(parse_int(a, value(), 1000, int64_t{1} << 40));
     } else if (a == "--demo-delay-ms") {
       c.demo_chunk_delay_ms = static_cast<int>(parse_int(a, value(), 0, 60000));
+    } else if (a == "--demo-jobs") {
+      c.demo_jobs_ms = static_cast<int>(parse_int(a, value(), 0, 3600000));
     } else if (a == "--log-level") {
       c.log_level = value();
     } else if (a == "--access-log") {

@@ -34,6 +34,7 @@ struct ServerConfig {
   json runtime = json::object();          // runtime_config_from_json() input (data_dir, store, objects, model, ...)
   json asr;                               // null: no transcription; {type:"openai", ...openai_config_from_json keys}
   int demo_chunk_delay_ms = 0;            // the demo model pauses this long before each streamed chunk (demos, tests)
+  int demo_jobs_ms = 0;                   // > 0: the render_preview demo job tool; its jobs finish after this long
   std::vector<std::string> cors_origins;  // origins allowed to call the API from a browser ("*" for any)
   bool access_log = false;                // one line per request on stderr
   std::string log_level = "info";         // runtime log level on stderr: debug, info, warn, error, off
@@ -41,7 +42,7 @@ struct ServerConfig {
 
 // Keys: listen ("host:port"), public_url, tokens ({token: user}), limits ({max_body_bytes, max_upload_bytes,
 // max_audio_bytes, max_streams, spare_threads, runs_per_minute, run_burst, keepalive_ms, signed_url_ttl_ms}),
-// runtime, asr, demo_chunk_delay_ms, cors_origins, access_log, log_level. Unknown keys are refused with
+// runtime, asr, demo_chunk_delay_ms, demo_jobs_ms, cors_origins, access_log, log_level. Unknown keys are refused with
 // Error(invalid_argument), as are user ids that are not 1-128 of [A-Za-z0-9._-].
 ServerConfig server_config_from_json(const json& j);
 

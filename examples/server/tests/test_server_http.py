@@ -307,7 +307,8 @@ class ServerTest(unittest.TestCase):
                              ("POST", "/api/v1/agent/runs/%s/resume" % t), ("POST", "/api/v1/agent/runs/%s/cancel" % t),
                              ("GET", "/api/v1/agent/runs/%s/history" % t), ("GET", "/api/v1/agent/threads"),
                              ("DELETE", "/api/v1/agent/threads/" + t), ("POST", "/api/v1/agent/uploads?threadId=" + t),
-                             ("POST", "/api/v1/asr/transcriptions")]:
+                             ("POST", "/api/v1/asr/transcriptions"), ("GET", "/api/v1/agent/jobs/job_x"),
+                             ("POST", "/api/v1/agent/jobs/job_x/cancel"), ("GET", "/api/v1/agent/threads/%s/jobs" % t)]:
             with self.subTest(path=path):
                 r = self.srv.request(method, path, b"{}", token=None)
                 self.assertError(r, 401, "unauthorized")
@@ -388,6 +389,255 @@ class ServerTest(unittest.TestCase):
     def test_transcription_without_asr_config_is_501(self):
         self.assertError(self.srv.request("POST", "/api/v1/asr/transcriptions", b"RIFF....", content_type="audio/wav"),
                          501, "unsupported")
+
+
+class RepeatedStartTest(unittest.TestCase):
+    """A repeated start (same AG-UI message id) never runs again; asked for JSON it answers with the turn's
+    deltaMessages instead of the replayed stream."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def post_json(self, body, accept="application/json"):
+        return self.srv.request("POST", "/api/v1/agent/runs", body, headers={"Accept": accept})
+
+    def test_repeated_start_with_accept_json_returns_the_delta_messages(self):
+        thread = new_id("t")
+        inp = run_input(thread, "hello", message_id=new_id("m"))
+        status, frames, _ = self.srv.run(inp)
+        self.assertEqual(status, 200)
+        st, hdrs, _, body = self.post_json(inp)
+        self.assertEqual(st, 200, body)
+        self.assertTrue(hdrs["content-type"].startswith("application/json"))
+        self.assertEqual((body["threadId"], body["runId"], body["existing"], body["status"]),
+                         (thread, inp["runId"], True, "COMPLETED"))
+        self.assertTrue(body["turnId"])
+        delta = body["deltaMessages"]
+        self.assertEqual([m["role"] for m in delta], ["user", "assistant"])
+        self.assertEqual(delta[0]["id"], inp["messages"][0]["id"])
+        self.assertEqual(delta[0]["content"], "hello")
+        self.assertIn('You said: "hello"', delta[1]["content"])
+        # The same message under another run id: the same answer (the SSE form refuses it with 409).
+        st, _, _, again = self.post_json(dict(inp, runId=new_id("run")))
+        self.assertEqual((st, again), (200, body))
+        # q values decide; the stream stays the answer for AG-UI clients and for anything unclear.
+        st, _, _, pref = self.post_json(inp, "text/event-stream;q=0.5, application/json")
+        self.assertEqual((st, pref), (200, body))
+        status, replay, _ = self.srv.run(inp)
+        self.assertEqual((status, replay), (200, frames))
+        s = self.srv.open_stream("POST", "/api/v1/agent/runs", inp,
+                                 headers={"Accept": "application/json;q=0.2, text/event-stream"})
+        self.assertEqual(s.headers["content-type"], "text/event-stream")
+        s.close()
+        # Nothing ran again.
+        all_types = types(self.srv.thread_events(thread))
+        self.assertEqual(all_types.count("RUN_STARTED"), 1)
+        _, _, _, hist = self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+        self.assertEqual(len(hist["messages"]), 2)
+
+    def test_repeat_of_a_paused_turn_and_a_new_start_in_json(self):
+        thread = new_id("t")
+        inp = run_input(thread, "please book a room", message_id=new_id("m"))
+        self.assertEqual(self.srv.run(inp)[0], 200)
+        st, _, _, body = self.post_json(inp)
+        self.assertEqual(st, 200, body)
+        self.assertEqual((body["existing"], body["status"]), (True, "WAITING_APPROVAL"))
+        self.assertEqual([m["role"] for m in body["deltaMessages"]], ["user", "assistant"])
+        self.assertEqual(body["deltaMessages"][1]["toolCalls"][0]["function"]["name"], "book_room")
+        # A new start asked for JSON is started and not streamed: follow it on /events.
+        other = new_id("t")
+        fresh = run_input(other, "hello")
+        st, _, _, started = self.post_json(fresh)
+        self.assertEqual(st, 202, started)
+        self.assertEqual((started["threadId"], started["runId"], started["existing"]), (other, fresh["runId"], False))
+        frames = self.srv.thread_events(other, after=started["firstSeq"] - 1)
+        self.assertEqual(squeeze(types(frames)), RUN_A)
+        self.assertEqual(frames[0][1]["runId"], fresh["runId"])
+        # Ownership and validation are the same as for the stream.
+        self.assertEqual(self.srv.request("POST", "/api/v1/agent/runs", inp, token=BOB,
+                                          headers={"Accept": "application/json"})[0], 404)
+        self.assertEqual(self.post_json({"threadId": thread})[0], 422)
+
+
+class JobsTest(unittest.TestCase):
+    """External jobs over HTTP, with the opt-in demo job tool: "render <scene>" calls render_preview, which
+    starts a job that the server finishes --demo-jobs ms later."""
+
+    def render(self, srv, thread, text="render the beach", token=ALICE):
+        status, frames, _ = srv.run(run_input(thread, text), token)
+        self.assertEqual(status, 200, frames)
+        jobs = [e["value"] for _, e in frames if e["type"] == "CUSTOM" and e["name"] == "agentrt.job"]
+        self.assertEqual(len(jobs), 1, types(frames))
+        return jobs[0], frames
+
+    def assert_not_found(self, result, job_or_thread_id):
+        st, _, _, body = result
+        self.assertEqual(st, 404, body)
+        self.assertEqual(body["error"]["code"], "not_found")
+        self.assertIn(job_or_thread_id, body["error"]["message"])
+        return body
+
+    def test_a_job_runs_finishes_and_is_delivered_as_a_run_of_its_own(self):
+        with Server("--demo-jobs", "400") as srv:
+            thread = new_id("t")
+            job, frames = self.render(srv, thread)
+            self.assertEqual((job["status"], job["toolName"], job["message"]), ("running", "render_preview",
+                                                                               "rendering the beach"))
+            result = [e for _, e in frames if e["type"] == "TOOL_CALL_RESULT"]
+            self.assertEqual(len(result), 1)
+            self.assertTrue(result[0]["content"].startswith("Started job " + job["id"]), result[0])
+            self.assertEqual(job["toolCallId"], result[0]["toolCallId"])
+            self.assertEqual(frames[-1][1]["outcome"], {"type": "success"})  # the turn did not wait
+
+            path = "/api/v1/agent/jobs/" + job["id"]
+            done = wait_for(lambda: (lambda r: r[3] if r[3].get("delivered") else None)(srv.request("GET", path)))
+            self.assertTrue(done, srv.request("GET", path))
+            self.assertEqual((done["status"], done["progress"], done["threadId"], done["userId"]),
+                             ("succeeded", 1, thread, "alice"))
+            self.assertEqual(done["result"]["scene"], "the beach")
+            self.assertEqual(done["assets"], [{"key": "renders/%s.png" % job["id"], "mimeType": "image/png"}])
+            self.assertIn("finishedAt", done)
+
+            # The delivery: a run of its own after the turn's, against the original tool call.
+            events = srv.thread_events(thread)
+            delivery = events[len(frames):]
+            self.assertEqual(types(delivery), ["RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"])
+            self.assertEqual(delivery[1][1]["toolCallId"], job["toolCallId"])
+            self.assertIn("succeeded", delivery[1][1]["content"])
+            self.assertEqual((delivery[2][1]["name"], delivery[2][1]["value"]["status"]), ("agentrt.job", "succeeded"))
+            self.assertEqual(delivery[0][1]["runId"], delivery[3][1]["runId"])
+            self.assertEqual(delivery[3][1]["outcome"], {"type": "success"})
+            _, _, _, hist = srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+            last = hist["messages"][-1]
+            self.assertEqual((last["role"], last["toolCallId"], last["metadata"]["job_id"]),
+                             ("tool", job["toolCallId"], job["id"]))
+
+            # The thread's jobs; a finished job cannot be cancelled.
+            st, _, _, listing = srv.request("GET", "/api/v1/agent/threads/%s/jobs" % thread)
+            self.assertEqual(st, 200, listing)
+            self.assertEqual(listing["threadId"], thread)
+            self.assertEqual([j["id"] for j in listing["jobs"]], [job["id"]])
+            self.assertEqual(listing["jobs"][0], done)
+            st, _, _, err = srv.request("POST", path + "/cancel")
+            self.assertEqual((st, err["error"]["code"]), (409, "invalid_state"))
+            self.assertIn("already succeeded", err["error"]["message"])
+            self.assertEqual(srv.request("GET", path)[3], done)
+
+            # Another user's job and thread answer exactly like unknown ones.
+            bob = self.assert_not_found(srv.request("GET", path, token=BOB), job["id"])
+            self.assertEqual(bob, {"error": {"code": "not_found", "message": "job %s not found" % job["id"]}})
+            self.assertEqual(self.assert_not_found(srv.request("GET", "/api/v1/agent/jobs/job_nope"), "job_nope"),
+                             {"error": {"code": "not_found", "message": "job job_nope not found"}})
+            self.assert_not_found(srv.request("POST", path + "/cancel", token=BOB), job["id"])
+            self.assert_not_found(srv.request("GET", "/api/v1/agent/threads/%s/jobs" % thread, token=BOB), thread)
+            self.assert_not_found(srv.request("GET", "/api/v1/agent/threads/%s/jobs" % new_id("t")), "")
+            # ... and a deleted thread's jobs are gone with it.
+            self.assertEqual(srv.request("DELETE", "/api/v1/agent/threads/" + thread)[0], 200)
+            self.assert_not_found(srv.request("GET", path), job["id"])
+
+    def test_cancelling_a_running_job(self):
+        with Server("--demo-jobs", "60000") as srv:
+            thread = new_id("t")
+            job, frames = self.render(srv, thread, "render a sunset")
+            path = "/api/v1/agent/jobs/" + job["id"]
+            st, _, _, got = srv.request("GET", path)
+            self.assertEqual((st, got["status"], got["delivered"]), (200, "running", False))
+            self.assertEqual(got["metadata"]["scene"], "a sunset")
+            self.assertGreater(got["expiresAt"], got["createdAt"])
+            st, _, _, listing = srv.request("GET", "/api/v1/agent/threads/%s/jobs" % thread)
+            self.assertEqual([j["status"] for j in listing["jobs"]], ["running"])
+
+            for bad, status in [("[", 400), ({"reason": 5}, 422), ([1], 422)]:
+                with self.subTest(body=bad):
+                    r = srv.request("POST", path + "/cancel", bad, content_type="application/json")
+                    self.assertEqual(r[0], status, r[3])
+            self.assertEqual(srv.request("POST", path + "/cancel", token=None)[0], 401)
+            self.assertEqual(srv.request("GET", path, token=None)[0], 401)
+            self.assertEqual(srv.request("GET", "/api/v1/agent/jobs/" + "j" * 200)[0], 422)
+            self.assertEqual(srv.request("GET", "/api/v1/agent/jobs/bad%20id")[0], 422)
+            self.assertEqual(srv.request("GET", path)[3]["status"], "running")  # none of that touched it
+
+            st, _, _, cancelled = srv.request("POST", path + "/cancel", {"reason": "changed my mind"})
+            self.assertEqual(st, 200, cancelled)
+            self.assertEqual((cancelled["id"], cancelled["status"]), (job["id"], "cancelled"))
+            self.assertEqual(cancelled["error"], {"code": "cancelled", "message": "changed my mind"})
+            self.assertTrue(cancelled["delivered"])
+            self.assertEqual(srv.request("GET", path)[3], cancelled)
+            st, _, _, again = srv.request("POST", path + "/cancel")  # harmless: the same record
+            self.assertEqual((st, again), (200, cancelled))
+            events = srv.thread_events(thread)
+            self.assertEqual(types(events[len(frames):]), ["RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"])
+            self.assertEqual(events[-2][1]["value"]["status"], "cancelled")
+            self.assertIn("changed my mind", events[-3][1]["content"])
+
+    def test_a_job_that_asks_for_confirmation_is_answered_through_resume(self):
+        with Server("--demo-jobs", "60000") as srv:
+            thread = new_id("t")
+            inp = run_input(thread, "render the moon confirm")
+            status, frames, _ = srv.run(inp)
+            self.assertEqual(status, 200, frames)
+            fin = frames[-1][1]
+            self.assertEqual(fin["outcome"]["type"], "interrupt")
+            intr = fin["outcome"]["interrupts"][0]
+            self.assertEqual((intr["reason"], intr["metadata"]["toolName"]), ("confirmation", "render_preview"))
+            job_id = intr["metadata"]["jobId"]
+            path = "/api/v1/agent/jobs/" + job_id
+            st, _, _, job = srv.request("GET", path)
+            self.assertEqual((st, job["status"], job["confirmation"]), (200, "queued", "pending"))
+            self.assertIn("the moon", job["confirmMessage"])
+            st, _, _, err = srv.request("POST", path + "/cancel")
+            self.assertEqual((st, err["error"]["code"]), (409, "invalid_state"))  # the person decides first
+            resume = run_input(thread, None, messages=inp["messages"],
+                               resume=[{"interruptId": intr["id"], "status": "resolved"}])
+            status, cont, _ = srv.run(resume)
+            self.assertEqual(status, 200, cont)
+            results = [e for _, e in cont if e["type"] == "TOOL_CALL_RESULT"]
+            self.assertEqual(len(results), 1)
+            self.assertTrue(results[0]["content"].startswith("Started job " + job_id))
+            st, _, _, job = srv.request("GET", path)
+            self.assertEqual((job["status"], job["confirmation"]), ("running", "confirmed"))
+            self.assertEqual(srv.request("POST", path + "/cancel")[3]["status"], "cancelled")
+
+
+class DocumentLayoutTest(unittest.TestCase):
+    """The conversation-document layout: a thread's messages in one object, under a size cap."""
+
+    def test_a_thread_whose_document_would_pass_the_cap_is_413(self):
+        config = {"runtime": {"store": {"layout": "document", "document_max_bytes": 6000}}}
+        with Server(config=config) as srv:
+            thread = new_id("t")
+            self.assertEqual(srv.run(run_input(thread, "hello"))[0], 200)
+            st, _, _, err = srv.request("POST", "/api/v1/agent/runs", run_input(thread, "x" * 7000))
+            self.assertEqual((st, err["error"]["code"]), (413, "too_large"), err)
+            self.assertIn("6000", err["error"]["message"])
+            _, _, _, hist = srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+            self.assertEqual(len(hist["messages"]), 2)  # nothing of the refused message was kept
+            self.assertEqual(srv.run(run_input(thread, "still fine"))[0], 200)
+
+    def test_a_document_already_over_a_lowered_cap_is_413_on_read_and_write(self):
+        import shutil
+        import tempfile
+        data = tempfile.mkdtemp(prefix="agentrt-doc-test-")
+        try:
+            thread = new_id("t")
+            config = {"runtime": {"store": {"layout": "document", "document_max_bytes": 100000}}}
+            with Server("--data", data, config=config) as srv:
+                self.assertEqual(srv.run(run_input(thread, "y" * 5000))[0], 200)
+                self.assertEqual(srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)[0], 200)
+            config["runtime"]["store"]["document_max_bytes"] = 3000
+            with Server("--data", data, config=config) as srv:
+                st, _, _, err = srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+                self.assertEqual((st, err["error"]["code"]), (413, "too_large"), err)
+                st, _, _, err = srv.request("POST", "/api/v1/agent/runs", run_input(thread, "more"))
+                self.assertEqual((st, err["error"]["code"]), (413, "too_large"), err)
+                self.assertEqual(srv.request("GET", "/api/v1/agent/runs/%s/history" % thread, token=BOB)[0], 404)
+        finally:
+            shutil.rmtree(data, ignore_errors=True)
 
 
 class SlowServerTest(unittest.TestCase):
