@@ -109,7 +109,9 @@ typedef void (*agentrt_model_cb)(agentrt_model_call *call, const char *request_j
 
 /* Opens a runtime from a JSON config (NULL or "" means {}). Keys: those of the C++ runtime_config_from_json
  * (data_dir, store, objects, model, stages, workers, max_steps, approval_timeout_ms, context_budget_chars,
- * flush_interval_ms, sweep_interval_ms, instance_lease_ms, max_input_bytes, summary_max_chars), plus:
+ * flush_interval_ms, sweep_interval_ms, instance_lease_ms, max_input_bytes, summary_max_chars,
+ * job_timeout_ms — how long a job may stay queued or running before it fails with code "timeout", default
+ * 24 h; see agentrt_tool_call_start_job), plus:
  *   demo_tools   true: register the offline demo's tools (book_room, check_availability). Default false.
  * The model section ({type:"demo"} | {type:"openai", base_url, model, ...} | {type:"auto"}) is also the
  * transcription config of agentrt_transcribe. Unknown keys fail with AGENTRT_E_INVALID_ARGUMENT.
@@ -126,22 +128,25 @@ AGENTRT_API int32_t agentrt_runtime_open_with_model(agentrt_runtime **out, const
 
 /* Closes and frees a runtime: cancels the turns in flight, joins the worker threads, closes the event
  * streams still open on it (their next pull returns AGENTRT_E_CANCELLED; free them as usual), and calls
- * the destroy callbacks of its tools and model. Accepts NULL. Must not be called from a callback of the
- * same runtime. May block while a host callback is still running. */
+ * the destroy callbacks of its tools, model and job cancel hook. Accepts NULL. Must not be called from a
+ * callback of the same runtime. May block while a host callback is still running. */
 AGENTRT_API void agentrt_runtime_free(agentrt_runtime *rt);
 
 /* -------------------------------------------------------------------------------------------- tools */
 
 /* One call of a host tool. Owned by the host from the tool callback until agentrt_tool_call_free; after
- * that it must not be used. Thread-safe: complete, fail and free from any thread (free once). */
+ * that it must not be used. Thread-safe: complete, fail, start a job and free from any thread (free once). */
 typedef struct agentrt_tool_call agentrt_tool_call;
 
 /* A host tool. Called on a runtime worker thread for every execution, with the call JSON (borrowed for the
  * duration of the callback):
- *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage}
- * The host completes the call with agentrt_tool_call_complete or agentrt_tool_call_fail, before returning
- * or later from any thread, and then frees the handle with agentrt_tool_call_free. A call that is freed
- * without being completed fails with code "tool_error". The tool's timeoutMs bounds the wait. */
+ *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId, jobConfirmed}
+ * The host completes the call with agentrt_tool_call_complete or agentrt_tool_call_fail (or answers it with
+ * agentrt_tool_call_start_job), before returning or later from any thread, and then frees the handle with
+ * agentrt_tool_call_free. A call that is freed without being completed fails with code "tool_error". The
+ * tool's timeoutMs bounds the wait. `jobId` is the id the call's job gets if the host answers with
+ * agentrt_tool_call_start_job (hand it to the system doing the work); `jobConfirmed` is true when the call
+ * runs again, with the same jobId, because the person confirmed that job: start the work now. */
 typedef void (*agentrt_tool_cb)(agentrt_tool_call *call, const char *call_json, void *user_data);
 
 /* Registers a host tool. `spec_json`:
@@ -167,6 +172,24 @@ AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call *call, const ch
 /* Fails a call. `code`: a short machine-readable reason (NULL means "tool_error"); `message`: what went
  * wrong (may be NULL). AGENTRT_E_INVALID_STATE when the call already ended. */
 AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call *call, const char *code, const char *message);
+
+/* Answers the call with "started job <jobId>" (the call JSON's jobId) instead of a result: the runtime records
+ * the job, the call's tool result says the job runs, and the turn goes on without waiting. The host ends the job
+ * later with agentrt_job_complete, agentrt_job_fail or agentrt_job_cancel (see "jobs" below). `job_json`
+ * (NULL or "" means {}):
+ *   {status?: "queued"|"running" (default "running"), message?: string, metadata?: object, confirm?: bool,
+ *    confirmMessage?: string, timeoutMs?: 1..31536000000 (default: the config's job_timeout_ms)}
+ * With confirm true (and jobConfirmed false) the person is asked first: the job is recorded queued with
+ * confirmation "pending", and the turn pauses (WAITING_APPROVAL) with an interrupt {reason: "confirmation",
+ * toolCallId, message: confirmMessage, metadata: {jobId, job: metadata}}. It is answered with
+ * agentrt_turn_resume: resolved ({interruptId, status: "resolved"} or action "approve"), the tool is called
+ * again with jobConfirmed true and the same jobId and starts the work then; cancelled (status "cancelled" or
+ * action "reject"/"cancel"), the job ends cancelled with code "declined" and the tool is not called again.
+ * Over its timeout a queued or running job fails with code "timeout". A message over 4096 bytes or metadata
+ * over 64 KiB fails the call with code "invalid_job" when the runtime records it.
+ * AGENTRT_E_INVALID_ARGUMENT for malformed JSON, an unknown key or a value of the wrong type or range (the
+ * call stays open); AGENTRT_E_INVALID_STATE when the call already ended. */
+AGENTRT_API int32_t agentrt_tool_call_start_job(agentrt_tool_call *call, const char *job_json);
 
 /* Releases the host's handle (failing the call if it was never completed). Accepts NULL. */
 AGENTRT_API void agentrt_tool_call_free(agentrt_tool_call *call);
@@ -209,8 +232,10 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call *call);
  *    clientMessageId?}
  * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
  * taken (history sent by a client is ignored). *out = {turnId, runId, threadId, existing, firstSeq}.
- * A repeated client message id returns the first turn with existing = true. AGENTRT_E_CONFLICT when the
- * thread has an active turn, AGENTRT_E_NOT_FOUND when the thread belongs to another user. */
+ * A repeated client message id returns the first turn with existing = true, firstSeq 0, and deltaMessages:
+ * the AG-UI messages that turn has added so far (its user message first; the ERROR system message when it
+ * failed), as agentrt_turn_messages. AGENTRT_E_CONFLICT when the thread has an active turn,
+ * AGENTRT_E_NOT_FOUND when the thread belongs to another user. */
 AGENTRT_API int32_t agentrt_turn_start(char **out, agentrt_runtime *rt, const char *input_json);
 
 /* Answers every open interrupt of a turn waiting for approval. `decisions_json` is an array of
@@ -240,9 +265,70 @@ AGENTRT_API int32_t agentrt_turn_wait(char **out, agentrt_runtime *rt, const cha
  * Interrupt]}. `interrupts` is empty unless the status is WAITING_APPROVAL. */
 AGENTRT_API int32_t agentrt_turn_interrupts(char **out, agentrt_runtime *rt, const char *turn_id);
 
-/* The thread's history as a JSON array of AG-UI messages (tool messages carry their `ui` in metadata).
- * An unknown thread has an empty history. */
+/* The messages a turn added to its thread, in order, as a JSON array of AG-UI messages (its user message
+ * first). AGENTRT_E_NOT_FOUND for an unknown turn. */
+AGENTRT_API int32_t agentrt_turn_messages(char **out, agentrt_runtime *rt, const char *turn_id);
+
+/* The thread's history as a JSON array of AG-UI messages (tool messages carry their `ui` in metadata; a
+ * finished job's outcome is a tool message with metadata {job_id, job_status, tool_call_id, tool_name,
+ * turn_id, assets?, error_code?}). An unknown thread has an empty history. */
 AGENTRT_API int32_t agentrt_thread_history(char **out, agentrt_runtime *rt, const char *thread_id);
+
+/* --------------------------------------------------------------------------------------------- jobs */
+
+/* External jobs: tool work that outlives the turn that started it (agentrt_tool_call_start_job). The host
+ * reports on a job and ends it from any thread, or from any process sharing the runtime's store. A job's
+ * record (the job JSON):
+ *   {id, threadId, turnId, runId, toolCallId, toolName, userId,
+ *    status: "queued"|"running"|"succeeded"|"failed"|"cancelled", progress (0..1), message?, result?,
+ *    assets: [...], error?: {code, message}, metadata: {...}, confirmation?: "pending"|"confirmed"|"declined",
+ *    confirmMessage?, expiresAt?, delivered, version, createdAt, updatedAt, finishedAt?}   (times in ms)
+ * A finished job's outcome is added to the thread's history (a tool message answering the call that started
+ * the job) and streamed as a run of its own: RUN_STARTED, TOOL_CALL_RESULT (toolCallId of that call), CUSTOM
+ * {name: "agentrt.job", value: the job JSON}, RUN_FINISHED; at once when no run is open on the thread, else
+ * when the open run ends. `delivered` is true once that happened.
+ * The functions that change a job return its new record in *out. They fail with AGENTRT_E_NOT_FOUND for an
+ * unknown job, AGENTRT_E_INVALID_STATE when it has already ended or still waits for the person's
+ * confirmation, AGENTRT_E_INVALID_ARGUMENT for malformed JSON or bad values, AGENTRT_E_TOO_LARGE for a text
+ * over 4096 bytes or a result with its assets over 1 MiB. */
+
+/* The job's record. AGENTRT_E_NOT_FOUND for an unknown job. */
+AGENTRT_API int32_t agentrt_job_get(char **out, agentrt_runtime *rt, const char *job_id);
+
+/* The thread's jobs as a JSON array of job records, in creation order (an unknown thread has none). */
+AGENTRT_API int32_t agentrt_jobs_list(char **out, agentrt_runtime *rt, const char *thread_id);
+
+/* Reports progress: `progress_json` = {status?: "queued"|"running", progress?: 0..1, message?}. A queued job may
+ * become running, not the reverse (AGENTRT_E_INVALID_STATE). Nothing is streamed. */
+AGENTRT_API int32_t agentrt_job_update(char **out, agentrt_runtime *rt, const char *job_id,
+                                       const char *progress_json);
+
+/* Ends a job successfully: `result_json` = {result (any JSON, required), assets?: [references to generated
+ * assets, e.g. {url|key, mimeType}], message?}. Its progress becomes 1. */
+AGENTRT_API int32_t agentrt_job_complete(char **out, agentrt_runtime *rt, const char *job_id,
+                                         const char *result_json);
+
+/* Ends a job with an error: `code` a short machine-readable reason (NULL or "" means "job_failed"),
+ * `message` what went wrong (may be NULL). */
+AGENTRT_API int32_t agentrt_job_fail(char **out, agentrt_runtime *rt, const char *job_id, const char *code,
+                                     const char *message);
+
+/* Cancels a job (error code "cancelled", message `reason`; NULL or "" means "cancelled by the host") and calls
+ * the job cancel hook with its new record. Cancelling a cancelled job returns it unchanged and calls nothing. */
+AGENTRT_API int32_t agentrt_job_cancel(char **out, agentrt_runtime *rt, const char *job_id, const char *reason);
+
+/* A job cancel hook: told that a job was cancelled or has expired (status "failed", error code "timeout"), so
+ * the host stops the work. `job_json` is the job's new record, borrowed for the duration of the callback. Runs
+ * on the thread that cancelled the job (inside agentrt_job_cancel) or on the runtime's sweeper thread (expiry).
+ * It must not call agentrt_runtime_free. */
+typedef void (*agentrt_job_cb)(const char *job_json, void *user_data);
+
+/* Sets the runtime's job cancel hook, replacing the previous one; a NULL `cb` removes it. `destroy` (may be
+ * NULL) is called exactly once with `user_data`, on any thread: when the hook is replaced or removed (once no
+ * call of it is running), at agentrt_runtime_free at the latest, at once when `cb` is NULL, or before this
+ * function returns when it fails. */
+AGENTRT_API int32_t agentrt_runtime_set_job_cancel_hook(agentrt_runtime *rt, agentrt_job_cb cb, void *user_data,
+                                                        agentrt_destroy_cb destroy);
 
 /* ------------------------------------------------------------------------------------------- events */
 

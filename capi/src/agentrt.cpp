@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/config.hpp"
+#include "agentrt/jobs.hpp"
 #include "firewall.hpp"
 #include "host_model.hpp"
 #include "host_tool.hpp"
@@ -151,6 +152,17 @@ AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call* call, const char* 
   return guard("agentrt_tool_call_fail", [&]() -> int32_t {
     require_handle(call, "call");
     if (!call->completion.fail(code && *code ? code : "tool_error", message ? message : ""))
+      throw Error(ErrorCode::invalid_state,
+                  "the tool call has already ended (completed, failed, timed out or cancelled)");
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_tool_call_start_job(agentrt_tool_call* call, const char* job_json) {
+  return guard("agentrt_tool_call_start_job", [&]() -> int32_t {
+    require_handle(call, "call");
+    agentrt::JobStart job = job_start_from_json(parse_json_arg(job_json, "job_json", true));
+    if (!call->completion.start_job(std::move(job)))
       throw Error(ErrorCode::invalid_state,
                   "the tool call has already ended (completed, failed, timed out or cancelled)");
     return AGENTRT_OK;
@@ -305,11 +317,97 @@ AGENTRT_API int32_t agentrt_turn_interrupts(char** out, agentrt_runtime* rt, con
   });
 }
 
+AGENTRT_API int32_t agentrt_turn_messages(char** out, agentrt_runtime* rt, const char* turn_id) {
+  return guard("agentrt_turn_messages", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    // Error(not_found) "turn <id> not found" for an unknown turn, as agentrt_turn_get.
+    *out = dup_json(json(st.runtime().turn_messages(id_arg(turn_id, "turn_id"))));
+    return AGENTRT_OK;
+  });
+}
+
 AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, const char* thread_id) {
   return guard("agentrt_thread_history", [&]() -> int32_t {
     require_out(out);
     auto& st = state_of(rt);
     *out = dup_json(json(st.runtime().history(id_arg(thread_id, "thread_id"))));
+    return AGENTRT_OK;
+  });
+}
+
+// --------------------------------------------------------------------------------------------------- jobs
+
+AGENTRT_API int32_t agentrt_job_get(char** out, agentrt_runtime* rt, const char* job_id) {
+  return guard("agentrt_job_get", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(job_id, "job_id");
+    auto job = st.runtime().job(id);
+    if (!job) throw Error(ErrorCode::not_found, fmt::format("job {} not found", id));
+    *out = dup_json(agentrt::job_to_json(*job));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_jobs_list(char** out, agentrt_runtime* rt, const char* thread_id) {
+  return guard("agentrt_jobs_list", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    *out = dup_json(jobs_to_json(st.runtime().jobs(id_arg(thread_id, "thread_id"))));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_job_update(char** out, agentrt_runtime* rt, const char* job_id, const char* progress_json) {
+  return guard("agentrt_job_update", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(job_id, "job_id");
+    auto progress = job_progress_from_json(parse_json_arg(progress_json, "progress_json"));
+    *out = dup_json(agentrt::job_to_json(st.runtime().update_job(id, progress)));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_job_complete(char** out, agentrt_runtime* rt, const char* job_id, const char* result_json) {
+  return guard("agentrt_job_complete", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(job_id, "job_id");
+    auto result = job_result_from_json(parse_json_arg(result_json, "result_json"));
+    *out = dup_json(agentrt::job_to_json(st.runtime().complete_job(id, result)));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_job_fail(char** out, agentrt_runtime* rt, const char* job_id, const char* code,
+                                     const char* message) {
+  return guard("agentrt_job_fail", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(job_id, "job_id");
+    *out = dup_json(agentrt::job_to_json(st.runtime().fail_job(id, code ? code : "", message ? message : "")));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_job_cancel(char** out, agentrt_runtime* rt, const char* job_id, const char* reason) {
+  return guard("agentrt_job_cancel", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(job_id, "job_id");
+    *out = dup_json(agentrt::job_to_json(st.runtime().cancel_job(id, reason ? reason : "")));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_runtime_set_job_cancel_hook(agentrt_runtime* rt, agentrt_job_cb cb, void* user_data,
+                                                        agentrt_destroy_cb destroy) {
+  // Owns user_data from the first line: destroy runs exactly once whatever happens below.
+  HostData data(user_data, destroy);
+  return guard("agentrt_runtime_set_job_cancel_hook", [&]() -> int32_t {
+    state_of(rt).job_cancel_hook().set(cb, std::move(data));
     return AGENTRT_OK;
   });
 }

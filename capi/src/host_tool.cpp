@@ -18,9 +18,16 @@ struct HostTool {
 }  // namespace
 
 json tool_call_to_json(const ToolCallContext& c) {
-  return json{{"toolCallId", c.tool_call_id}, {"toolName", c.tool_name}, {"args", c.args},
-              {"threadId", c.thread_id},      {"turnId", c.turn_id},     {"runId", c.run_id},
-              {"userId", c.user_id},          {"stage", c.stage}};
+  return json{{"toolCallId", c.tool_call_id},
+              {"toolName", c.tool_name},
+              {"args", c.args},
+              {"threadId", c.thread_id},
+              {"turnId", c.turn_id},
+              {"runId", c.run_id},
+              {"userId", c.user_id},
+              {"stage", c.stage},
+              {"jobId", c.job_id},
+              {"jobConfirmed", c.job_confirmed}};
 }
 
 ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data) {

@@ -14,7 +14,8 @@ namespace agentrt::capi {
 // Error(invalid_argument) naming the bad field.
 ToolSpec host_tool_spec(const json& spec, agentrt_tool_cb cb, HostData data);
 
-// The call as the host sees it: {toolCallId, toolName, args, threadId, turnId, runId, userId, stage}.
+// The call as the host sees it: {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId,
+// jobConfirmed}.
 json tool_call_to_json(const ToolCallContext& call);
 
 }  // namespace agentrt::capi

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -18,8 +19,43 @@ bool env_set(const char* name) {
 
 }  // namespace
 
+void JobCancelHookSlot::set(agentrt_job_cb cb, HostData data) {
+  std::shared_ptr<Hook> next;
+  if (cb) next = std::make_shared<Hook>(Hook{cb, std::move(data)});
+  std::shared_ptr<Hook> previous;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    previous = std::exchange(hook_, std::move(next));
+  }
+  // `previous` (and, for a NULL cb, `data`) is released here, outside the lock: its destroy may run now.
+}
+
+void JobCancelHookSlot::clear() { set(nullptr, HostData(nullptr, nullptr)); }
+
+void JobCancelHookSlot::call(const JobRecord& job) {
+  std::shared_ptr<Hook> hook;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hook = hook_;
+  }
+  if (!hook) return;
+  const std::string text = job_to_json(job).dump(-1, ' ', false, json::error_handler_t::replace);
+  hook->cb(text.c_str(), hook->data.get());
+}
+
+namespace {
+
+RuntimeConfig with_job_cancel_hook(RuntimeConfig config, const std::shared_ptr<JobCancelHookSlot>& slot) {
+  config.job_cancel_hook = [slot](const JobRecord& job) { slot->call(job); };
+  return config;
+}
+
+}  // namespace
+
 RuntimeState::RuntimeState(RuntimeConfig config, json model_section)
-    : runtime_(std::make_unique<Runtime>(std::move(config))), model_section_(std::move(model_section)) {}
+    : job_cancel_hook_(std::make_shared<JobCancelHookSlot>()),
+      runtime_(std::make_unique<Runtime>(with_job_cancel_hook(std::move(config), job_cancel_hook_))),
+      model_section_(std::move(model_section)) {}
 
 RuntimeState::~RuntimeState() {
   std::vector<std::shared_ptr<EventStream>> open;
@@ -32,6 +68,8 @@ RuntimeState::~RuntimeState() {
   // Subscriptions refer to the runtime's store: they go first.
   for (auto& s : open) s->detach();
   runtime_.reset();
+  // The Runtime's threads are joined: no hook call can start any more. The host's user_data goes now.
+  job_cancel_hook_->clear();
 }
 
 std::shared_ptr<EventStream> RuntimeState::open_stream(std::string_view thread_id, int64_t after_seq) {

@@ -1,5 +1,6 @@
 #include "wire_json.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -79,11 +80,13 @@ TurnInput turn_input_from_json(const json& in) {
 }
 
 json turn_handle_to_json(const TurnHandle& h) {
-  return json{{"turnId", h.turn_id},
-              {"runId", h.run_id},
-              {"threadId", h.thread_id},
-              {"existing", h.existing},
-              {"firstSeq", h.first_seq}};
+  json out{{"turnId", h.turn_id},
+           {"runId", h.run_id},
+           {"threadId", h.thread_id},
+           {"existing", h.existing},
+           {"firstSeq", h.first_seq}};
+  if (h.existing) out["deltaMessages"] = json(h.delta_messages);
+  return out;
 }
 
 ResumeRequest resume_request_from_json(const json& j) {
@@ -141,6 +144,104 @@ json turn_interrupts_to_json(const TurnRecord& t) {
               {"approvalRequestId", waiting ? t.approval_request_id : std::string()},
               {"expiresAt", waiting ? t.expires_at : 0},
               {"interrupts", waiting && t.interrupts.is_array() ? t.interrupts : json::array()}};
+}
+
+namespace {
+
+// A queued or running status (the only ones a job starts with or moves to).
+JobStatus open_job_status(const json& v, const char* where) {
+  const std::string s = v.is_string() ? v.get<std::string>() : std::string();
+  if (s == "queued") return JobStatus::queued;
+  if (s == "running") return JobStatus::running;
+  bad(fmt::format("{}: 'status' must be \"queued\" or \"running\", not {}", where, v.dump()));
+}
+
+}  // namespace
+
+JobStart job_start_from_json(const json& j) {
+  constexpr const char* where = "job_json";
+  if (!j.is_object()) bad("job_json must be a JSON object");
+  JobStart js;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (k == "status") {
+      js.status = open_job_status(v, where);
+    } else if (k == "message") {
+      if (!v.is_string()) bad("job_json: 'message' must be a string");
+      js.message = v.get<std::string>();
+    } else if (k == "metadata") {
+      if (!v.is_object()) bad("job_json: 'metadata' must be a JSON object");
+      js.metadata = v;
+    } else if (k == "confirm") {
+      if (!v.is_boolean()) bad("job_json: 'confirm' must be a boolean");
+      js.confirm = v.get<bool>();
+    } else if (k == "confirmMessage") {
+      if (!v.is_string()) bad("job_json: 'confirmMessage' must be a string");
+      js.confirm_message = v.get<std::string>();
+    } else if (k == "timeoutMs") {
+      // The bounds of the config's job_timeout_ms.
+      constexpr int64_t kMax = int64_t{365} * 24 * 3600 * 1000;
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMax)
+        bad(fmt::format("job_json: 'timeoutMs' must be an integer from 1 to {}, not {}", kMax, v.dump()));
+      js.timeout = std::chrono::milliseconds(v.get<int64_t>());
+    } else {
+      bad(fmt::format("job_json: unknown key '{}' (status, message, metadata, confirm, confirmMessage, timeoutMs)", k));
+    }
+  }
+  return js;
+}
+
+JobProgress job_progress_from_json(const json& j) {
+  constexpr const char* where = "progress_json";
+  if (!j.is_object()) bad("progress_json must be a JSON object");
+  JobProgress p;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (k == "status") {
+      p.status = open_job_status(v, where);
+    } else if (k == "progress") {
+      if (!v.is_number()) bad(fmt::format("progress_json: 'progress' must be a number from 0 to 1, not {}", v.dump()));
+      p.progress = v.get<double>();
+    } else if (k == "message") {
+      if (!v.is_string()) bad("progress_json: 'message' must be a string");
+      p.message = v.get<std::string>();
+    } else {
+      bad(fmt::format("progress_json: unknown key '{}' (status, progress, message)", k));
+    }
+  }
+  return p;
+}
+
+JobResult job_result_from_json(const json& j) {
+  if (!j.is_object()) bad("result_json must be a JSON object {result, assets?, message?}");
+  JobResult r;
+  bool has_result = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (k == "result") {
+      r.result = v;
+      has_result = true;
+    } else if (k == "assets") {
+      if (!v.is_array()) bad("result_json: 'assets' must be an array");
+      r.assets = v;
+    } else if (k == "message") {
+      if (!v.is_string()) bad("result_json: 'message' must be a string");
+      r.message = v.get<std::string>();
+    } else {
+      bad(fmt::format("result_json: unknown key '{}' (result, assets, message)", k));
+    }
+  }
+  if (!has_result) bad("result_json: 'result' is required (any JSON value, null included)");
+  return r;
+}
+
+json jobs_to_json(const std::vector<JobRecord>& jobs) {
+  json out = json::array();
+  for (const auto& j : jobs) out.push_back(job_to_json(j));
+  return out;
 }
 
 TranscribeOptions transcribe_options_from_json(const json& j) {

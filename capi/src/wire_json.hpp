@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agentrt/asr.hpp"
+#include "agentrt/jobs.hpp"
 #include "agentrt/runtime.hpp"
 
 namespace agentrt::capi {
@@ -21,6 +22,7 @@ char* dup_json(const json& j);
 
 // The native form {threadId, userId, message, runId?, clientMessageId?} or an AG-UI RunAgentInput with userId.
 TurnInput turn_input_from_json(const json& input);
+// {turnId, runId, threadId, existing, firstSeq}, plus deltaMessages (AG-UI messages) when existing.
 json turn_handle_to_json(const TurnHandle& h);
 
 struct ResumeRequest {
@@ -32,6 +34,15 @@ ResumeRequest resume_request_from_json(const json& j);
 
 json turn_record_to_json(const TurnRecord& t);
 json turn_interrupts_to_json(const TurnRecord& t);
+
+// Jobs. Each throws Error(invalid_argument) naming the argument and the bad key.
+// {status?: "queued"|"running", message?, metadata?: object, confirm?, confirmMessage?, timeoutMs?}
+JobStart job_start_from_json(const json& j);
+// {status?: "queued"|"running", progress?: number, message?}
+JobProgress job_progress_from_json(const json& j);
+// {result, assets?: array, message?}
+JobResult job_result_from_json(const json& j);
+json jobs_to_json(const std::vector<JobRecord>& jobs);
 
 // {model?, language?, prompt?, responseFormat?, filename?}
 TranscribeOptions transcribe_options_from_json(const json& j);

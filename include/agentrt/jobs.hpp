@@ -45,6 +45,7 @@ struct JobRecord {
   json metadata = json::object();  // the tool's own data about the job (external id, cost estimate, ...)
   JobConfirmation confirmation = JobConfirmation::none;
   std::string confirm_message;  // what the person is asked
+  int64_t timeout_ms = 0;       // how long it may run once started (0 until started: the runtime's default)
   int64_t expires_at = 0;       // ms; a job still queued/running then fails with code "timeout". 0 = never
   bool delivered = false;       // its outcome is in the thread's history
   int64_t version = 0;          // bumped by every committed change; compare-and-set key
@@ -53,7 +54,7 @@ struct JobRecord {
 
 // {id, threadId, turnId, runId, toolCallId, toolName, userId, status, progress, message?, result?, assets,
 //  error?: {code, message}, metadata, confirmation? ("pending"|"confirmed"|"declined"), confirmMessage?,
-//  expiresAt?, delivered, version, createdAt, updatedAt, finishedAt?} — timestamps in ms.
+//  timeoutMs?, expiresAt?, delivered, version, createdAt, updatedAt, finishedAt?} — timestamps in ms.
 json job_to_json(const JobRecord& j);
 
 // What a tool answers to start a job (ToolCompletion::start_job).

@@ -53,8 +53,9 @@ struct RuntimeConfig {
   // A job still queued or running this long after it started fails with code "timeout" (JobStart::timeout
   // overrides it per job).
   std::chrono::milliseconds job_timeout{24LL * 3600 * 1000};
-  // Called once a job is cancelled (cancel_job) or has expired, so the host stops the work: on the thread
-  // that cancelled it, or on the sweeper's. Exceptions are logged and ignored.
+  // Called once a started job is cancelled (cancel_job) or has expired, so the host stops the work: on the
+  // thread that cancelled it, or on the sweeper's. Not called for a job that never started (its confirmation
+  // was declined, expired or its turn cancelled). Exceptions are logged and ignored.
   std::function<void(const JobRecord&)> job_cancel_hook;
 };
 

@@ -440,7 +440,7 @@ class TurnRunner {
       } else {
         r.job_id = new_id("job");
       }
-      in_flight.add(r.job_id);
+      in_flight.add(new_job(*l, r.job_id));
     }
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
@@ -554,10 +554,12 @@ class TurnRunner {
         }
       }
     }
-    void add(const std::string& id) {
+    void add(JobRecord base) {
       std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-      rt_.jobs_in_flight.emplace(id, Runtime::Impl::InFlightJob{});
-      ids_.push_back(id);
+      ids_.push_back(base.id);
+      Runtime::Impl::InFlightJob f;
+      f.base = std::move(base);
+      rt_.jobs_in_flight.emplace(ids_.back(), std::move(f));
     }
     // Progress the host reported before the job's record existed.
     JobProgress progress(const std::string& id) {
@@ -617,7 +619,7 @@ class TurnRunner {
     j.confirm_message = js.confirm_message;
     j.message = js.message;
     j.metadata = js.metadata;
-    if (js.timeout) j.metadata["agentrt_timeout_ms"] = js.timeout->count();
+    if (js.timeout) j.timeout_ms = js.timeout->count();  // kept for the start after the confirmation
     stage_job(j, -1);
     l.status = LedgerStatus::requested;
     l.needs_approval = true;
@@ -638,10 +640,10 @@ class TurnRunner {
       ctx_.jobs[l.tool_call_id] = j;
       return j;
     }
-    auto timeout = js.timeout;
-    if (!timeout && j.metadata.is_object() && j.metadata.contains("agentrt_timeout_ms"))
-      timeout = std::chrono::milliseconds(j.metadata["agentrt_timeout_ms"].get<int64_t>());
-    if (j.metadata.is_object()) j.metadata.erase("agentrt_timeout_ms");
+    const int64_t timeout = js.timeout       ? js.timeout->count()
+                            : j.timeout_ms > 0 ? j.timeout_ms
+                                               : rt_.cfg.job_timeout.count();
+    if (!j.metadata.is_object()) j.metadata = json::object();
     for (auto& [k, v] : js.metadata.items()) j.metadata[k] = v;
     j.status = js.status;
     j.message = js.message;
@@ -649,7 +651,8 @@ class TurnRunner {
     if (progress.status) j.status = *progress.status;
     if (progress.progress) j.progress = *progress.progress;
     if (progress.message) j.message = *progress.message;
-    j.expires_at = now_ms() + (timeout ? *timeout : rt_.cfg.job_timeout).count();
+    j.timeout_ms = timeout;
+    j.expires_at = now_ms() + timeout;
     if (early) {
       // The host finished it while the tool was still answering: the job is recorded finished; its outcome
       // reaches history when this run ends.
@@ -780,11 +783,7 @@ class TurnRunner {
       if (job != ctx_.jobs.end() && job->second.confirmation == JobConfirmation::pending) {
         const JobRecord& j = job->second;
         json meta = {{"approvalRequestId", apr}, {"toolName", l->tool_name}, {"arguments", args}, {"jobId", j.id}};
-        if (j.metadata.is_object()) {
-          json shown = j.metadata;
-          shown.erase("agentrt_timeout_ms");
-          meta["job"] = shown;
-        }
+        if (j.metadata.is_object()) meta["job"] = j.metadata;
         interrupts.push_back(
             {{"id", l->interrupt_id},
              {"reason", "confirmation"},

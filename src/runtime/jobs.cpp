@@ -68,6 +68,7 @@ json job_to_json(const JobRecord& j) {
     out["error"] = {{"code", j.error_code}, {"message", j.error_message}};
   if (j.confirmation != JobConfirmation::none) out["confirmation"] = to_string(j.confirmation);
   if (!j.confirm_message.empty()) out["confirmMessage"] = j.confirm_message;
+  if (j.timeout_ms > 0) out["timeoutMs"] = j.timeout_ms;
   if (j.expires_at > 0) out["expiresAt"] = j.expires_at;
   if (j.finished_at > 0) out["finishedAt"] = j.finished_at;
   return out;
@@ -195,14 +196,18 @@ JobRecord Runtime::Impl::finish_job(std::string_view job_id, JobStatus to, const
         std::lock_guard<std::mutex> lock(jobs_mutex);
         auto it = jobs_in_flight.find(std::string(job_id));
         if (it == jobs_in_flight.end()) throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
-        if (it->second.ended) throw Error(ErrorCode::invalid_state, fmt::format("job {} has already ended", job_id));
-        early.emplace();
-        early->id = std::string(job_id);
+        if (it->second.ended) {
+          if (it->second.ended_as.status == to && to == JobStatus::cancelled) return it->second.ended_as;
+          throw Error(ErrorCode::invalid_state,
+                      fmt::format("job {} has already {}", job_id, to_string(it->second.ended_as.status)));
+        }
+        early = it->second.base;
         early->status = to;
         fill(*early);
         early->finished_at = now_ms();
         it->second.outcome = early;
         it->second.ended = true;
+        it->second.ended_as = *early;
       }
       if (call_hook) run_cancel_hook(*early);
       return *early;
@@ -329,8 +334,7 @@ JobRecord Runtime::Impl::update_job(std::string_view job_id, const JobProgress& 
       if (p.status) acc.status = p.status;
       if (p.progress) acc.progress = p.progress;
       if (p.message) acc.message = p.message;
-      JobRecord early;
-      early.id = std::string(job_id);
+      JobRecord early = it->second.base;
       early.status = acc.status.value_or(JobStatus::running);
       early.progress = acc.progress.value_or(0);
       early.message = acc.message.value_or("");
@@ -369,11 +373,10 @@ void Runtime::Impl::sweep_jobs(int64_t now) {
         deliver_job(j);
         continue;
       }
-      const int64_t limit = j.expires_at - j.created_at;
       finish_job(j.id, JobStatus::failed,
                  [&](JobRecord& r) {
                    r.error_code = "timeout";
-                   r.error_message = fmt::format("the job did not finish within {} ms (expired at {})", limit,
+                   r.error_message = fmt::format("the job did not finish within {} ms (expired at {})", j.timeout_ms,
                                                  iso8601_ms(j.expires_at));
                  },
                  true);
@@ -388,7 +391,11 @@ void Runtime::Impl::sweep_jobs(int64_t now) {
 // ---------------------------------------------------------------------------------------------- Runtime
 
 std::optional<JobRecord> Runtime::job(std::string_view job_id) { return impl_->find_job(job_id); }
-std::vector<JobRecord> Runtime::jobs(std::string_view thread_id) { return impl_->cfg.store->thread_jobs(thread_id); }
+std::vector<JobRecord> Runtime::jobs(std::string_view thread_id) {
+  if (thread_id.empty() || thread_id.size() > 128)
+    throw Error(ErrorCode::invalid_argument, "thread id must be 1-128 characters");
+  return impl_->cfg.store->thread_jobs(thread_id);
+}
 JobRecord Runtime::update_job(std::string_view job_id, const JobProgress& progress) {
   return impl_->update_job(job_id, progress);
 }

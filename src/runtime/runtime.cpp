@@ -754,6 +754,7 @@ std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int
 
 std::vector<Message> Runtime::history(std::string_view thread_id) { return impl_->history(thread_id); }
 std::vector<Message> Runtime::turn_messages(std::string_view turn_id) {
+  require_id(turn_id, "turn id");
   auto t = impl_->cfg.store->get_turn(turn_id);
   if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
   return impl_->turn_messages(*t);

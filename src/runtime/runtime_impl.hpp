@@ -135,8 +135,10 @@ struct Runtime::Impl {
   // Jobs whose tool call runs now (their record is not committed yet), with an outcome the host reported
   // before it was (applied when the record is written).
   struct InFlightJob {
+    JobRecord base;                    // what is known before the tool answers (ids, thread, turn, call, tool)
     std::optional<JobRecord> outcome;  // reported, not yet applied
-    bool ended = false;                // an outcome was reported (a second one is refused)
+    bool ended = false;                // an outcome was reported (a second one is refused; a second cancel is not)
+    JobRecord ended_as;                // that outcome
     JobProgress progress;              // progress reported before the record existed
   };
   std::map<std::string, InFlightJob, std::less<>> jobs_in_flight;

@@ -63,8 +63,9 @@ CREATE TABLE jobs(
   tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, user_id TEXT NOT NULL, status TEXT NOT NULL,
   progress REAL NOT NULL, message TEXT NOT NULL, result TEXT NOT NULL, assets TEXT NOT NULL,
   error_code TEXT NOT NULL, error_message TEXT NOT NULL, metadata TEXT NOT NULL, confirmation TEXT NOT NULL,
-  confirm_message TEXT NOT NULL, expires_at INTEGER NOT NULL, delivered INTEGER NOT NULL, version INTEGER NOT NULL,
-  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, finished_at INTEGER NOT NULL);
+  confirm_message TEXT NOT NULL, timeout_ms INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  delivered INTEGER NOT NULL, version INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL);
 CREATE INDEX jobs_by_thread ON jobs(thread_id, created_at);
 -- The jobs the runtime still has to look at (open ones, and finished ones not yet in history).
 CREATE INDEX jobs_undelivered ON jobs(expires_at) WHERE delivered = 0;
@@ -620,25 +621,25 @@ void SqliteStore::write_job(JobWrite& w, int64_t now) {
     j.version = 0;
     auto ins = stmt(
         "INSERT INTO jobs(id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,"
-        "assets,error_code,error_message,metadata,confirmation,confirm_message,expires_at,delivered,version,"
-        "created_at,updated_at,finished_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)");
+        "assets,error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,"
+        "version,created_at,updated_at,finished_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)");
     ins.bind(1, j.id).bind(2, j.thread_id).bind(3, j.turn_id).bind(4, j.run_id).bind(5, j.tool_call_id);
     ins.bind(6, j.tool_name).bind(7, j.user_id).bind(8, to_string(j.status)).bind(9, j.progress).bind(10, j.message);
     ins.bind(11, result).bind(12, dump(j.assets)).bind(13, j.error_code).bind(14, j.error_message);
     ins.bind(15, dump(j.metadata)).bind(16, to_string(j.confirmation)).bind(17, j.confirm_message);
-    ins.bind(18, j.expires_at).bind(19, j.delivered).bind(20, j.created_at).bind(21, j.updated_at);
-    ins.bind(22, j.finished_at);
+    ins.bind(18, j.timeout_ms).bind(19, j.expires_at).bind(20, j.delivered).bind(21, j.created_at);
+    ins.bind(22, j.updated_at).bind(23, j.finished_at);
     ins.run();  // a repeated id violates the primary key: conflict
     return;
   }
   auto up = stmt(
       "UPDATE jobs SET status=?,progress=?,message=?,result=?,assets=?,error_code=?,error_message=?,metadata=?,"
-      "confirmation=?,confirm_message=?,expires_at=?,delivered=?,version=version+1,updated_at=?,finished_at=? "
-      "WHERE id=? AND version=?");
+      "confirmation=?,confirm_message=?,timeout_ms=?,expires_at=?,delivered=?,version=version+1,updated_at=?,"
+      "finished_at=? WHERE id=? AND version=?");
   up.bind(1, to_string(j.status)).bind(2, j.progress).bind(3, j.message).bind(4, result).bind(5, dump(j.assets));
   up.bind(6, j.error_code).bind(7, j.error_message).bind(8, dump(j.metadata)).bind(9, to_string(j.confirmation));
-  up.bind(10, j.confirm_message).bind(11, j.expires_at).bind(12, j.delivered).bind(13, j.updated_at);
-  up.bind(14, j.finished_at).bind(15, j.id).bind(16, w.expected_version);
+  up.bind(10, j.confirm_message).bind(11, j.timeout_ms).bind(12, j.expires_at).bind(13, j.delivered);
+  up.bind(14, j.updated_at).bind(15, j.finished_at).bind(16, j.id).bind(17, w.expected_version);
   up.run();
   if (sqlite3_changes(db_) == 0)
     throw Error(ErrorCode::conflict,
@@ -648,8 +649,8 @@ void SqliteStore::write_job(JobWrite& w, int64_t now) {
 
 #define AGENTRT_JOB_COLS                                                                                    \
   "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"      \
-  "error_code,error_message,metadata,confirmation,confirm_message,expires_at,delivered,version,created_at," \
-  "updated_at,finished_at"
+  "error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,version,"   \
+  "created_at,updated_at,finished_at"
 
 std::vector<JobRecord> SqliteStore::query_jobs(const char* sql, std::string_view text, int64_t number) {
   auto s = stmt(sql);
@@ -675,12 +676,13 @@ std::vector<JobRecord> SqliteStore::query_jobs(const char* sql, std::string_view
     j.metadata = parse_or(s.raw(14), json::object());
     j.confirmation = job_confirmation_from_string(s.text(15));
     j.confirm_message = s.text(16);
-    j.expires_at = s.i64(17);
-    j.delivered = s.i64(18) != 0;
-    j.version = s.i64(19);
-    j.created_at = s.i64(20);
-    j.updated_at = s.i64(21);
-    j.finished_at = s.i64(22);
+    j.timeout_ms = s.i64(17);
+    j.expires_at = s.i64(18);
+    j.delivered = s.i64(19) != 0;
+    j.version = s.i64(20);
+    j.created_at = s.i64(21);
+    j.updated_at = s.i64(22);
+    j.finished_at = s.i64(23);
     out.push_back(std::move(j));
   }
   return out;

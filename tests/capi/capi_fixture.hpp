@@ -56,9 +56,13 @@ struct Runtime {
     if (config.is_null()) config = test_config(dir);
     REQUIRE_MESSAGE(agentrt_runtime_open(&rt, config.dump().c_str()) == AGENTRT_OK, last_error());
   }
-  Runtime(agentrt_model_cb model, void* user_data, agentrt_destroy_cb destroy = nullptr) {
+  // A host model; `extra` config keys are merged into the test config.
+  Runtime(agentrt_model_cb model, void* user_data, agentrt_destroy_cb destroy = nullptr,
+          const json& extra = json::object()) {
+    json config = test_config(dir);
+    config.update(extra);
     REQUIRE_MESSAGE(
-        agentrt_runtime_open_with_model(&rt, test_config(dir).dump().c_str(), model, user_data, destroy) == AGENTRT_OK,
+        agentrt_runtime_open_with_model(&rt, config.dump().c_str(), model, user_data, destroy) == AGENTRT_OK,
         last_error());
   }
   ~Runtime() { agentrt_runtime_free(rt); }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Fails when a function declared in agentrt.h is missing from (or has another parameter count in) the Python
 binding's thin layer (agentrt._capi.PROTOTYPES, applied to the loaded library) or the Node binding's
-(bindings/node/lib/prototypes.js). Also fails when a binding declares a function the header does not have.
+(bindings/node/lib/prototypes.js). Also fails when a binding declares a function the header does not have, and
+when a callback type of the header (typedef ... (*agentrt_*_cb)(...)) is missing from a thin layer (the ctypes
+CFUNCTYPE agentrt._capi.<name>, the koffi CALLBACKS entry) or has another parameter count there.
 
 usage: check_bindings.py <agentrt.h> <bindings dir>     (AGENTRT_LIBRARY must point at libagentrt.so)
 """
@@ -12,6 +14,7 @@ import subprocess
 import sys
 
 DECL = re.compile(r"AGENTRT_API\s+[^;(]*?\b(agentrt_\w+)\s*\(([^)]*)\)\s*;", re.S)
+CALLBACK = re.compile(r"typedef\s+[^;(]*?\(\s*\*\s*(agentrt_\w+_cb)\s*\)\s*\(([^)]*)\)\s*;", re.S)
 
 
 def param_count(params):
@@ -23,6 +26,10 @@ def param_count(params):
 
 def header_functions(text):
     return {name: param_count(params) for name, params in DECL.findall(text)}
+
+
+def header_callbacks(text):
+    return {name: param_count(params) for name, params in CALLBACK.findall(text)}
 
 
 def python_layer(bindings):
@@ -38,9 +45,23 @@ def python_layer(bindings):
     return out
 
 
-def node_layer(bindings):
-    script = ("const {PROTOTYPES} = require(process.argv[1]);"
-              "process.stdout.write(JSON.stringify(PROTOTYPES));")
+def python_callbacks(bindings):
+    sys.path.insert(0, os.path.join(bindings, "python"))
+    import ctypes
+
+    from agentrt import _capi
+
+    out = {}
+    for name in dir(_capi):
+        value = getattr(_capi, name)
+        if name.startswith("agentrt_") and isinstance(value, type) and issubclass(value, ctypes._CFuncPtr):
+            out[name] = len(value._argtypes_)
+    return out
+
+
+def node_layer(bindings, table="PROTOTYPES"):
+    script = (f"const {{{table}}} = require(process.argv[1]);"
+              f"process.stdout.write(JSON.stringify({table}));")
     path = os.path.abspath(os.path.join(bindings, "node", "lib", "prototypes.js"))
     protos = json.loads(subprocess.run(["node", "-e", script, path], check=True, capture_output=True,
                                        text=True).stdout)
@@ -67,9 +88,12 @@ def compare(declared, layer, label):
 
 def main():
     header, bindings = sys.argv[1], sys.argv[2]
-    declared = header_functions(open(header, encoding="utf-8").read())
-    if len(declared) < 30:
-        print(f"only {len(declared)} functions parsed from {header}: the parser is broken")
+    text = open(header, encoding="utf-8").read()
+    declared = header_functions(text)
+    callbacks = header_callbacks(text)
+    if len(declared) < 40 or len(callbacks) < 4:
+        print(f"only {len(declared)} functions and {len(callbacks)} callback types parsed from {header}: "
+              "the parser is broken")
         return 1
     # The check itself must be able to fail: a header with one more function is reported for both layers.
     fake = dict(declared, agentrt_not_in_any_binding=1)
@@ -79,11 +103,14 @@ def main():
         print("self-check failed: a function missing from a binding was not reported")
         return 1
     problems = compare(declared, py, "python") + compare(declared, node, "node")
+    problems += compare(callbacks, python_callbacks(bindings), "python callbacks")
+    problems += compare(callbacks, node_layer(bindings, "CALLBACKS"), "node callbacks")
     for p in problems:
         print(p)
     if problems:
         return 1
-    print(f"both thin layers declare the {len(declared)} functions of agentrt.h with their parameter counts")
+    print(f"both thin layers declare the {len(declared)} functions and the {len(callbacks)} callback types of "
+          "agentrt.h with their parameter counts")
     return 0
 
 

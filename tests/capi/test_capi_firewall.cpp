@@ -64,6 +64,7 @@ std::set<std::string> header_functions() {
 
 void dummy_tool(agentrt_tool_call*, const char*, void*) {}
 void dummy_model(agentrt_model_call*, const char*, void*) {}
+void dummy_job_hook(const char*, void*) {}
 
 // Every guarded entry point, called with arguments it would otherwise accept or refuse: the hook throws first.
 // A void function reports through the last error only, so it returns 1 here.
@@ -82,6 +83,7 @@ std::vector<std::pair<std::string, std::function<int32_t()>>> entry_points() {
       {"agentrt_tool_unregister", [] { return agentrt_tool_unregister(nullptr, "x"); }},
       {"agentrt_tool_call_complete", [] { return agentrt_tool_call_complete(nullptr, "{}", nullptr); }},
       {"agentrt_tool_call_fail", [] { return agentrt_tool_call_fail(nullptr, "c", "m"); }},
+      {"agentrt_tool_call_start_job", [] { return agentrt_tool_call_start_job(nullptr, "{}"); }},
       {"agentrt_tool_call_free", [] { return agentrt_tool_call_free(nullptr), 1; }},
       {"agentrt_model_call_text", [] { return agentrt_model_call_text(nullptr, "d"); }},
       {"agentrt_model_call_reasoning", [] { return agentrt_model_call_reasoning(nullptr, "d"); }},
@@ -96,7 +98,16 @@ std::vector<std::pair<std::string, std::function<int32_t()>>> entry_points() {
       {"agentrt_turn_get", [=]() mutable { return agentrt_turn_get(&s, nullptr, "t"); }},
       {"agentrt_turn_wait", [=]() mutable { return agentrt_turn_wait(&s, nullptr, "t", 0); }},
       {"agentrt_turn_interrupts", [=]() mutable { return agentrt_turn_interrupts(&s, nullptr, "t"); }},
+      {"agentrt_turn_messages", [=]() mutable { return agentrt_turn_messages(&s, nullptr, "t"); }},
       {"agentrt_thread_history", [=]() mutable { return agentrt_thread_history(&s, nullptr, "t"); }},
+      {"agentrt_job_get", [=]() mutable { return agentrt_job_get(&s, nullptr, "j"); }},
+      {"agentrt_jobs_list", [=]() mutable { return agentrt_jobs_list(&s, nullptr, "t"); }},
+      {"agentrt_job_update", [=]() mutable { return agentrt_job_update(&s, nullptr, "j", "{}"); }},
+      {"agentrt_job_complete", [=]() mutable { return agentrt_job_complete(&s, nullptr, "j", "{}"); }},
+      {"agentrt_job_fail", [=]() mutable { return agentrt_job_fail(&s, nullptr, "j", "c", "m"); }},
+      {"agentrt_job_cancel", [=]() mutable { return agentrt_job_cancel(&s, nullptr, "j", "r"); }},
+      {"agentrt_runtime_set_job_cancel_hook",
+       [] { return agentrt_runtime_set_job_cancel_hook(nullptr, dummy_job_hook, nullptr, nullptr); }},
       {"agentrt_events_open", [=]() mutable { return agentrt_events_open(&ev, nullptr, "t", 0); }},
       {"agentrt_events_next", [=]() mutable { return agentrt_events_next(&s, &seq, nullptr, 0); }},
       {"agentrt_events_close", [] { return agentrt_events_close(nullptr); }},
@@ -149,7 +160,7 @@ TEST_CASE("an exception thrown inside any entry point comes out as a status and 
   for (const auto& f : header_functions())
     if (!kTrivial.count(f)) expected.insert(f);
   std::lock_guard<std::mutex> lock(g_mutex);
-  CHECK(expected.size() >= 27);
+  CHECK(expected.size() >= 36);
   CHECK(g_reached == expected);
 }
 
@@ -171,6 +182,16 @@ void throwing_model(agentrt_model_call* call, const char*, void*) {
   throw std::logic_error("the host model blew up");
 }
 
+// A tool that starts a job, and a cancel hook that throws once it has counted the call.
+void job_tool(agentrt_tool_call* call, const char*, void*) {
+  agentrt_tool_call_start_job(call, nullptr);
+  agentrt_tool_call_free(call);
+}
+void throwing_job_hook(const char*, void* ud) {
+  ++*static_cast<std::atomic<int>*>(ud);
+  throw std::runtime_error("the host hook blew up");
+}
+
 }  // namespace
 
 TEST_CASE("an exception thrown by host code inside the core fails the turn's step, not the process") {
@@ -190,6 +211,28 @@ TEST_CASE("an exception thrown by host code inside the core fails the turn's ste
     REQUIRE(result != nullptr);
     CHECK((*result)["metadata"]["tool_agent_output"]["status"] == "failed");
     CHECK((*result)["metadata"]["tool_agent_output"]["error"]["code"] == "tool_error");
+  }
+  SUBCASE("a job cancel hook") {
+    Runtime r;
+    std::atomic<int> hooked{0};
+    REQUIRE(agentrt_tool_register(r.rt, R"({"name":"book_room","approval":"never"})", job_tool, nullptr, nullptr) ==
+            AGENTRT_OK);
+    REQUIRE(agentrt_runtime_set_job_cancel_hook(r.rt, throwing_job_hook, &hooked, nullptr) == AGENTRT_OK);
+    auto h = r.start("t-throw-hook", "book it");
+    REQUIRE(r.wait(h["turnId"])["status"] == "COMPLETED");
+    char* out = nullptr;
+    REQUIRE(agentrt_jobs_list(&out, r.rt, "t-throw-hook") == AGENTRT_OK);
+    json jobs = json::parse(take(out));
+    REQUIRE(jobs.size() == 1);
+    int32_t rc = 1;
+    try {
+      rc = agentrt_job_cancel(&out, r.rt, jobs[0]["id"].get<std::string>().c_str(), "stop");
+    } catch (...) {
+      FAIL("an exception escaped agentrt_job_cancel");
+    }
+    CHECK(rc == AGENTRT_OK);  // the job is cancelled; the hook's exception was logged and dropped
+    CHECK(json::parse(take(out))["status"] == "cancelled");
+    CHECK(hooked == 1);
   }
   SUBCASE("a model") {
     Runtime r(throwing_model, nullptr);

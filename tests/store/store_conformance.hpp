@@ -242,6 +242,7 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     j.message = "rendering é";
     j.metadata = json{{"ext", 7}};
     j.expires_at = 5000;
+    j.timeout_ms = 4000;
     b.jobs.push_back(JobWrite{j, -1});
     s->commit(b);
     CHECK(b.jobs[0].job.version == 0);
@@ -251,6 +252,8 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(got->progress == doctest::Approx(0.25));
     CHECK(got->message == "rendering é");
     CHECK(got->metadata["ext"] == 7);
+    CHECK(got->timeout_ms == 4000);
+    CHECK(got->expires_at == 5000);
     CHECK(got->result.is_null());
     CHECK(got->assets == json::array());
     CHECK(got->created_at > 0);

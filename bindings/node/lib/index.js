@@ -32,6 +32,21 @@ function describe(e) {
   return String(e);
 }
 
+// The job_json of agentrt_tool_call_start_job from startJob's options.
+function jobStartJson({ status = 'running', message, metadata, confirm = false, confirmMessage, timeoutMs } = {}) {
+  const job = { status, confirm };
+  if (message !== undefined) job.message = message;
+  if (metadata !== undefined) job.metadata = metadata;
+  if (confirmMessage !== undefined) job.confirmMessage = confirmMessage;
+  if (timeoutMs !== undefined) job.timeoutMs = timeoutMs;
+  return JSON.stringify(job);
+}
+
+// What a job cancel hook threw (or rejected with) cannot reach the library: it becomes a process warning.
+function hookFailed(e) {
+  process.emitWarning(`the job cancel hook threw: ${describe(e)}`, { code: 'AGENTRT_JOB_HOOK' });
+}
+
 // A tool's result with a UI card ({type, version: "v1", data, actions}) for the front end.
 class ToolResult {
   constructor(result, ui) {
@@ -239,7 +254,13 @@ class Runtime {
 
   // Registers a tool. spec: {name, description, parameters (JSON Schema), approval: "never"|"always", stages,
   // idempotent, timeoutMs}. fn(args, call) may be async; it returns a JSON value or a ToolResult, and fails
-  // the call by throwing. `call` is {toolCallId, toolName, args, threadId, turnId, runId, userId, stage}.
+  // the call by throwing. `call` is {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId,
+  // jobConfirmed} with a method call.startJob({status, message, metadata, confirm, confirmMessage, timeoutMs})
+  // that answers "started job <jobId>" instead of a result (the return value is then ignored; call it before fn
+  // settles). The host ends the job later with completeJob / failJob / cancelJob. With confirm: true the person
+  // is asked first (an interrupt with reason "confirmation"); once it is resolved through resume(), fn runs
+  // again with call.jobConfirmed true and the same jobId, and starts the work then. startJob returns the jobId
+  // and throws InvalidArgument for bad options, InvalidState once the call was answered.
   tool(spec, fn) {
     if (typeof fn !== 'function') throw new TypeError('agentrt: tool(spec, fn) needs a function');
     const id = this._nextId++;
@@ -261,19 +282,31 @@ class Runtime {
   }
 
   async _runTool(call, callJson, fn) {
+    const state = { open: true, answered: false }; // the handle is freed once fn settles
     try {
       if (!fn) throw new Error('the tool is no longer registered');
       const request = JSON.parse(callJson);
+      Object.defineProperty(request, 'startJob', {
+        value: (options) => {
+          if (!state.open) throw new InvalidState('startJob: the tool call is not open (the tool has returned)');
+          check(fns.agentrt_tool_call_start_job(call, jobStartJson(options)));
+          state.answered = true;
+          return request.jobId;
+        },
+      });
       const out = await fn(request.args, request);
-      const [result, ui] = out instanceof ToolResult ? [out.result, out.ui] : [out, undefined];
-      const rc = fns.agentrt_tool_call_complete(call, JSON.stringify(result ?? null),
-        ui === undefined ? null : JSON.stringify(ui));
-      if (rc !== STATUS.OK) {
-        fns.agentrt_tool_call_fail(call, 'tool_error', `the tool's result was refused: ${fns.agentrt_last_error()}`);
+      if (!state.answered) {
+        const [result, ui] = out instanceof ToolResult ? [out.result, out.ui] : [out, undefined];
+        const rc = fns.agentrt_tool_call_complete(call, JSON.stringify(result ?? null),
+          ui === undefined ? null : JSON.stringify(ui));
+        if (rc !== STATUS.OK) {
+          fns.agentrt_tool_call_fail(call, 'tool_error', `the tool's result was refused: ${fns.agentrt_last_error()}`);
+        }
       }
     } catch (e) {
-      fns.agentrt_tool_call_fail(call, 'tool_error', describe(e));
+      if (!state.answered) fns.agentrt_tool_call_fail(call, 'tool_error', describe(e));
     } finally {
+      state.open = false;
       fns.agentrt_tool_call_free(call);
     }
   }
@@ -301,7 +334,9 @@ class Runtime {
 
   // ------------------------------------------------------------------------------------------------ turns
 
-  // Starts a turn with a new user message (a string, an array of content parts, or a message object).
+  // Starts a turn with a new user message (a string, an array of content parts, or a message object). Returns
+  // {turnId, runId, threadId, existing, firstSeq}; a repeated clientMessageId returns the first turn with
+  // existing: true and deltaMessages (the messages it has added so far, as turnMessages()).
   startTurn(threadId, message, { userId, runId, clientMessageId } = {}) {
     const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
     const input = { threadId, userId, message: msg };
@@ -351,12 +386,89 @@ class Runtime {
     return this._json(fns.agentrt_turn_interrupts, turnId);
   }
 
+  // The messages a turn added to its thread, in order (its user message first). NotFound for an unknown turn.
+  turnMessages(turnId) {
+    return this._json(fns.agentrt_turn_messages, turnId);
+  }
+
   history(threadId) {
     return this._json(fns.agentrt_thread_history, threadId);
   }
 
   events(threadId, options = {}) {
     return new EventStream(this, threadId, options);
+  }
+
+  // ------------------------------------------------------------------------------------------------- jobs
+  // Jobs are started by tools (call.startJob) and ended by the host, from any thread or any process sharing the
+  // store. A job is {id, threadId, turnId, toolCallId, toolName, status, progress, message, result, assets,
+  // error: {code, message}, metadata, confirmation, delivered, version, ...} (see agentrt.h). A finished job's
+  // outcome is added to the thread's history and streamed as a run with a CUSTOM "agentrt.job" event. The
+  // methods that change a job return its new record and throw NotFound for an unknown job, InvalidState when it
+  // has ended or waits for the person's confirmation, InvalidArgument / TooLarge for bad values.
+
+  // The job's record, or null for an unknown job.
+  job(jobId) {
+    const out = [null];
+    const rc = fns.agentrt_job_get(out, this._handle(), jobId);
+    if (rc === STATUS.E_NOT_FOUND) return null;
+    check(rc);
+    return JSON.parse(takeString(out[0]));
+  }
+
+  // The thread's jobs, in creation order.
+  jobs(threadId) {
+    return this._json(fns.agentrt_jobs_list, threadId);
+  }
+
+  // Reports progress: status "queued"|"running" (queued may become running), progress 0..1, a message.
+  updateJob(jobId, { status, progress, message } = {}) {
+    return this._json(fns.agentrt_job_update, jobId, JSON.stringify({ status, progress, message }));
+  }
+
+  // Ends the job successfully with `result` (any JSON value) and `assets` (references to what it made).
+  completeJob(jobId, result, { assets, message } = {}) {
+    return this._json(fns.agentrt_job_complete, jobId, JSON.stringify({ result: result ?? null, assets, message }));
+  }
+
+  // Ends the job with an error code (undefined: "job_failed") and message.
+  failJob(jobId, code, message) {
+    return this._json(fns.agentrt_job_fail, jobId, code ?? null, message ?? null);
+  }
+
+  // Cancels the job and calls the job cancel hook with its new record (cancelling again changes nothing).
+  cancelJob(jobId, reason) {
+    return this._json(fns.agentrt_job_cancel, jobId, reason ?? null);
+  }
+
+  // Sets fn(job) to be told when a job is cancelled or expires (status "failed", error code "timeout"), so the
+  // work can be stopped; null removes it. It runs on the main thread: at once inside cancelJob(), or queued by
+  // koffi when the runtime's sweeper expires a job (the sweeper waits for it). What it throws becomes a process
+  // warning.
+  setJobCancelHook(fn) {
+    const rt = this._handle();
+    if (fn === null || fn === undefined) {
+      check(fns.agentrt_runtime_set_job_cancel_hook(rt, null, null, null));
+      this._jobCancelHook = undefined;
+      return;
+    }
+    if (typeof fn !== 'function') throw new TypeError('agentrt: setJobCancelHook(fn) needs a function or null');
+    if (!this._jobHookTrampoline) {
+      this._jobHookTrampoline = this._register((jobJson) => this._onJobCancelled(jobJson), capi.types.agentrt_job_cb);
+    }
+    this._jobCancelHook = fn;
+    check(fns.agentrt_runtime_set_job_cancel_hook(rt, this._jobHookTrampoline, null, null));
+  }
+
+  _onJobCancelled(jobJson) {
+    const fn = this._jobCancelHook;
+    if (!fn) return;
+    try {
+      const r = fn(JSON.parse(jobJson));
+      if (r && typeof r.then === 'function') r.then(undefined, hookFailed);
+    } catch (e) {
+      hookFailed(e);
+    }
   }
 
   // Speech to text with the config's OpenAI-compatible service (a Buffer or Uint8Array of audio). Options:

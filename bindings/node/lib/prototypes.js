@@ -7,6 +7,7 @@ const CALLBACKS = {
   agentrt_destroy_cb: 'void agentrt_destroy_cb(void *user_data)',
   agentrt_tool_cb: 'void agentrt_tool_cb(void *call, const char *call_json, void *user_data)',
   agentrt_model_cb: 'void agentrt_model_cb(void *call, const char *request_json, void *user_data)',
+  agentrt_job_cb: 'void agentrt_job_cb(const char *job_json, void *user_data)',
 };
 
 const PROTOTYPES = {
@@ -27,6 +28,7 @@ const PROTOTYPES = {
   agentrt_tool_call_complete:
     'int32_t agentrt_tool_call_complete(void *call, const char *result_json, const char *ui_json)',
   agentrt_tool_call_fail: 'int32_t agentrt_tool_call_fail(void *call, const char *code, const char *message)',
+  agentrt_tool_call_start_job: 'int32_t agentrt_tool_call_start_job(void *call, const char *job_json)',
   agentrt_tool_call_free: 'void agentrt_tool_call_free(void *call)',
   agentrt_model_call_text: 'int32_t agentrt_model_call_text(void *call, const char *delta)',
   agentrt_model_call_reasoning: 'int32_t agentrt_model_call_reasoning(void *call, const char *delta)',
@@ -45,7 +47,20 @@ const PROTOTYPES = {
   agentrt_turn_get: 'int32_t agentrt_turn_get(_Out_ void **out, void *rt, const char *turn_id)',
   agentrt_turn_wait: 'int32_t agentrt_turn_wait(_Out_ void **out, void *rt, const char *turn_id, int32_t timeout_ms)',
   agentrt_turn_interrupts: 'int32_t agentrt_turn_interrupts(_Out_ void **out, void *rt, const char *turn_id)',
+  agentrt_turn_messages: 'int32_t agentrt_turn_messages(_Out_ void **out, void *rt, const char *turn_id)',
   agentrt_thread_history: 'int32_t agentrt_thread_history(_Out_ void **out, void *rt, const char *thread_id)',
+  agentrt_job_get: 'int32_t agentrt_job_get(_Out_ void **out, void *rt, const char *job_id)',
+  agentrt_jobs_list: 'int32_t agentrt_jobs_list(_Out_ void **out, void *rt, const char *thread_id)',
+  agentrt_job_update:
+    'int32_t agentrt_job_update(_Out_ void **out, void *rt, const char *job_id, const char *progress_json)',
+  agentrt_job_complete:
+    'int32_t agentrt_job_complete(_Out_ void **out, void *rt, const char *job_id, const char *result_json)',
+  agentrt_job_fail:
+    'int32_t agentrt_job_fail(_Out_ void **out, void *rt, const char *job_id, const char *code, const char *message)',
+  agentrt_job_cancel: 'int32_t agentrt_job_cancel(_Out_ void **out, void *rt, const char *job_id, const char *reason)',
+  agentrt_runtime_set_job_cancel_hook:
+    'int32_t agentrt_runtime_set_job_cancel_hook(void *rt, agentrt_job_cb *cb, void *user_data, ' +
+    'agentrt_destroy_cb *destroy)',
   agentrt_events_open:
     'int32_t agentrt_events_open(_Out_ void **out, void *rt, const char *thread_id, int64_t after_seq)',
   agentrt_events_next:

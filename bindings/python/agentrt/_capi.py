@@ -40,6 +40,7 @@ P_int64 = ctypes.POINTER(ctypes.c_int64)
 agentrt_destroy_cb = ctypes.CFUNCTYPE(None, c_void_p)
 agentrt_tool_cb = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_void_p)
 agentrt_model_cb = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_void_p)
+agentrt_job_cb = ctypes.CFUNCTYPE(None, c_char_p, c_void_p)
 
 # name: (restype, argtypes) — every function of agentrt.h, in its order.
 PROTOTYPES = {
@@ -56,6 +57,7 @@ PROTOTYPES = {
     "agentrt_tool_unregister": (c_int32, [c_void_p, c_char_p]),
     "agentrt_tool_call_complete": (c_int32, [c_void_p, c_char_p, c_char_p]),
     "agentrt_tool_call_fail": (c_int32, [c_void_p, c_char_p, c_char_p]),
+    "agentrt_tool_call_start_job": (c_int32, [c_void_p, c_char_p]),
     "agentrt_tool_call_free": (None, [c_void_p]),
     "agentrt_model_call_text": (c_int32, [c_void_p, c_char_p]),
     "agentrt_model_call_reasoning": (c_int32, [c_void_p, c_char_p]),
@@ -70,7 +72,15 @@ PROTOTYPES = {
     "agentrt_turn_get": (c_int32, [P_void_p, c_void_p, c_char_p]),
     "agentrt_turn_wait": (c_int32, [P_void_p, c_void_p, c_char_p, c_int32]),
     "agentrt_turn_interrupts": (c_int32, [P_void_p, c_void_p, c_char_p]),
+    "agentrt_turn_messages": (c_int32, [P_void_p, c_void_p, c_char_p]),
     "agentrt_thread_history": (c_int32, [P_void_p, c_void_p, c_char_p]),
+    "agentrt_job_get": (c_int32, [P_void_p, c_void_p, c_char_p]),
+    "agentrt_jobs_list": (c_int32, [P_void_p, c_void_p, c_char_p]),
+    "agentrt_job_update": (c_int32, [P_void_p, c_void_p, c_char_p, c_char_p]),
+    "agentrt_job_complete": (c_int32, [P_void_p, c_void_p, c_char_p, c_char_p]),
+    "agentrt_job_fail": (c_int32, [P_void_p, c_void_p, c_char_p, c_char_p, c_char_p]),
+    "agentrt_job_cancel": (c_int32, [P_void_p, c_void_p, c_char_p, c_char_p]),
+    "agentrt_runtime_set_job_cancel_hook": (c_int32, [c_void_p, agentrt_job_cb, c_void_p, agentrt_destroy_cb]),
     "agentrt_events_open": (c_int32, [P_void_p, c_void_p, c_char_p, c_int64]),
     "agentrt_events_next": (c_int32, [P_void_p, P_int64, c_void_p, c_int32]),
     "agentrt_events_close": (c_int32, [c_void_p]),

@@ -59,9 +59,14 @@ def _run(result):
 # ------------------------------------------------------------------------------------------------- tools
 
 class ToolCall:
-    """What a tool is called with. Annotate a tool parameter with ToolCall to receive it."""
+    """What a tool is called with. Annotate a tool parameter with ToolCall to receive it.
 
-    def __init__(self, data):
+    `job_id` is the id the call's job gets if the tool answers with start_job() (hand it to the system doing the
+    work, which reports back with Runtime.complete_job); `job_confirmed` is True when the tool runs again, with the
+    same job_id, because the person confirmed that job: start the work now.
+    """
+
+    def __init__(self, data, handle=None):
         self.tool_call_id = data.get("toolCallId", "")
         self.tool_name = data.get("toolName", "")
         self.args = data.get("args", {})
@@ -70,6 +75,43 @@ class ToolCall:
         self.run_id = data.get("runId", "")
         self.user_id = data.get("userId", "")
         self.stage = data.get("stage", "")
+        self.job_id = data.get("jobId", "")
+        self.job_confirmed = bool(data.get("jobConfirmed", False))
+        self._handle = handle  # the library's agentrt_tool_call, until the tool returns
+        self._lock = threading.Lock()
+        self._answered = False
+
+    def start_job(self, *, status="running", message=None, metadata=None, confirm=False, confirm_message=None,
+                  timeout_ms=None):
+        """Answers the call with "started job <job_id>" instead of a result; the tool's return value is then
+        ignored. The turn goes on without waiting; the host ends the job later with Runtime.complete_job /
+        fail_job / cancel_job, from any thread. Call it before the tool returns.
+
+        status: "running" or "queued"; metadata: a dict kept with the job; timeout_ms: how long the job may run
+        (default: the config's job_timeout_ms). confirm=True asks the person first: the turn pauses with an
+        interrupt {reason: "confirmation", message: confirm_message}; once it is resolved (Runtime.resume) the tool
+        runs again with job_confirmed True and starts the work then. Returns job_id. Raises InvalidArgument for a
+        bad value, InvalidState when the call was already answered.
+        """
+        job = {"status": status, "confirm": confirm}
+        if message is not None:
+            job["message"] = message
+        if metadata is not None:
+            job["metadata"] = metadata
+        if confirm_message is not None:
+            job["confirmMessage"] = confirm_message
+        if timeout_ms is not None:
+            job["timeoutMs"] = timeout_ms
+        with self._lock:
+            if not self._handle:
+                raise error_for(_capi.E_INVALID_STATE, "start_job: the tool call is not open (the tool has returned)")
+            check(lib.agentrt_tool_call_start_job(self._handle, _dumps(job)))
+            self._answered = True
+        return self.job_id
+
+    def _close(self):
+        with self._lock:
+            self._handle = None
 
     def __repr__(self):
         return f"ToolCall({self.tool_name} {self.tool_call_id} args={self.args!r})"
@@ -105,23 +147,39 @@ class _ToolEntry:
 @_capi.agentrt_tool_cb
 def _tool_trampoline(call, call_json, user_data):
     # Runs on a runtime worker thread. Nothing may escape into ctypes: every path completes and frees the call.
+    context = None
     try:
         entry = _lookup(user_data)
         try:
             if entry is None:
                 raise RuntimeError("the tool is no longer registered")
-            out = entry.invoke(ToolCall(json.loads(call_json)))
-            result, ui = (out.result, out.ui) if isinstance(out, ToolResult) else (out, None)
-            rc = lib.agentrt_tool_call_complete(call, _dumps(result), _dumps(ui) if ui is not None else None)
-            if rc != _capi.OK:
+            context = ToolCall(json.loads(call_json), call)
+            out = entry.invoke(context)
+            if not context._answered:  # start_job() answered it otherwise
+                result, ui = (out.result, out.ui) if isinstance(out, ToolResult) else (out, None)
+                rc = lib.agentrt_tool_call_complete(call, _dumps(result), _dumps(ui) if ui is not None else None)
+                if rc != _capi.OK:
+                    lib.agentrt_tool_call_fail(call, b"tool_error",
+                                               ("the tool's result was refused: " + _last_error()).encode())
+        except Exception as e:  # the tool raised: the model is told why (unless it had started a job)
+            if context is None or not context._answered:
                 lib.agentrt_tool_call_fail(call, b"tool_error",
-                                           ("the tool's result was refused: " + _last_error()).encode())
-        except Exception as e:  # the tool raised: the model is told why
-            lib.agentrt_tool_call_fail(call, b"tool_error", f"{type(e).__name__}: {e}".encode("utf-8", "replace"))
+                                           f"{type(e).__name__}: {e}".encode("utf-8", "replace"))
     except BaseException:  # pragma: no cover - keep the worker alive whatever happens
         pass
     finally:
+        if context is not None:
+            context._close()
         lib.agentrt_tool_call_free(call)
+
+
+@_capi.agentrt_job_cb
+def _job_hook_trampoline(job_json, user_data):
+    # Runs on the thread that cancelled the job, or on the runtime's sweeper thread (expiry). An exception the
+    # hook raises is reported by ctypes (sys.unraisablehook) and dropped.
+    fn = _lookup(user_data)
+    if fn is not None:
+        _run(fn(json.loads(job_json)))
 
 
 # ------------------------------------------------------------------------------------------------ models
@@ -280,13 +338,15 @@ class EventStream:
 # ----------------------------------------------------------------------------------------------- runtime
 
 class TurnHandle(dict):
-    """The answer to start_turn: {turnId, runId, threadId, existing, firstSeq}, with attribute access."""
+    """The answer to start_turn: {turnId, runId, threadId, existing, firstSeq}, with attribute access. A repeated
+    start (existing) also has deltaMessages: the messages that turn has added so far (see Runtime.turn_messages)."""
 
     turn_id = property(lambda self: self["turnId"])
     run_id = property(lambda self: self["runId"])
     thread_id = property(lambda self: self["threadId"])
     existing = property(lambda self: self["existing"])
     first_seq = property(lambda self: self["firstSeq"])
+    delta_messages = property(lambda self: self.get("deltaMessages", []))
 
 
 class Runtime:
@@ -421,11 +481,80 @@ class Runtime:
     def interrupts(self, turn_id):
         return self._call_json(lib.agentrt_turn_interrupts, turn_id.encode())
 
+    def turn_messages(self, turn_id):
+        """The messages a turn added to its thread, in order (its user message first). NotFound for an unknown
+        turn."""
+        return self._call_json(lib.agentrt_turn_messages, turn_id.encode())
+
     def history(self, thread_id):
         return self._call_json(lib.agentrt_thread_history, thread_id.encode())
 
     def events(self, thread_id, after_seq=0, *, runs=None, timeout=None):
         return EventStream(self, thread_id, after_seq, runs, timeout)
+
+    # -- jobs
+    # Jobs are started by tools (ToolCall.start_job) and ended by the host from any thread (or any process sharing
+    # the store). A job is a dict: {id, threadId, turnId, toolCallId, toolName, status, progress, message, result,
+    # assets, error: {code, message}, metadata, confirmation, delivered, version, ...} (see agentrt.h). A finished
+    # job's outcome is added to the thread's history and streamed as a run with a CUSTOM "agentrt.job" event. The
+    # functions that change a job return its new record and raise NotFound for an unknown job, InvalidState when
+    # it has ended or waits for the person's confirmation, InvalidArgument / TooLarge for bad values.
+    def job(self, job_id):
+        """The job's record, or None for an unknown job."""
+        out = ctypes.c_void_p()
+        rc = lib.agentrt_job_get(ctypes.byref(out), self._handle(), job_id.encode())
+        if rc == _capi.E_NOT_FOUND:
+            return None
+        check(rc)
+        return json.loads(take_string(out.value))
+
+    def jobs(self, thread_id):
+        """The thread's jobs, in creation order."""
+        return self._call_json(lib.agentrt_jobs_list, thread_id.encode())
+
+    def update_job(self, job_id, status=None, progress=None, message=None):
+        """Reports progress: status "queued"|"running" (queued may become running), progress 0..1, a message."""
+        body = {}
+        if status is not None:
+            body["status"] = status
+        if progress is not None:
+            body["progress"] = progress
+        if message is not None:
+            body["message"] = message
+        return self._call_json(lib.agentrt_job_update, job_id.encode(), _dumps(body))
+
+    def complete_job(self, job_id, result, assets=None, message=None):
+        """Ends the job successfully with `result` (any JSON value) and `assets` (references to what it made)."""
+        body = {"result": result}
+        if assets is not None:
+            body["assets"] = list(assets)
+        if message is not None:
+            body["message"] = message
+        return self._call_json(lib.agentrt_job_complete, job_id.encode(), _dumps(body))
+
+    def fail_job(self, job_id, code=None, message=None):
+        """Ends the job with an error code (None: "job_failed") and message."""
+        return self._call_json(lib.agentrt_job_fail, job_id.encode(), code.encode() if code else None,
+                               message.encode("utf-8") if message is not None else None)
+
+    def cancel_job(self, job_id, reason=None):
+        """Cancels the job and calls the job cancel hook with its new record (cancelling again changes nothing)."""
+        return self._call_json(lib.agentrt_job_cancel, job_id.encode(),
+                               reason.encode("utf-8") if reason is not None else None)
+
+    def set_job_cancel_hook(self, fn):
+        """Sets fn(job: dict) to be told when a job is cancelled or expires (status "failed", error code
+        "timeout"), so the work can be stopped; None removes it. It runs on the thread that cancelled the job or on
+        the runtime's sweeper thread; what it raises is reported through sys.unraisablehook and dropped."""
+        rt = self._handle()
+        if fn is None:
+            # CFUNCTYPE types take no None: their no-argument instance is the NULL function pointer.
+            check(lib.agentrt_runtime_set_job_cancel_hook(rt, _capi.agentrt_job_cb(), None, _capi.agentrt_destroy_cb()))
+            return
+        if not callable(fn):
+            raise TypeError("set_job_cancel_hook needs a function or None")
+        token = _keep(fn)  # released by the library's destroy call: at replacement, at close, or on failure
+        check(lib.agentrt_runtime_set_job_cancel_hook(rt, _job_hook_trampoline, token, _release))
 
     # -- speech
     def transcribe(self, audio, mime_type, **options):
