@@ -282,7 +282,7 @@ AGENTRT_API int32_t agentrt_thread_history(char **out, agentrt_runtime *rt, cons
  *   {id, threadId, turnId, runId, toolCallId, toolName, userId,
  *    status: "queued"|"running"|"succeeded"|"failed"|"cancelled", progress (0..1), message?, result?,
  *    assets: [...], error?: {code, message}, metadata: {...}, confirmation?: "pending"|"confirmed"|"declined",
- *    confirmMessage?, expiresAt?, delivered, version, createdAt, updatedAt, finishedAt?}   (times in ms)
+ *    confirmMessage?, timeoutMs?, expiresAt?, delivered, version, createdAt, updatedAt, finishedAt?}   (times in ms)
  * A finished job's outcome is added to the thread's history (a tool message answering the call that started
  * the job) and streamed as a run of its own: RUN_STARTED, TOOL_CALL_RESULT (toolCallId of that call), CUSTOM
  * {name: "agentrt.job", value: the job JSON}, RUN_FINISHED; at once when no run is open on the thread, else
