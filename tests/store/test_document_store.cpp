@@ -555,6 +555,14 @@ TEST_CASE("a repeated start with the same client message id returns the first tu
   CHECK(messages_of_turn(*d.docs, "t-idem", again_failed.turn_id)[1].message.content ==
         "ERROR model_error: upstream 503: overloaded");
   CHECK(d.docs->messages("t-idem").size() == 4);
+  // What the repeated starts answered: the same messages, as the Runtime returns them.
+  REQUIRE(again.delta_messages.size() == 2);
+  CHECK(again.delta_messages[0].id == "cm-1");
+  CHECK(again.delta_messages[1].content == "answer to hello");
+  REQUIRE(again_failed.delta_messages.size() == 2);
+  CHECK(again_failed.delta_messages[1].role == Role::system);
+  CHECK(again_failed.delta_messages[1].content == "ERROR model_error: upstream 503: overloaded");
+  CHECK(json(h.rt->turn_messages(failed.turn_id)) == json(again_failed.delta_messages));
 }
 
 TEST_CASE("two runtimes on one document store take turns on the same thread without losing a message") {
