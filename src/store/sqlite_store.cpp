@@ -210,11 +210,23 @@ void SqliteStore::migrate() {
   }
 }
 
-void SqliteStore::begin_write() { stmt("BEGIN IMMEDIATE").run(); }
+unsigned SqliteStore::data_version() {
+  unsigned v = 0;
+  sqlite3_file_control(db_, "main", SQLITE_FCNTL_DATA_VERSION, &v);
+  return v;
+}
+
+void SqliteStore::begin_write() {
+  stmt("BEGIN IMMEDIATE").run();
+  // The pager's data version moves with every commit, ours and other connections'. Unchanged since our
+  // last commit: nobody else wrote, and what we remember of the threads' tails still holds.
+  if (data_version() != data_version_) tails_.clear();
+}
 
 void SqliteStore::end_write(bool commit) {
   if (commit) {
     stmt("COMMIT").run();
+    data_version_ = data_version();  // our commit only: the write lock was ours until now
     write_txns_.fetch_add(1, std::memory_order_relaxed);
   } else {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -242,19 +254,16 @@ void SqliteStore::commit(CommitBatch& b) {
       if (b.expected_version < 0) {
         t.version = 0;
         if (t.created_at == 0) t.created_at = now;
-        if (!t.client_message_id.empty()) {
-          auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
-          dup.bind(1, t.thread_id).bind(2, t.client_message_id);
-          if (dup.step())
-            throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
-                                                         t.thread_id, t.client_message_id, dup.text(0)));
+        if (is_terminal(t.status)) {
+          // A turn inserted already ended (a run that commits once, at its end) is outside the partial
+          // index: it still may not land beside another active turn.
+          auto act = stmt(
+              "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+          act.bind(1, t.thread_id);
+          if (act.step())
+            throw Error(ErrorCode::conflict,
+                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
         }
-        auto act = stmt(
-            "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
-        act.bind(1, t.thread_id);
-        if (act.step())
-          throw Error(ErrorCode::conflict,
-                      fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
         auto ins = stmt(
             "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
             "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at) "
@@ -264,7 +273,26 @@ void SqliteStore::commit(CommitBatch& b) {
         ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
         ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
         ins.bind(17, t.created_at).bind(18, t.updated_at);
-        ins.run();
+        try {
+          ins.run();
+        } catch (const Error& e) {
+          // The unique indexes refused it (a repeated client message id, a second active turn): say which.
+          if (e.code() != ErrorCode::conflict) throw;
+          if (!t.client_message_id.empty()) {
+            auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
+            dup.bind(1, t.thread_id).bind(2, t.client_message_id);
+            if (dup.step())
+              throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
+                                                           t.thread_id, t.client_message_id, dup.text(0)));
+          }
+          auto act = stmt(
+              "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+          act.bind(1, t.thread_id);
+          if (act.step())
+            throw Error(ErrorCode::conflict,
+                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
+          throw;
+        }
       } else {
         auto up = stmt(
             "UPDATE turns SET status=?,version=version+1,run_id=?,parent_run_id=?,stage=?,approval_request_id=?,"
@@ -280,9 +308,15 @@ void SqliteStore::commit(CommitBatch& b) {
         t.version = b.expected_version + 1;
       }
     }
+    // The thread's last event seq and message index: remembered from this connection's own commits while
+    // no other connection has written (data version), else read.
+    auto known = tails_.find(b.thread_id);
+    Tail tail = known != tails_.end() ? known->second : Tail{};
     if (!b.events.empty()) {
       int64_t seq = 0;
-      {
+      if (tail.seq) {
+        seq = *tail.seq;
+      } else {
         auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
         q.bind(1, b.thread_id);
         if (q.step()) seq = q.i64(0);
@@ -305,10 +339,13 @@ void SqliteStore::commit(CommitBatch& b) {
         auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
         ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
       }
+      tail.seq = seq;
     }
     if (!b.messages.empty()) {
       int64_t idx = -1;
-      {
+      if (tail.idx) {
+        idx = *tail.idx;
+      } else {
         auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
         q.bind(1, b.thread_id);
         if (q.step()) idx = q.i64(0);
@@ -320,6 +357,7 @@ void SqliteStore::commit(CommitBatch& b) {
         ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
         ins.bind(5, to_json_string(m.message)).run();
       }
+      tail.idx = idx;
     }
     for (auto& l : b.ledger) {
       l.updated_at = now;
@@ -346,6 +384,10 @@ void SqliteStore::commit(CommitBatch& b) {
       ins.run();
     }
     end_write(true);
+    if (tail.seq || tail.idx) {
+      if (tails_.size() >= kMaxTails) tails_.clear();
+      tails_[b.thread_id] = tail;
+    }
   } catch (...) {
     end_write(false);
     throw;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agentrt/storage.hpp"
@@ -71,6 +72,15 @@ class SqliteStore final : public Store {
   std::mutex mutex_;
   sqlite3* db_ = nullptr;
   std::map<const char*, sqlite3_stmt*> cache_;
+  // Per thread, the last event seq and message index this connection committed (valid while data_version_
+  // is the pager's: no other connection has committed since).
+  struct Tail {
+    std::optional<int64_t> seq, idx;
+  };
+  static constexpr size_t kMaxTails = 4096;
+  std::map<std::string, Tail, std::less<>> tails_;
+  unsigned data_version_ = 0;
+  unsigned data_version();
   std::atomic<int64_t> write_txns_{0};
 };
 
