@@ -308,7 +308,7 @@ class TurnRunner {
       m.has_content = !result.text.empty();
       m.tool_calls = calls;
       if (!wao.is_null()) m.metadata = json{{"worker_agent_output", wao}};
-      MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, m};
+      MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
       em.add_message(rec);
       ctx_.history.push_back(std::move(rec));
     }
@@ -540,8 +540,8 @@ class TurnRunner {
     m.content = out.result_summary;
     m.tool_call_id = id;
     if (out.error) m.error = out.error->message;
-    m.metadata = index;
-    MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, m};
+    m.metadata = std::move(index);
+    MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
     ctx_.em->add_message(rec);
     ctx_.history.push_back(std::move(rec));
     if (l) {
