@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -127,6 +129,88 @@ class SqliteStore::Statement {
   sqlite3_stmt* s_;
 };
 
+// The WAL's automatic checkpoint, on a thread and a connection of its own: the commit that fills the WAL to
+// the mark only wakes it, instead of writing the pages back and waiting for the fsyncs itself. Same mark,
+// same kind of checkpoint (PASSIVE, as SQLite's own automatic one), same durability: the checkpointing
+// connection has the store's synchronous level, so it fsyncs the WAL before it writes pages back and the
+// database after. Only a commit that finds the WAL at four times the mark checkpoints itself (see wal_hook).
+struct SqliteStore::Checkpointer {
+  Checkpointer(const std::string& path, const SqliteStoreOptions& o) : pages(o.wal_autocheckpoint) {
+    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc == SQLITE_OK) {
+      sqlite3_busy_timeout(db, o.busy_timeout_ms);
+      rc = sqlite3_exec(db, fmt::format("PRAGMA synchronous={}", o.synchronous).c_str(), nullptr, nullptr, nullptr);
+    }
+    if (rc != SQLITE_OK) {
+      std::string msg = fmt::format("sqlite: cannot open '{}' for checkpoints: {}", path, db ? sqlite3_errmsg(db) : "?");
+      sqlite3_close_v2(db);
+      throw Error(ErrorCode::io, msg);
+    }
+    thread = std::thread([this] { run(); });
+  }
+  ~Checkpointer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    cv.notify_one();
+    thread.join();
+    sqlite3_close_v2(db);
+  }
+  // After each commit, on the committing thread (under the store's lock), with the WAL's frame count.
+  static int wal_hook(void* self, sqlite3* db, const char* name, int frames) {
+    auto* c = static_cast<Checkpointer*>(self);
+    if (frames < c->pages) {
+      c->woken = false;  // the WAL was started over: a new round
+      return SQLITE_OK;
+    }
+    if (!c->woken) {
+      // Past the mark: the thread writes the pages back (and waits for the fsyncs), commits go on.
+      c->woken = true;
+      c->written.store(false);
+      {
+        std::lock_guard<std::mutex> lock(c->mutex);
+        c->due = true;
+      }
+      c->cv.notify_one();
+    } else if (c->written.load() || frames >= 4 * c->pages) {
+      // SQLite starts the WAL over only when a write finds it wholly written back, and commits went on
+      // while the thread checkpointed: this commit checkpoints what they added (little), as SQLite's
+      // automatic checkpoint would all of it, and the next one starts the WAL over. (At four times the
+      // mark, while the thread still works or a reader holds the WAL, it waits for the thread first.)
+      std::lock_guard<std::mutex> busy(c->running);
+      sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      c->written.store(false);
+    }
+    return SQLITE_OK;
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      cv.wait(lock, [&] { return due || stop; });
+      if (stop) return;
+      due = false;
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> busy(running);
+        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      }
+      written.store(true);
+      lock.lock();
+    }
+  }
+
+  const int pages;
+  sqlite3* db = nullptr;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool due = false, stop = false;
+  bool woken = false;               // this round's checkpoint was handed to the thread (committing thread only)
+  std::atomic<bool> written{false};  // the thread has done it
+  std::mutex running;  // held while a checkpoint runs (checkpoint() waits for it)
+  std::thread thread;
+};
+
 SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(options)) {
   if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
     throw Error(ErrorCode::invalid_argument,
@@ -147,7 +231,13 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
     exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
     exec("PRAGMA temp_store=MEMORY");
     migrate();
+    const char* file = sqlite3_db_filename(db_, "main");
+    if (options_.wal_autocheckpoint > 0 && file && *file) {
+      checkpointer_ = std::make_unique<Checkpointer>(file, options_);
+      sqlite3_wal_hook(db_, &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
+    }
   } catch (...) {
+    checkpointer_.reset();
     for (auto& [k, s] : cache_) sqlite3_finalize(s);
     sqlite3_close_v2(db_);
     throw;
@@ -155,9 +245,11 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
 }
 
 SqliteStore::~SqliteStore() {
+  checkpointer_.reset();  // first: the last connection to close checkpoints what is left
   for (auto& [k, s] : cache_) sqlite3_finalize(s);
   sqlite3_close_v2(db_);
 }
+
 
 void SqliteStore::exec(const char* sql) {
   char* err = nullptr;
@@ -626,6 +718,8 @@ std::optional<int64_t> SqliteStore::instance_heartbeat(std::string_view instance
 
 void SqliteStore::checkpoint() {
   std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> idle;  // a background checkpoint would make this one give up
+  if (checkpointer_) idle = std::unique_lock<std::mutex>(checkpointer_->running);
   exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
