@@ -118,6 +118,7 @@ class SqliteStore::Statement {
     return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s_, col)) : std::string();
   }
   const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
+  sqlite3_stmt* get() const { return s_; }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
   bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
 
@@ -626,7 +627,17 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
     m.index = s.i64(0);
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
-    m.message = json::parse(reinterpret_cast<const char*>(s.raw(3))).get<Message>();
+    const char* body = reinterpret_cast<const char*>(s.raw(3));
+    json j = json::parse(body, body + sqlite3_column_bytes(s.get(), 3));
+    // The metadata (a tool message's index, an answer's WorkerAgentOutput) is moved, not copied, out of
+    // the parsed document; anything but an object stays for from_json to refuse as before.
+    json metadata;
+    if (auto it = j.find("metadata"); it != j.end() && it->is_object()) {
+      metadata = std::move(*it);
+      j.erase(it);
+    }
+    m.message = j.get<Message>();
+    if (metadata.is_object()) m.message.metadata = std::move(metadata);
     out.push_back(std::move(m));
   }
   return out;
