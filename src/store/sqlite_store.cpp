@@ -147,7 +147,12 @@ struct SqliteStore::Checkpointer {
       sqlite3_close_v2(db);
       throw Error(ErrorCode::io, msg);
     }
-    thread = std::thread([this] { run(); });
+    try {
+      thread = std::thread([this] { run(); });
+    } catch (...) {
+      sqlite3_close_v2(db);
+      throw;
+    }
   }
   ~Checkpointer() {
     {
@@ -234,8 +239,14 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
     migrate();
     const char* file = sqlite3_db_filename(db_, "main");
     if (options_.wal_autocheckpoint > 0 && file && *file) {
-      checkpointer_ = std::make_unique<Checkpointer>(file, options_);
-      sqlite3_wal_hook(db_, &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
+      try {
+        checkpointer_ = std::make_unique<Checkpointer>(file, options_);
+        sqlite3_wal_hook(db_, &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
+      } catch (const std::exception&) {
+        // No second connection or thread (a read-only directory, no file handles left): SQLite's automatic
+        // checkpoint, set above, stays in place.
+        checkpointer_.reset();
+      }
     }
   } catch (...) {
     checkpointer_.reset();
