@@ -308,7 +308,7 @@ class TurnRunner {
       m.has_content = !result.text.empty();
       m.tool_calls = calls;
       if (!wao.is_null()) m.metadata = json{{"worker_agent_output", wao}};
-      MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, m};
+      MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
       em.add_message(rec);
       ctx_.history.push_back(std::move(rec));
     }
@@ -427,7 +427,10 @@ class TurnRunner {
       running.push_back(std::move(r));
     }
     if (running.empty()) return {};
-    if (durable) commit();
+    // A start still pending (resume_turn's decision, run_turn's insert) is committed with the `started`
+    // records. A decision always is, even for idempotent tools: the version compare-and-set in that commit
+    // is what keeps two concurrent resumes from both running a tool.
+    if (durable || (decision_pending_ && ctx_.start_pending())) commit();
     // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
     check_cancel();
     // Each call may start a job: its id is known before the tool runs, so the host can report on it at once.
@@ -515,8 +518,11 @@ class TurnRunner {
       out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
       record_result(r.id, std::move(out), summary);
     }
-    // A started job is durable before the run goes on (the host may report on it any time now).
-    if (durable || jobs_touched) commit();
+    // The results are not a commit of their own: they go with the run's next one (the next pause or end,
+    // or the group-commit flusher's within flush_interval while the model works). Dying before that
+    // leaves the calls `started`, which recovery records as interrupted: never run twice. A started job is
+    // the exception: it is durable before the run goes on (the host may report on it any time now).
+    if (jobs_touched) commit();
     if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
     return confirm;
   }
@@ -753,8 +759,8 @@ class TurnRunner {
     m.content = out.result_summary;
     m.tool_call_id = id;
     if (out.error) m.error = out.error->message;
-    m.metadata = index;
-    MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, m};
+    m.metadata = std::move(index);
+    MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
     ctx_.em->add_message(rec);
     ctx_.history.push_back(std::move(rec));
     if (l) {
@@ -902,8 +908,41 @@ class TurnRunner {
   }
 
   void commit() {
-    ctx_.em->flush();
+    const bool start = ctx_.start_pending();
+    try {
+      ctx_.em->flush();
+    } catch (...) {
+      if (start) start_failed_ = true;
+      throw;
+    }
     committed_status_ = ctx_.turn.status;
+  }
+
+  // The run's deferred start could not be committed: nothing of the run is stored, and nothing may be
+  // (no failure record for a turn that does not exist, or for a decision that lost its race).
+  // (Any other failure is recorded as usual: its commit carries the start with it.) A fresh run whose start
+  // failed for another reason than a conflict stages the start again and records the failure with it.
+  bool start_lost() {
+    if (!start_failed_) return false;
+    start_failed_ = false;
+    bool conflict = false;
+    try {
+      throw;
+    } catch (const Error& e) {
+      conflict = e.code() == ErrorCode::conflict;
+    } catch (...) {
+    }
+    ctx_.em->discard();  // what a group commit left staged after the failed one goes too
+    if (!conflict && deferred_ && deferred_->restage) {
+      // What the failed commit held is gone: the run is its start, then its failure.
+      auto restage = std::move(deferred_->restage);
+      restage(*ctx_.em);
+      ctx_.ledger.clear();
+      ctx_.open_step.clear();
+      return false;
+    }
+    if (deferred_) deferred_->error = std::current_exception();
+    return true;
   }
 
   // Runs the body and ends the run the way its outcome says.
@@ -913,6 +952,7 @@ class TurnRunner {
       body();
       return;
     } catch (const Error& e) {
+      if (start_lost()) return;
       // A status set in memory whose commit failed never happened.
       ctx_.turn.status = committed_status_;
       try {
@@ -929,14 +969,17 @@ class TurnRunner {
           fail(code, e.message());
         }
       } catch (const std::exception& e2) {
+        if (start_lost()) return;
         rt_.log(LogLevel::error, "runtime",
                 fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
       }
     } catch (const std::exception& e) {
+      if (start_lost()) return;
       ctx_.turn.status = committed_status_;
       try {
         fail("internal", e.what());
       } catch (const std::exception& e2) {
+        if (start_lost()) return;
         rt_.log(LogLevel::error, "runtime",
                 fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
       }
@@ -945,15 +988,19 @@ class TurnRunner {
 
   std::vector<TokenUsage> turn_usage_;
   std::string draft_;
+  bool decision_pending_ = false;  // the deferred start is a resume's decision
+  DeferredStart* deferred_ = nullptr;
 
  private:
   Runtime::Impl& rt_;
   RunCtx& ctx_;
   TurnStatus committed_status_;
+  bool start_failed_ = false;
 };
 
-void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_ledger = nullptr) {
-  ctx.history = store.messages(ctx.turn.thread_id);
+void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_ledger = nullptr,
+                    std::vector<MessageRecord>* known_history = nullptr) {
+  ctx.history = known_history ? std::move(*known_history) : store.messages(ctx.turn.thread_id);
   ctx.ledger = known_ledger ? std::move(*known_ledger) : store.ledger(ctx.turn.id);
   for (const auto& m : ctx.history)
     for (const auto& c : m.message.tool_calls) ctx.used_tool_call_ids.insert(c.id);
@@ -971,24 +1018,33 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
 
 }  // namespace
 
-TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn) {
+TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn, DeferredStart* deferred) {
   RunCtx ctx;
   ctx.turn = std::move(turn);
   ctx.handle = handle;
-  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+  if (deferred) {
+    ctx.em = deferred->em;
+    ctx.deferred_start = ctx.em->turn_version();
+  } else {
+    ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+  }
   TurnRunner runner(*this, ctx);
+  runner.deferred_ = deferred;
   runner.guarded([&] {
-    load_run_state(*cfg.store, ctx);
+    std::vector<LedgerEntry> none;  // a new turn has no tool calls yet
+    load_run_state(*cfg.store, ctx, &none, deferred && deferred->history ? &*deferred->history : nullptr);
     runner.check_cancel();
     runner.run_stages(0);
   });
   unregister_run(ctx.turn.id);
   deliver_jobs(ctx.turn.thread_id);
+  if (deferred && deferred->error) return TurnRecord{};
   return ctx.turn;
 }
 
 TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
-                                           std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known) {
+                                           std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known,
+                                           DeferredStart* deferred) {
   std::optional<TurnRecord> t = known ? std::optional<TurnRecord>(std::move(known->first)) : cfg.store->get_turn(turn_id);
   if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
     unregister_run(turn_id);
@@ -997,8 +1053,15 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
   RunCtx ctx;
   ctx.turn = std::move(*t);
   ctx.handle = handle;
-  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+  if (deferred) {
+    ctx.em = deferred->em;
+    ctx.deferred_start = ctx.em->turn_version();
+  } else {
+    ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+  }
   TurnRunner runner(*this, ctx);
+  runner.decision_pending_ = deferred != nullptr;
+  runner.deferred_ = deferred;
   runner.guarded([&] {
     load_run_state(*cfg.store, ctx, known ? &known->second : nullptr);
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
@@ -1026,7 +1089,11 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
           // A declined job confirmation: resume() ended the job; the model learns it was not started.
           out.error = ToolError{"declined", fmt::format("the person declined job {}; it was not started{}", job_id,
                                                         reason.empty() ? "" : ": " + reason)};
-          if (auto j = cfg.store->get_job(job_id)) ctx.em->emit(events::custom("agentrt.job", job_to_json(*j)));
+          if (auto j = cfg.store->get_job(job_id)) {
+            // resume_turn commits the decision with this run's first commit: show the job as it decided.
+            if (!is_terminal(j->status)) decline_job(*j, reason);
+            ctx.em->emit(events::custom("agentrt.job", job_to_json(*j)));
+          }
         } else {
           out.error = ToolError{action == "cancel" ? "cancelled" : "rejected",
                                 reason.empty() ? (action == "cancel" ? "the person cancelled this call"
@@ -1058,6 +1125,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
   });
   unregister_run(ctx.turn.id);
   deliver_jobs(ctx.turn.thread_id);
+  if (deferred && deferred->error) return TurnRecord{};
   return ctx.turn;
 }
 

@@ -217,6 +217,19 @@ void RunEmitter::set_run_id(std::string run_id) {
   run_id_ = std::move(run_id);
 }
 
+void RunEmitter::discard() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& u : undo_) {
+    try {
+      u();
+    } catch (...) {
+    }
+  }
+  undo_.clear();
+  batch_ = CommitBatch{};
+  batch_.thread_id = thread_id_;
+}
+
 CommitBatch RunEmitter::flush(bool background) {
   std::lock_guard<std::mutex> lock(mutex_);
   CommitBatch out;
@@ -225,7 +238,7 @@ CommitBatch RunEmitter::flush(bool background) {
     // What that commit held is gone: the run cannot go on as if it were stored.
     std::string why = std::move(failure_);
     failure_.clear();
-    throw Error(ErrorCode::io, "an earlier commit of this run failed: " + why);
+    throw Error(failure_code_, "an earlier commit of this run failed: " + why);
   }
   if (batch_.empty()) {
     undo_.clear();
@@ -233,8 +246,11 @@ CommitBatch RunEmitter::flush(bool background) {
   }
   // On failure: undo the objects written for this batch, drop the batch (nothing of it was stored), and
   // when the flusher was the one committing, leave the failure for the run to find.
-  auto roll_back = [&](std::string why) {
-    if (background) failure_ = std::move(why);
+  auto roll_back = [&](std::string why, ErrorCode code = ErrorCode::io) {
+    if (background) {
+      failure_ = std::move(why);
+      failure_code_ = code;
+    }
     for (auto& u : undo_) {
       try {
         u();
@@ -247,6 +263,10 @@ CommitBatch RunEmitter::flush(bool background) {
   };
   try {
     store_.commit(batch_);
+  } catch (const Error& e) {
+    // A conflict stays a conflict (a turn insert refused, a version changed): the run ends as it would have.
+    roll_back(e.what(), e.code() == ErrorCode::conflict ? ErrorCode::conflict : ErrorCode::io);
+    throw;
   } catch (const std::exception& e) {
     roll_back(e.what());
     throw;

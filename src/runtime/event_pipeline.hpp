@@ -85,6 +85,8 @@ class RunEmitter {
   // Objects written for this batch, deleted again if the commit fails (compensation).
   void add_compensation(std::function<void()> undo);
   void set_run_id(std::string run_id);
+  // Drops what is staged and not committed (and undoes its objects).
+  void discard();
 
   // Commits everything pending in one transaction, then publishes the events. Returns the committed batch
   // (seq numbers filled in). Throws what the store throws; nothing is published then.
@@ -106,6 +108,7 @@ class RunEmitter {
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
   std::string failure_;  // a group commit by another thread failed: the run must fail at its next flush
+  ErrorCode failure_code_ = ErrorCode::io;
 };
 
 }  // namespace v1

@@ -74,6 +74,15 @@ json job_to_json(const JobRecord& j) {
   return out;
 }
 
+void decline_job(JobRecord& j, const std::string& reason) {
+  j.confirmation = JobConfirmation::declined;
+  j.status = JobStatus::cancelled;
+  j.error_code = "declined";
+  j.error_message = reason.empty() ? std::string("the person declined the job") : reason;
+  j.finished_at = now_ms();
+  j.delivered = true;  // the call's tool result says it
+}
+
 namespace {
 
 constexpr size_t kMaxJobText = 4096;        // a progress message or error message

@@ -395,7 +395,8 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     if (t && (t->user_id != input.user_id || t->deleted))
       throw Error(ErrorCode::not_found, fmt::format("thread {} not found", input.thread_id));
   };
-  owner_check(cfg.store->get_thread(input.thread_id));
+  const auto thread = cfg.store->get_thread(input.thread_id);
+  owner_check(thread);
   if (!client_id.empty()) {
     if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
   }
@@ -411,37 +412,68 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   turn.stage = kIntent;
   turn.owner = cfg.instance_id;
 
+  MessageRecord user{turn.thread_id, 0, turn.id, turn.run_id, msg};
+  DeferredStart deferred;
+  if (inline_run) {
+    // The run's history, read before its start is staged where the group-commit flusher can commit it. A
+    // thread that does not exist has none (its row is written with its first message).
+    std::vector<MessageRecord> history;
+    if (thread) history = cfg.store->messages(input.thread_id);
+    user.index = static_cast<int64_t>(history.size());
+    history.push_back(user);
+    deferred.history = std::move(history);
+  }
   auto handle = register_run(turn.id);
   auto em = make_emitter(turn.thread_id, turn.run_id, -1, true);
   ThreadRecord th;
   th.id = turn.thread_id;
   th.user_id = turn.user_id;
-  em->create_thread(th);
-  em->set_turn(turn);
-  em->add_message(MessageRecord{turn.thread_id, 0, turn.id, turn.run_id, msg});
-  em->emit(events::run_started(turn.thread_id, turn.run_id));
-  CommitBatch committed;
-  try {
-    committed = em->flush();
-  } catch (const Error& e) {
-    unregister_run(turn.id);
+  auto stage_start = [th, turn, user](RunEmitter& e) {
+    e.create_thread(th);
+    e.set_turn(turn);
+    e.add_message(user);
+    e.emit(events::run_started(turn.thread_id, turn.run_id));
+  };
+  stage_start(*em);
+  auto refused = [&](const Error& e) -> std::optional<TurnHandle> {
     if (e.code() == ErrorCode::conflict) {
       // A concurrent start with the same client message id won the race: answer with its turn.
       if (!client_id.empty())
         if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
       if (!cfg.store->active_turn(input.thread_id)) owner_check(cfg.store->get_thread(input.thread_id));
     }
+    return std::nullopt;
+  };
+  if (inline_run) {
+    // run_turn: the caller holds no handle until the run pauses or ends, so the start need not be a commit
+    // of its own. It rides on the run's first commit: the next pause or end, a `started` tool record, or
+    // the group-commit flusher's within flush_interval. Refused there, the run stores nothing.
+    runs_started.fetch_add(1, std::memory_order_relaxed);
+    deferred.em = em;
+    deferred.restage = stage_start;
+    *inline_run = run_fresh(handle, turn, &deferred);
+    if (!deferred.error) return TurnHandle{turn.thread_id, turn.id, turn.run_id, false, 0, {}};
+    runs_started.fetch_sub(1, std::memory_order_relaxed);
+    try {
+      std::rethrow_exception(deferred.error);
+    } catch (const Error& e) {
+      if (auto h = refused(e)) return *h;
+      throw;
+    }
+  }
+  CommitBatch committed;
+  try {
+    committed = em->flush();
+  } catch (const Error& e) {
+    unregister_run(turn.id);
+    if (auto h = refused(e)) return *h;
     throw;
   }
   runs_started.fetch_add(1, std::memory_order_relaxed);
   turn.version = committed.turn ? committed.turn->version : 0;
   TurnHandle out{turn.thread_id, turn.id, turn.run_id, false,
                  committed.events.empty() ? 0 : committed.events.front().seq, {}};
-  if (inline_run) {
-    *inline_run = run_fresh(handle, turn);
-  } else {
-    enqueue([this, handle, turn]() mutable { run_fresh(handle, turn); });
-  }
+  enqueue([this, handle, turn]() mutable { run_fresh(handle, turn); });
   return out;
 }
 
@@ -479,7 +511,10 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
   auto turn = cfg.store->get_turn(turn_id);
   if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
-  if (auto prior = cfg.store->get_approval(approval_request_id)) {
+  // A turn still waiting on this very request has no answer to it yet (the answer is committed with the
+  // turn's move out of WAITING_APPROVAL); a resume that wins meanwhile makes ours a conflict, answered below.
+  const bool open = turn->status == TurnStatus::waiting_approval && turn->approval_request_id == approval_request_id;
+  if (auto prior = open ? std::nullopt : cfg.store->get_approval(approval_request_id)) {
     if (prior->turn_id != turn->id)
       throw Error(ErrorCode::conflict,
                   fmt::format("approval request {} belongs to another turn", approval_request_id));
@@ -546,12 +581,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
         next.confirmation = JobConfirmation::confirmed;
         l.status = LedgerStatus::approved;
       } else {
-        next.confirmation = JobConfirmation::declined;
-        next.status = JobStatus::cancelled;
-        next.error_code = "declined";
-        next.error_message = d.reason.empty() ? std::string("the person declined the job") : d.reason;
-        next.finished_at = now_ms();
-        next.delivered = true;  // the call's tool result says it
+        decline_job(next, d.reason);
         l.status = LedgerStatus::rejected;
       }
       dj["jobId"] = job->id;
@@ -606,16 +636,12 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   next.interrupts = json::array();
 
   auto handle = register_run(turn->id);
-  auto em = make_emitter(turn->thread_id, new_run, turn->version, false);
+  auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr);
   em->set_turn(next);
   for (const auto& l : updates) em->put_ledger(l);
   for (const auto& j : job_updates) em->put_job(j);
   em->set_approval(ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
-  CommitBatch committed;
-  try {
-    committed = em->flush();
-  } catch (const Error& e) {
-    unregister_run(turn->id);
+  auto lost = [&](const Error& e) -> json {
     if (e.code() == ErrorCode::conflict) {
       // Another resume (or the sweeper) changed the turn first; the first answer wins.
       if (auto prior = cfg.store->get_approval(approval_request_id)) return prior->answer;
@@ -625,20 +651,40 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
       throw Error(ErrorCode::invalid_state, fmt::format("turn {} changed while resuming: it is now {}", turn->id,
                                                         now_turn ? to_string(now_turn->status) : "gone"));
     }
-    throw;
-  }
-  runs_started.fetch_add(1, std::memory_order_relaxed);
+    throw e;
+  };
   std::string tid = turn->id;
-  next.version = committed.turn ? committed.turn->version : next.version + 1;
   for (const auto& u : updates)
     for (auto& l : ledger)
       if (l.tool_call_id == u.tool_call_id) l = u;
-  auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
   if (inline_run) {
-    *inline_run = run_continuation(handle, tid, std::move(known));
-  } else {
-    enqueue([this, handle, tid, known = std::move(known)]() mutable { run_continuation(handle, tid, std::move(known)); });
+    // resume_turn: the continuation runs here, so the decision need not be a commit of its own before it
+    // starts. It rides on the run's first commit, which comes before any approved tool runs (with the
+    // `started` records), or at the run's pause or end. Refused there (another resume won, the turn was
+    // cancelled or expired), the run stores nothing and this call answers as a lost race does.
+    runs_started.fetch_add(1, std::memory_order_relaxed);
+    DeferredStart deferred{em, std::nullopt, {}, nullptr};
+    *inline_run = run_continuation(handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))),
+                                   &deferred);
+    if (!deferred.error) return answer;
+    runs_started.fetch_sub(1, std::memory_order_relaxed);
+    try {
+      std::rethrow_exception(deferred.error);
+    } catch (const Error& e) {
+      return lost(e);
+    }
   }
+  CommitBatch committed;
+  try {
+    committed = em->flush();
+  } catch (const Error& e) {
+    unregister_run(turn->id);
+    return lost(e);
+  }
+  runs_started.fetch_add(1, std::memory_order_relaxed);
+  next.version = committed.turn ? committed.turn->version : next.version + 1;
+  auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
+  enqueue([this, handle, tid, known = std::move(known)]() mutable { run_continuation(handle, tid, std::move(known)); });
   return answer;
 }
 

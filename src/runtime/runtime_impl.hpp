@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,8 @@ namespace agentrt {
 inline namespace v1 {
 
 int64_t now_ms();
+// A job whose confirmation the person declined: cancelled, never started (jobs.cpp).
+void decline_job(JobRecord& j, const std::string& reason);
 std::string new_id(std::string_view prefix);
 std::string iso8601_ms(int64_t ms);
 
@@ -55,6 +58,23 @@ struct RunCtx {
   void note_outcome(const std::string& id, const ToolAgentOutput& out);
 
   LedgerEntry* find_ledger(const std::string& id);
+
+  // Set when the run's start (run_turn: the turn insert; resume_turn: the decision) was not committed by
+  // the call but rides on the run's first commit: the emitter's turn version until that commit lands.
+  std::optional<int64_t> deferred_start;
+  bool start_pending() const { return deferred_start && em->turn_version() == *deferred_start; }
+};
+
+// A run whose start the blocking calls (run_turn, resume_turn) did not commit on their own: it is staged in
+// `em` and rides on the run's first commit (see start_turn and resume_once).
+struct DeferredStart {
+  std::shared_ptr<RunEmitter> em;  // live; holds the staged start
+  // run_turn: the thread's history with the new user message (read before the start was staged), and what
+  // stages the start again when its commit failed for another reason than a conflict, so that the failure
+  // is recorded as that of a started run.
+  std::optional<std::vector<MessageRecord>> history;
+  std::function<void(RunEmitter&)> restage;
+  std::exception_ptr error;  // the start could not be committed: nothing of the run was stored
 };
 
 struct Runtime::Impl {
@@ -121,10 +141,13 @@ struct Runtime::Impl {
   bool instance_alive(const std::string& owner, int64_t now);
 
   // agent_loop.cpp
-  TurnRecord run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn);
-  // `known`: the turn as resume() committed it, with its ledger (saves reading both again).
+  // `deferred`: the run's start is not committed yet (see DeferredStart); when it cannot be, the run
+  // stores nothing, returns an empty record and sets deferred->error.
+  TurnRecord run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn, DeferredStart* deferred = nullptr);
+  // `known`: the turn as resume() committed (or staged) it, with its ledger (saves reading both again).
   TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
-                              std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known = std::nullopt);
+                              std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known = std::nullopt,
+                              DeferredStart* deferred = nullptr);
   void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
   void recover_running_turn(TurnRecord turn);
   std::vector<Message> history(std::string_view thread_id);

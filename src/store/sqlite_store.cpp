@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -134,6 +136,7 @@ class SqliteStore::Statement {
     return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s_, col)) : std::string();
   }
   const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
+  sqlite3_stmt* get() const { return s_; }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
   double f64(int col) const { return sqlite3_column_double(s_, col); }
   bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
@@ -144,6 +147,93 @@ class SqliteStore::Statement {
   }
   sqlite3* db_;
   sqlite3_stmt* s_;
+};
+
+// The WAL's automatic checkpoint, on a thread and a connection of its own: the commit that fills the WAL to
+// the mark only wakes it, instead of writing the pages back and waiting for the fsyncs itself. Same mark,
+// same kind of checkpoint (PASSIVE, as SQLite's own automatic one), same durability: the checkpointing
+// connection has the store's synchronous level, so it fsyncs the WAL before it writes pages back and the
+// database after. Only a commit that finds the WAL at four times the mark checkpoints itself (see wal_hook).
+struct SqliteStore::Checkpointer {
+  Checkpointer(const std::string& path, const SqliteStoreOptions& o) : pages(o.wal_autocheckpoint) {
+    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc == SQLITE_OK) {
+      sqlite3_busy_timeout(db, o.busy_timeout_ms);
+      rc = sqlite3_exec(db, fmt::format("PRAGMA synchronous={}", o.synchronous).c_str(), nullptr, nullptr, nullptr);
+    }
+    if (rc != SQLITE_OK) {
+      std::string msg = fmt::format("sqlite: cannot open '{}' for checkpoints: {}", path, db ? sqlite3_errmsg(db) : "?");
+      sqlite3_close_v2(db);
+      throw Error(ErrorCode::io, msg);
+    }
+    try {
+      thread = std::thread([this] { run(); });
+    } catch (...) {
+      sqlite3_close_v2(db);
+      throw;
+    }
+  }
+  ~Checkpointer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    cv.notify_one();
+    thread.join();
+    sqlite3_close_v2(db);
+  }
+  // After each commit, on the committing thread (under the store's lock), with the WAL's frame count.
+  static int wal_hook(void* self, sqlite3* db, const char* name, int frames) {
+    auto* c = static_cast<Checkpointer*>(self);
+    if (frames < c->pages) {
+      c->woken = false;  // the WAL was started over: a new round
+      return SQLITE_OK;
+    }
+    if (!c->woken) {
+      // Past the mark: the thread writes the pages back (and waits for the fsyncs), commits go on.
+      c->woken = true;
+      c->written.store(false);
+      {
+        std::lock_guard<std::mutex> lock(c->mutex);
+        c->due = true;
+      }
+      c->cv.notify_one();
+    } else if (c->written.load() || frames >= 4 * c->pages) {
+      // SQLite starts the WAL over only when a write finds it wholly written back, and commits went on
+      // while the thread checkpointed: this commit checkpoints what they added (little), as SQLite's
+      // automatic checkpoint would all of it, and the next one starts the WAL over. (At four times the
+      // mark, while the thread still works or a reader holds the WAL, it waits for the thread first.)
+      std::lock_guard<std::mutex> busy(c->running);
+      sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      c->written.store(false);
+    }
+    return SQLITE_OK;
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      cv.wait(lock, [&] { return due || stop; });
+      if (stop) return;
+      due = false;
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> busy(running);
+        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      }
+      written.store(true);
+      lock.lock();
+    }
+  }
+
+  const int pages;
+  sqlite3* db = nullptr;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool due = false, stop = false;
+  bool woken = false;               // this round's checkpoint was handed to the thread (committing thread only)
+  std::atomic<bool> written{false};  // the thread has done it
+  std::mutex running;  // held while a checkpoint runs (checkpoint() waits for it)
+  std::thread thread;
 };
 
 SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(options)) {
@@ -166,7 +256,19 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
     exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
     exec("PRAGMA temp_store=MEMORY");
     migrate();
+    const char* file = sqlite3_db_filename(db_, "main");
+    if (options_.wal_autocheckpoint > 0 && file && *file) {
+      try {
+        checkpointer_ = std::make_unique<Checkpointer>(file, options_);
+        sqlite3_wal_hook(db_, &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
+      } catch (const std::exception&) {
+        // No second connection or thread (a read-only directory, no file handles left): SQLite's automatic
+        // checkpoint, set above, stays in place.
+        checkpointer_.reset();
+      }
+    }
   } catch (...) {
+    checkpointer_.reset();
     for (auto& [k, s] : cache_) sqlite3_finalize(s);
     sqlite3_close_v2(db_);
     throw;
@@ -174,9 +276,11 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
 }
 
 SqliteStore::~SqliteStore() {
+  checkpointer_.reset();  // first: the last connection to close checkpoints what is left
   for (auto& [k, s] : cache_) sqlite3_finalize(s);
   sqlite3_close_v2(db_);
 }
+
 
 void SqliteStore::exec(const char* sql) {
   char* err = nullptr;
@@ -229,11 +333,23 @@ void SqliteStore::migrate() {
   }
 }
 
-void SqliteStore::begin_write() { stmt("BEGIN IMMEDIATE").run(); }
+unsigned SqliteStore::data_version() {
+  unsigned v = 0;
+  sqlite3_file_control(db_, "main", SQLITE_FCNTL_DATA_VERSION, &v);
+  return v;
+}
+
+void SqliteStore::begin_write() {
+  stmt("BEGIN IMMEDIATE").run();
+  // The pager's data version moves with every commit, ours and other connections'. Unchanged since our
+  // last commit: nobody else wrote, and what we remember of the threads' tails still holds.
+  if (data_version() != data_version_) tails_.clear();
+}
 
 void SqliteStore::end_write(bool commit) {
   if (commit) {
     stmt("COMMIT").run();
+    data_version_ = data_version();  // our commit only: the write lock was ours until now
     write_txns_.fetch_add(1, std::memory_order_relaxed);
   } else {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -262,19 +378,16 @@ void SqliteStore::commit(CommitBatch& b) {
       if (b.expected_version < 0) {
         t.version = 0;
         if (t.created_at == 0) t.created_at = now;
-        if (!t.client_message_id.empty()) {
-          auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
-          dup.bind(1, t.thread_id).bind(2, t.client_message_id);
-          if (dup.step())
-            throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
-                                                         t.thread_id, t.client_message_id, dup.text(0)));
+        if (is_terminal(t.status)) {
+          // A turn inserted already ended (a run that commits once, at its end) is outside the partial
+          // index: it still may not land beside another active turn.
+          auto act = stmt(
+              "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+          act.bind(1, t.thread_id);
+          if (act.step())
+            throw Error(ErrorCode::conflict,
+                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
         }
-        auto act = stmt(
-            "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
-        act.bind(1, t.thread_id);
-        if (act.step())
-          throw Error(ErrorCode::conflict,
-                      fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
         auto ins = stmt(
             "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
             "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at) "
@@ -284,7 +397,26 @@ void SqliteStore::commit(CommitBatch& b) {
         ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
         ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
         ins.bind(17, t.created_at).bind(18, t.updated_at);
-        ins.run();
+        try {
+          ins.run();
+        } catch (const Error& e) {
+          // The unique indexes refused it (a repeated client message id, a second active turn): say which.
+          if (e.code() != ErrorCode::conflict) throw;
+          if (!t.client_message_id.empty()) {
+            auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
+            dup.bind(1, t.thread_id).bind(2, t.client_message_id);
+            if (dup.step())
+              throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
+                                                           t.thread_id, t.client_message_id, dup.text(0)));
+          }
+          auto act = stmt(
+              "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+          act.bind(1, t.thread_id);
+          if (act.step())
+            throw Error(ErrorCode::conflict,
+                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
+          throw;
+        }
       } else {
         auto up = stmt(
             "UPDATE turns SET status=?,version=version+1,run_id=?,parent_run_id=?,stage=?,approval_request_id=?,"
@@ -300,9 +432,15 @@ void SqliteStore::commit(CommitBatch& b) {
         t.version = b.expected_version + 1;
       }
     }
+    // The thread's last event seq and message index: remembered from this connection's own commits while
+    // no other connection has written (data version), else read.
+    auto known = tails_.find(b.thread_id);
+    Tail tail = known != tails_.end() ? known->second : Tail{};
     if (!b.events.empty()) {
       int64_t seq = 0;
-      {
+      if (tail.seq) {
+        seq = *tail.seq;
+      } else {
         auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
         q.bind(1, b.thread_id);
         if (q.step()) seq = q.i64(0);
@@ -325,10 +463,13 @@ void SqliteStore::commit(CommitBatch& b) {
         auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
         ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
       }
+      tail.seq = seq;
     }
     if (!b.messages.empty()) {
       int64_t idx = -1;
-      {
+      if (tail.idx) {
+        idx = *tail.idx;
+      } else {
         auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
         q.bind(1, b.thread_id);
         if (q.step()) idx = q.i64(0);
@@ -340,6 +481,7 @@ void SqliteStore::commit(CommitBatch& b) {
         ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
         ins.bind(5, to_json_string(m.message)).run();
       }
+      tail.idx = idx;
     }
     for (auto& l : b.ledger) {
       l.updated_at = now;
@@ -367,6 +509,10 @@ void SqliteStore::commit(CommitBatch& b) {
     }
     for (auto& j : b.jobs) write_job(j, now);
     end_write(true);
+    if (tail.seq || tail.idx) {
+      if (tails_.size() >= kMaxTails) tails_.clear();
+      tails_[b.thread_id] = tail;
+    }
   } catch (...) {
     end_write(false);
     throw;
@@ -513,7 +659,17 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
     m.index = s.i64(0);
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
-    m.message = json::parse(reinterpret_cast<const char*>(s.raw(3))).get<Message>();
+    const char* body = reinterpret_cast<const char*>(s.raw(3));
+    json j = json::parse(body, body + sqlite3_column_bytes(s.get(), 3));
+    // The metadata (a tool message's index, an answer's WorkerAgentOutput) is moved, not copied, out of
+    // the parsed document; anything but an object stays for from_json to refuse as before.
+    json metadata;
+    if (auto it = j.find("metadata"); it != j.end() && it->is_object()) {
+      metadata = std::move(*it);
+      j.erase(it);
+    }
+    m.message = j.get<Message>();
+    if (metadata.is_object()) m.message.metadata = std::move(metadata);
     out.push_back(std::move(m));
   }
   return out;
@@ -718,6 +874,8 @@ int64_t SqliteStore::external_version() {
 
 void SqliteStore::checkpoint() {
   std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> idle;  // a background checkpoint would make this one give up
+  if (checkpointer_) idle = std::unique_lock<std::mutex>(checkpointer_->running);
   exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 

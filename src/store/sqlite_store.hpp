@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agentrt/storage.hpp"
@@ -19,7 +21,9 @@ struct SqliteStoreOptions {
   std::string synchronous = "NORMAL";  // NORMAL | FULL | OFF
   int busy_timeout_ms = 5000;      // how long a writer waits for another process's transaction
   // WAL pages before an automatic checkpoint (SQLite's default is 1000). Each checkpoint writes the changed
-  // pages back and fsyncs; a longer interval writes a hot page once instead of many times.
+  // pages back and fsyncs; a longer interval writes a hot page once instead of many times. On a file, the
+  // checkpoint runs on a thread of the store's own (its own connection), not in the commit that crossed the
+  // mark; a commit checkpoints itself only when the WAL reaches four times the mark. 0 = no automatic ones.
   int wal_autocheckpoint = 1000;
 };
 
@@ -78,6 +82,17 @@ class SqliteStore final : public Store {
   std::mutex mutex_;
   sqlite3* db_ = nullptr;
   std::map<const char*, sqlite3_stmt*> cache_;
+  struct Checkpointer;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  // Per thread, the last event seq and message index this connection committed (valid while data_version_
+  // is the pager's: no other connection has committed since).
+  struct Tail {
+    std::optional<int64_t> seq, idx;
+  };
+  static constexpr size_t kMaxTails = 4096;
+  std::map<std::string, Tail, std::less<>> tails_;
+  unsigned data_version_ = 0;
+  unsigned data_version();
   std::atomic<int64_t> write_txns_{0};
 };
 

@@ -436,6 +436,10 @@ TEST_CASE("a confirmation interrupt, cancelled: the job ends cancelled and the t
   CHECK((*results[0])["metadata"]["tool_agent_output"]["error"]["code"] == "declined");
   CHECK((*results[0])["content"].get<std::string>().find("declined") != std::string::npos);
   CHECK(job_notes(h.rt->history("t-decline")).empty());
+  const json* declined = job_event(evs, 1);  // the first one announced the pending job
+  REQUIRE(declined);
+  CHECK((*declined)["value"]["status"] == "cancelled");
+  CHECK((*declined)["value"]["confirmation"] == "declined");
 }
 
 TEST_CASE("a confirmation that expires fails the job with a timeout reason") {

@@ -1,0 +1,270 @@
+// Where the runtime commits, and that fewer commits keep the durability rules: what a call returns is
+// committed, a non-idempotent tool is committed `started` before it runs, a tool result not committed yet
+// when the process dies leaves the call `interrupted` (never run again), and a start that cannot be
+// committed stores nothing.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "support/runtime_fixture.hpp"
+
+using namespace agentrt;
+using namespace agentrt::testing;
+
+namespace {
+
+// The store as another process sees it: a second connection on the same file.
+std::shared_ptr<SqliteStore> other_connection(const std::string& path) {
+  return std::make_shared<SqliteStore>(SqliteStoreOptions{path});
+}
+
+ToolSpec counting_book_room(std::atomic<int>& runs, bool idempotent = false) {
+  ToolSpec spec;
+  spec.name = "book_room";
+  spec.approval = ApprovalPolicy::always();
+  spec.idempotent = idempotent;
+  spec.handler = sync_tool([&runs](const ToolCallContext& c) {
+    ++runs;
+    return ToolResult{json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}}, std::nullopt};
+  });
+  return spec;
+}
+
+RuntimeConfig quiet_config(std::shared_ptr<Store> store, std::shared_ptr<ModelProvider> model) {
+  RuntimeConfig c = test_config(std::move(store), std::move(model));
+  c.stages.intent.call_model = false;
+  c.stages.organization.call_model = false;
+  c.sweep_interval = std::chrono::milliseconds(60000);  // no heartbeat commits in the counts
+  c.flush_interval = std::chrono::milliseconds(60000);  // no timed group commits either
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("run_turn and resume_turn: what they return is committed, in three commits for an approval loop") {
+  TempDir dir;
+  const std::string path = dir.file("db.sqlite");
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path});
+  std::atomic<int> runs{0};
+  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(booking_script)));
+  rt.tools().add(counting_book_room(runs));
+
+  const int64_t tx0 = store->write_transactions();
+  auto paused = rt.run_turn(turn_input("t-cp", user_message("book a room")));
+  REQUIRE(paused.status == TurnStatus::waiting_approval);
+  CHECK(store->write_transactions() - tx0 == 1);  // the start rides on the pause's commit
+  {
+    auto other = other_connection(path);
+    auto t = other->get_turn(paused.id);
+    REQUIRE(t);
+    CHECK(t->status == TurnStatus::waiting_approval);
+    CHECK(t->approval_request_id == paused.approval_request_id);
+    auto msgs = other->messages("t-cp");
+    REQUIRE(msgs.size() == 2);
+    CHECK(msgs[0].message.role == Role::user);
+    CHECK(msgs[1].message.tool_calls.size() == 1);
+    auto ledger = other->ledger(paused.id);
+    REQUIRE(ledger.size() == 1);
+    CHECK(ledger[0].status == LedgerStatus::requested);
+    auto evs = other->events_after("t-cp", 0, 100);
+    REQUIRE(!evs.empty());
+    CHECK(json::parse(evs.front().json)["type"] == "RUN_STARTED");
+    CHECK(json::parse(evs.back().json)["type"] == "RUN_FINISHED");
+  }
+
+  const int64_t tx1 = store->write_transactions();
+  auto done = rt.resume_turn(paused.id, paused.approval_request_id,
+                             {Decision{paused.interrupts[0]["id"], Decision::Action::approve, {}, ""}});
+  REQUIRE(done.status == TurnStatus::completed);
+  CHECK(runs == 1);
+  // The decision with the `started` record (before the tool ran), then the end with the result.
+  CHECK(store->write_transactions() - tx1 == 2);
+  auto other = other_connection(path);
+  CHECK(other->get_turn(paused.id)->status == TurnStatus::completed);
+  CHECK(other->get_approval(paused.approval_request_id).has_value());
+  CHECK(other->ledger(paused.id).at(0).status == LedgerStatus::finished);
+  CHECK(other->messages("t-cp").size() == 4);
+  // The AG-UI stream of both runs is well formed.
+  std::vector<json> evs;
+  for (const auto& e : other->events_after("t-cp", 0, 1000)) evs.push_back(json::parse(e.json));
+  check_agui(evs);
+}
+
+TEST_CASE("start_turn's handle and resume's 'accepted' are committed when the calls return") {
+  TempDir dir;
+  const std::string path = dir.file("db.sqlite");
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path});
+  std::atomic<int> runs{0};
+  std::atomic<bool> release{false};
+  // The model holds the run after the tool until released, so nothing later can have committed for it.
+  auto script = [&](const ModelRequest& req) {
+    if (tool_results_since_last_user(req) > 0)
+      for (int i = 0; i < 10000 && !release; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return booking_script(req);
+  };
+  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(script)));
+  rt.tools().add(counting_book_room(runs));
+  TurnInput in = turn_input("t-async", user_message("book a room"));
+  auto h = rt.start_turn(in);
+  REQUIRE(other_connection(path)->get_turn(h.turn_id).has_value());
+  auto t = rt.wait(h.turn_id, std::chrono::seconds(10));
+  REQUIRE(t.status == TurnStatus::waiting_approval);
+  auto answer = rt.resume(t.id, t.approval_request_id, {Decision{t.interrupts[0]["id"], Decision::Action::approve, {}, ""}});
+  CHECK(answer["status"] == "accepted");
+  {
+    auto other = other_connection(path);
+    auto a = other->get_approval(t.approval_request_id);
+    REQUIRE(a);
+    CHECK(a->answer == answer);
+    CHECK(other->get_turn(t.id)->status != TurnStatus::waiting_approval);
+  }
+  release = true;
+  CHECK(rt.wait(t.id, std::chrono::seconds(10)).status == TurnStatus::completed);
+  CHECK(runs == 1);
+}
+
+TEST_CASE("a run_turn refused at its first commit stores nothing and reports the conflict") {
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  std::atomic<int> runs{0};
+  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(booking_script)));
+  rt.tools().add(counting_book_room(runs));
+  auto first = rt.run_turn(turn_input("t-busy", user_message("book a room")));
+  REQUIRE(first.status == TurnStatus::waiting_approval);
+  const auto events_before = store->events_after("t-busy", 0, 1000).size();
+  try {
+    rt.run_turn(turn_input("t-busy", user_message("book another")));
+    FAIL("a second active turn was started");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::conflict);
+  }
+  CHECK(store->messages("t-busy").size() == 2);
+  CHECK(store->events_after("t-busy", 0, 1000).size() == events_before);
+  CHECK(store->active_turn("t-busy")->id == first.id);
+  CHECK(runs == 0);
+}
+
+TEST_CASE("a resume_turn whose decision loses its race at the first commit stores nothing") {
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  std::atomic<int> runs{0};
+  Runtime* runtime = nullptr;
+  std::string victim;
+  // A rejected call runs nothing, so the continuation's first commit is its end; the model cancels the
+  // turn (as another client would) before that.
+  auto script = [&](const ModelRequest& req) {
+    if (tool_results_since_last_user(req) > 0 && !victim.empty()) runtime->cancel(victim);
+    return booking_script(req);
+  };
+  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(script)));
+  runtime = &rt;
+  rt.tools().add(counting_book_room(runs));
+  auto t = rt.run_turn(turn_input("t-race", user_message("book a room")));
+  REQUIRE(t.status == TurnStatus::waiting_approval);
+  victim = t.id;
+  try {
+    rt.resume_turn(t.id, t.approval_request_id, {Decision{t.interrupts[0]["id"], Decision::Action::reject, {}, ""}});
+    FAIL("a cancelled turn was resumed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_state);
+  }
+  CHECK(runs == 0);
+  CHECK(store->get_turn(t.id)->status == TurnStatus::cancelled);
+  CHECK_FALSE(store->get_approval(t.approval_request_id).has_value());
+  auto hist = store->messages("t-race");
+  REQUIRE(hist.size() == 3);  // user, call, the call's result from the cancel: nothing of the lost run
+  CHECK(hist[2].message.role == Role::tool);
+  std::vector<json> evs;
+  for (const auto& e : store->events_after("t-race", 0, 1000)) evs.push_back(json::parse(e.json));
+  check_agui(evs);
+  CHECK(evs.back()["outcome"]["type"] == "cancelled");
+}
+
+// A process resumes the turn with resume_turn; book_room (not idempotent) runs, and the process is killed
+// while the model works on the next step. `flush_ms` is the child's group-commit interval: long, the
+// result is not committed yet when it dies; short, the flusher has committed it.
+void crash_after_tool(int flush_ms, LedgerStatus expected) {
+  TempDir dir;
+  const std::string db = dir.file("db.sqlite");
+  std::string turn_id;
+  {
+    auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
+    std::atomic<int> runs{0};
+    Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(booking_script)));
+    rt.tools().add(counting_book_room(runs));
+    auto t = rt.run_turn(turn_input("t-die", user_message("book a room")));
+    REQUIRE(t.status == TurnStatus::waiting_approval);
+    turn_id = t.id;
+  }
+  int ran[2];
+  REQUIRE(pipe(ran) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) try {
+    close(ran[0]);
+    auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
+    auto script = [&](const ModelRequest& req) {
+      if (tool_results_since_last_user(req) > 0) pause();  // killed here, after the tool
+      return booking_script(req);
+    };
+    RuntimeConfig c = quiet_config(store, std::make_shared<ScriptedModel>(script));
+    c.flush_interval = std::chrono::milliseconds(flush_ms);
+    Runtime rt(c);
+    ToolSpec spec;
+    spec.name = "book_room";
+    spec.approval = ApprovalPolicy::always();
+    spec.handler = sync_tool([&](const ToolCallContext&) {
+      char x = 1;
+      (void)!write(ran[1], &x, 1);
+      return ToolResult{json{{"ok", true}}, std::nullopt};
+    });
+    rt.tools().add(spec);
+    auto t = store->get_turn(turn_id);
+    rt.resume_turn(t->id, t->approval_request_id, {Decision{t->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
+    _exit(0);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "child: %s\n", e.what());
+    _exit(5);
+  }
+  close(ran[1]);
+  char x = 0;
+  REQUIRE(read(ran[0], &x, 1) == 1);  // the tool ran once
+  std::this_thread::sleep_for(std::chrono::milliseconds(flush_ms < 100 ? 200 : 50));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(ran[0]);
+
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
+  // As the dead process left it: the call was durable as started before it ran.
+  auto left = store->ledger(turn_id);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].status == (expected == LedgerStatus::interrupted ? LedgerStatus::started : expected));
+  CHECK(store->get_turn(turn_id)->status == TurnStatus::running);
+  std::atomic<int> runs{0};
+  RuntimeConfig c = quiet_config(store, std::make_shared<ScriptedModel>(booking_script));
+  c.sweep_interval = std::chrono::milliseconds(50);
+  c.tools.push_back(counting_book_room(runs));
+  Runtime rt(c);
+  for (int i = 0; i < 300 && rt.turn(turn_id)->status == TurnStatus::running; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(rt.turn(turn_id)->status == TurnStatus::failed);
+  CHECK(store->ledger(turn_id).at(0).status == expected);
+  CHECK(runs == 0);  // never run again
+  auto hist = rt.history("t-die");
+  REQUIRE(hist.size() == 4);  // user, call, its one result, the error
+  CHECK(hist[2].role == Role::tool);
+  CHECK(hist[3].role == Role::system);
+}
+
+TEST_CASE("a crash after a tool ran, before its result was committed, leaves the call interrupted, not run again") {
+  crash_after_tool(60000, LedgerStatus::interrupted);
+}
+
+TEST_CASE("a tool result waits for the run's next commit at most a group-commit interval") {
+  crash_after_tool(5, LedgerStatus::finished);
+}
