@@ -150,6 +150,14 @@ class Store {
   virtual std::optional<TurnRecord> active_turn(std::string_view thread_id) = 0;  // non-terminal turn
   virtual std::optional<TurnRecord> last_turn(std::string_view thread_id) = 0;
   virtual std::vector<TurnRecord> turns_in_status(TurnStatus status) = 0;
+  // WAITING_APPROVAL turns whose deadline (expires_at > 0) is at or before now_ms: what the sweeper expires.
+  // A backend should answer it from an index rather than read every waiting turn.
+  virtual std::vector<TurnRecord> turns_expired(int64_t now_ms) {
+    std::vector<TurnRecord> out;
+    for (auto& t : turns_in_status(TurnStatus::waiting_approval))
+      if (t.expires_at > 0 && t.expires_at <= now_ms) out.push_back(std::move(t));
+    return out;
+  }
 
   virtual std::vector<MessageRecord> messages(std::string_view thread_id) = 0;
   virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;

@@ -728,7 +728,7 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
 void Runtime::Impl::sweep(bool take_over_resuming) {
   std::lock_guard<std::mutex> guard(sweep_run_mutex);
   const int64_t now = now_ms();
-  for (auto& t : cfg.store->turns_in_status(TurnStatus::waiting_approval)) {
+  for (auto& t : cfg.store->turns_expired(now)) {
     if (t.expires_at <= 0 || t.expires_at > now) continue;
     try {
       end_waiting_turn(t, TurnStatus::expired, "approval expired");

@@ -106,6 +106,7 @@ class DocumentStore final : public Store {
   std::optional<TurnRecord> active_turn(std::string_view thread_id) override;
   std::optional<TurnRecord> last_turn(std::string_view thread_id) override;
   std::vector<TurnRecord> turns_in_status(TurnStatus status) override;
+  std::vector<TurnRecord> turns_expired(int64_t now_ms) override { return inner_->turns_expired(now_ms); }
   // The thread's document. Error(too_large) when it is larger than the cap, Error(io) when it is missing
   // or damaged.
   std::vector<MessageRecord> messages(std::string_view thread_id) override;

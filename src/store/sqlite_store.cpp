@@ -577,6 +577,10 @@ std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_vi
   auto s = stmt(sql);
   s.bind(1, a);
   if (!b.empty()) s.bind(2, b);
+  return read_turns(s);
+}
+
+std::vector<TurnRecord> SqliteStore::read_turns(Statement& s) {
   std::vector<TurnRecord> out;
   while (s.step()) {
     TurnRecord t;
@@ -637,6 +641,16 @@ std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
       thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
+}
+
+std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
+  auto s = stmt("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND "
+                "status IN ('RUNNING','WAITING_APPROVAL','RESUMING') AND expires_at > 0 AND expires_at <= ? "
+                "ORDER BY created_at");
+  s.bind(1, now);
+  return read_turns(s);
 }
 
 std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {

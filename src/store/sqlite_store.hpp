@@ -49,6 +49,7 @@ class SqliteStore final : public Store {
   std::optional<TurnRecord> active_turn(std::string_view thread_id) override;
   std::optional<TurnRecord> last_turn(std::string_view thread_id) override;
   std::vector<TurnRecord> turns_in_status(TurnStatus status) override;
+  std::vector<TurnRecord> turns_expired(int64_t now_ms) override;
   std::vector<MessageRecord> messages(std::string_view thread_id) override;
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
   std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
@@ -76,6 +77,7 @@ class SqliteStore final : public Store {
   void require_idle(std::string_view thread_id);
   void write_job(JobWrite& w, int64_t now);
   std::vector<JobRecord> query_jobs(const char* sql, std::string_view text, int64_t number);
+  std::vector<TurnRecord> read_turns(Statement& s);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
 
   SqliteStoreOptions options_;

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -225,6 +226,28 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     auto mid = s->events_after("th1", 500, 10);
     REQUIRE(mid.size() == 10);
     CHECK(mid[0].seq == 501);
+  }
+  SUBCASE("turns_expired: the waiting turns whose deadline has passed, nothing else") {
+    auto s = make();
+    auto add = [&](const std::string& id, TurnStatus st, int64_t expires) {
+      auto t = conformance_turn(id, "th_" + id, st);
+      t.expires_at = expires;
+      auto b = new_turn_batch(t);
+      s->commit(b);
+    };
+    add("w_past", TurnStatus::waiting_approval, 1000);
+    add("w_now", TurnStatus::waiting_approval, 2000);
+    add("w_later", TurnStatus::waiting_approval, 3000);
+    add("w_none", TurnStatus::waiting_approval, 0);
+    add("r_past", TurnStatus::running, 1000);
+    add("c_past", TurnStatus::completed, 1000);
+    auto due = s->turns_expired(2000);
+    std::vector<std::string> ids;
+    for (const auto& t : due) ids.push_back(t.id);
+    std::sort(ids.begin(), ids.end());
+    CHECK(ids == std::vector<std::string>{"w_now", "w_past"});
+    CHECK(s->turns_expired(999).empty());
+    REQUIRE(s->turns_expired(5000).size() == 3);
   }
   SUBCASE("jobs: insert, compare-and-set, due ones, and require_idle") {
     auto s = make();
