@@ -587,6 +587,34 @@ TEST_CASE("jobs survive a restart: a new runtime completes them, and delivers ou
   check_agui(evs);
 }
 
+TEST_CASE("a confirmation asked before a restart is answered after it") {
+  TempDir dir;
+  const std::string db = dir.file("jobs.db");
+  std::string turn_id, apr, interrupt_id, job_id;
+  {
+    JobHarness h([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
+    auto t = h.start("t-rc", "costly render");
+    auto rec = h.wait(t.turn_id);
+    REQUIRE(rec.status == TurnStatus::waiting_approval);
+    turn_id = rec.id;
+    apr = rec.approval_request_id;
+    interrupt_id = rec.interrupts[0]["id"];
+    job_id = rec.interrupts[0]["metadata"]["jobId"];
+  }
+  JobHarness h2([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
+  CHECK(h2.rt->job(job_id)->confirmation == JobConfirmation::pending);
+  auto after = h2.rt->resume_turn(turn_id, apr, {Decision{interrupt_id, Decision::Action::approve, std::nullopt, ""}});
+  CHECK(after.status == TurnStatus::completed);
+  CHECK(h2.costly_calls == 1);
+  CHECK(h2.confirmed_calls == 1);
+  CHECK(h2.job_ids.at(0) == job_id);
+  auto j = h2.rt->job(job_id);
+  CHECK(j->status == JobStatus::running);
+  CHECK(j->confirmation == JobConfirmation::confirmed);
+  h2.rt->complete_job(job_id, JobResult{json{{"ok", true}}, json::array(), ""});
+  CHECK(job_notes(h2.rt->history("t-rc")).size() == 1);
+}
+
 TEST_CASE("a job is completed by another process sharing the store") {
   TempDir dir;
   const std::string db = dir.file("jobs.db");
