@@ -443,7 +443,7 @@ class TurnRunner {
       } else {
         r.job_id = new_id("job");
       }
-      in_flight.add(new_job(*l, r.job_id));
+      in_flight.add(r.job_id, ctx_.turn, *l);
     }
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
@@ -560,12 +560,13 @@ class TurnRunner {
         }
       }
     }
-    void add(JobRecord base) {
+    void add(const std::string& id, const TurnRecord& turn, const LedgerEntry& call) {
       std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-      ids_.push_back(base.id);
+      ids_.push_back(id);
       Runtime::Impl::InFlightJob f;
-      f.base = std::move(base);
-      rt_.jobs_in_flight.emplace(ids_.back(), std::move(f));
+      f.turn = &turn;
+      f.call = &call;
+      rt_.jobs_in_flight.emplace(id, std::move(f));
     }
     // Progress the host reported before the job's record existed.
     JobProgress progress(const std::string& id) {

@@ -188,6 +188,22 @@ void Runtime::Impl::deliver_jobs(const std::string& thread_id) {
 
 // ------------------------------------------------------------------------------------------ host updates
 
+JobRecord Runtime::Impl::InFlightJob::base(const std::string& id) const {
+  JobRecord j;
+  j.id = id;
+  if (turn) {
+    j.thread_id = turn->thread_id;
+    j.turn_id = turn->id;
+    j.run_id = turn->run_id;
+    j.user_id = turn->user_id;
+  }
+  if (call) {
+    j.tool_call_id = call->tool_call_id;
+    j.tool_name = call->tool_name;
+  }
+  return j;
+}
+
 std::optional<JobRecord> Runtime::Impl::find_job(std::string_view job_id) {
   if (job_id.empty() || job_id.size() > 128) throw Error(ErrorCode::invalid_argument, "job id must be 1-128 characters");
   return cfg.store->get_job(job_id);
@@ -210,7 +226,7 @@ JobRecord Runtime::Impl::finish_job(std::string_view job_id, JobStatus to, const
           throw Error(ErrorCode::invalid_state,
                       fmt::format("job {} has already {}", job_id, to_string(it->second.ended_as.status)));
         }
-        early = it->second.base;
+        early = it->second.base(it->first);
         early->status = to;
         fill(*early);
         early->finished_at = now_ms();
@@ -343,7 +359,7 @@ JobRecord Runtime::Impl::update_job(std::string_view job_id, const JobProgress& 
       if (p.status) acc.status = p.status;
       if (p.progress) acc.progress = p.progress;
       if (p.message) acc.message = p.message;
-      JobRecord early = it->second.base;
+      JobRecord early = it->second.base(it->first);
       early.status = acc.status.value_or(JobStatus::running);
       early.progress = acc.progress.value_or(0);
       early.message = acc.message.value_or("");

@@ -158,7 +158,11 @@ struct Runtime::Impl {
   // Jobs whose tool call runs now (their record is not committed yet), with an outcome the host reported
   // before it was (applied when the record is written).
   struct InFlightJob {
-    JobRecord base;                    // what is known before the tool answers (ids, thread, turn, call, tool)
+    // The run's turn and the call's ledger entry: valid while the entry exists (the run's execute() erases
+    // it before it returns), and their ids are not written meanwhile.
+    const TurnRecord* turn = nullptr;
+    const LedgerEntry* call = nullptr;
+    JobRecord base(const std::string& id) const;  // what is known before the tool answers
     std::optional<JobRecord> outcome;  // reported, not yet applied
     bool ended = false;                // an outcome was reported (a second one is refused; a second cancel is not)
     JobRecord ended_as;                // that outcome
