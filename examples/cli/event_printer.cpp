@@ -4,15 +4,6 @@
 
 namespace agentrt::cli {
 
-namespace {
-
-std::string str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-std::string scalar_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
 std::string one_line(std::string s, size_t max) {
   for (char& c : s)
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
@@ -23,6 +14,15 @@ std::string one_line(std::string s, size_t max) {
   }
   return s;
 }
+
+namespace {
+
+std::string str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string scalar_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 }  // namespace
 

@@ -66,4 +66,7 @@ std::string content_text(const json& content);
 // waiting for confirmation".
 std::string describe_job(const json& job);
 
+// `s` on one line (newlines and tabs become spaces), cut to `max` bytes (UTF-8 kept whole) with "...".
+std::string one_line(std::string s, size_t max);
+
 }  // namespace agentrt::cli

@@ -63,17 +63,6 @@ std::string local_time(int64_t ms) {
   return buf;
 }
 
-std::string one_line(std::string s, size_t max) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-  if (s.size() > max) {
-    size_t cut = max;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // keep UTF-8 whole
-    s = s.substr(0, cut) + "...";
-  }
-  return s;
-}
-
 // The host: the options and the runtime they open.
 struct Host {
   CliOptions opt;
