@@ -822,10 +822,7 @@ void SqliteStore::write_job(JobWrite& w, int64_t now) {
   "error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,version,"   \
   "created_at,updated_at,finished_at"
 
-std::vector<JobRecord> SqliteStore::query_jobs(const char* sql, std::string_view text, int64_t number) {
-  auto s = stmt(sql);
-  if (!text.empty()) s.bind(1, text);
-  else s.bind(1, number);
+std::vector<JobRecord> SqliteStore::read_jobs(Statement& s) {
   std::vector<JobRecord> out;
   while (s.step()) {
     JobRecord j;
@@ -861,7 +858,9 @@ std::vector<JobRecord> SqliteStore::query_jobs(const char* sql, std::string_view
 std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
   if (job_id.empty()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_jobs("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE id=?", job_id, 0);
+  auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE id=?");
+  s.bind(1, job_id);
+  auto v = read_jobs(s);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -869,15 +868,18 @@ std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
 std::vector<JobRecord> SqliteStore::thread_jobs(std::string_view thread_id) {
   if (thread_id.empty()) return {};
   std::lock_guard<std::mutex> lock(mutex_);
-  return query_jobs("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE thread_id=? ORDER BY created_at, rowid", thread_id, 0);
+  auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE thread_id=? ORDER BY created_at, rowid");
+  s.bind(1, thread_id);
+  return read_jobs(s);
 }
 
 std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return query_jobs("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE delivered=0 AND "
-                    "(status IN ('succeeded','failed','cancelled') OR "
-                    "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at",
-                    {}, now);
+  auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE delivered=0 AND "
+                "(status IN ('succeeded','failed','cancelled') OR "
+                "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at");
+  s.bind(1, now);
+  return read_jobs(s);
 }
 
 int64_t SqliteStore::external_version() {

@@ -76,7 +76,7 @@ class SqliteStore final : public Store {
   void end_write(bool commit);
   void require_idle(std::string_view thread_id);
   void write_job(JobWrite& w, int64_t now);
-  std::vector<JobRecord> query_jobs(const char* sql, std::string_view text, int64_t number);
+  std::vector<JobRecord> read_jobs(Statement& s);
   std::vector<TurnRecord> read_turns(Statement& s);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
 
