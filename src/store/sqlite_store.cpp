@@ -72,7 +72,18 @@ CREATE INDEX jobs_by_thread ON jobs(thread_id, created_at);
 -- The jobs the runtime still has to look at (open ones, and finished ones not yet in history).
 CREATE INDEX jobs_undelivered ON jobs(expires_at) WHERE delivered = 0;
 )sql",
+    // 3: the active-turn predicate as ORs. A three-constant IN list builds a temporary table each time a
+    // statement evaluates it, and the partial index evaluates it on every write of a turn (~10 us each).
+    R"sql(
+DROP INDEX turns_one_active;
+CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
+  WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING';
+)sql",
 };
+
+// The active turns, as the partial index turns_one_active states it: a query names the index's predicate
+// word for word, or the planner cannot use the index.
+#define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')"
 
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, std::string_view what) {
   int ext = db ? sqlite3_extended_errcode(db) : rc;
@@ -392,7 +403,7 @@ void SqliteStore::commit(CommitBatch& b) {
           // A turn inserted already ended (a run that commits once, at its end) is outside the partial
           // index: it still may not land beside another active turn.
           auto act = stmt(
-              "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+              "SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
           act.bind(1, t.thread_id);
           if (act.step())
             throw Error(ErrorCode::conflict,
@@ -420,7 +431,7 @@ void SqliteStore::commit(CommitBatch& b) {
                                                            t.thread_id, t.client_message_id, dup.text(0)));
           }
           auto act = stmt(
-              "SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')");
+              "SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
           act.bind(1, t.thread_id);
           if (act.step())
             throw Error(ErrorCode::conflict,
@@ -638,7 +649,7 @@ std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_v
 std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto v = query_turns("SELECT " AGENTRT_TURN_COLS
-                       " FROM turns WHERE thread_id=? AND status IN ('RUNNING','WAITING_APPROVAL','RESUMING')",
+                       " FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE,
                        thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
@@ -657,7 +668,7 @@ std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
   // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
   auto s = stmt("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND "
-                "status IN ('RUNNING','WAITING_APPROVAL','RESUMING') AND expires_at > 0 AND expires_at <= ? "
+                AGENTRT_ACTIVE " AND expires_at > 0 AND expires_at <= ? "
                 "ORDER BY created_at");
   s.bind(1, now);
   return read_turns(s);
@@ -667,7 +678,7 @@ std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!is_terminal(status))  // the active turns: a scan of the small partial index, not of every turn
     return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? AND "
-                       "status IN ('RUNNING','WAITING_APPROVAL','RESUMING') ORDER BY created_at",
+                       AGENTRT_ACTIVE " ORDER BY created_at",
                        to_string(status));
   return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? ORDER BY created_at", to_string(status));
 }
@@ -786,7 +797,7 @@ std::optional<int64_t> SqliteStore::instance_heartbeat(std::string_view instance
 // ------------------------------------------------------------------------------------------------- jobs
 
 void SqliteStore::require_idle(std::string_view thread_id) {
-  auto q = stmt("SELECT id FROM turns WHERE thread_id=? AND status IN ('RUNNING','RESUMING')");
+  auto q = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE " AND status<>'WAITING_APPROVAL'");
   q.bind(1, thread_id);
   if (q.step())
     throw Error(ErrorCode::conflict, fmt::format("thread {} has a run open (turn {})", thread_id, q.text(0)));

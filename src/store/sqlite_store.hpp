@@ -36,7 +36,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;
