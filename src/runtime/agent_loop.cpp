@@ -1040,7 +1040,7 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
   unregister_run(ctx.turn.id);
   deliver_jobs(ctx.turn.thread_id);
   if (deferred && deferred->error) return TurnRecord{};
-  return ctx.turn;
+  return std::move(ctx.turn);  // ctx dies here; the caller gets the record without a copy
 }
 
 TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
@@ -1127,7 +1127,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
   unregister_run(ctx.turn.id);
   deliver_jobs(ctx.turn.thread_id);
   if (deferred && deferred->error) return TurnRecord{};
-  return ctx.turn;
+  return std::move(ctx.turn);  // ctx dies here; the caller gets the record without a copy
 }
 
 void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason) {

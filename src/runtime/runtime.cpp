@@ -256,7 +256,9 @@ std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& threa
                                        [](const auto& w) { return w.expired(); }),
                         live_emitters.end());
     live_emitters.push_back(em);
-    flush_cv.notify_one();
+    // Only an idle flusher sleeps without a deadline; a busy one looks at the list on its next tick, long
+    // before anything this emitter stages is due (flush_interval).
+    if (live_emitters.size() == 1) flush_cv.notify_one();
   }
   return em;
 }
@@ -627,6 +629,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     decisions_json.push_back(std::move(dj));
   }
 
+  turn->interrupts = json::array();  // read above; the next state has none: nothing to copy
   TurnRecord next = *turn;
   check_transition(next.id, next.status, TurnStatus::resuming);
   next.status = TurnStatus::resuming;
