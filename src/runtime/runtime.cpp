@@ -256,9 +256,9 @@ std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& threa
                                        [](const auto& w) { return w.expired(); }),
                         live_emitters.end());
     live_emitters.push_back(em);
-    // Only an idle flusher sleeps without a deadline; a busy one looks at the list on its next tick, long
-    // before anything this emitter stages is due (flush_interval).
-    if (live_emitters.size() == 1) flush_cv.notify_one();
+    // Only a flusher idle for a while sleeps without a deadline; otherwise it looks at the list on its next
+    // tick, long before anything this emitter stages is due (flush_interval).
+    if (flusher_sleeping) flush_cv.notify_one();
   }
   return em;
 }
@@ -280,9 +280,17 @@ void Runtime::Impl::flusher_loop() {
                         live_emitters.end());
     if (flusher_stop) return;
     if (live_emitters.empty()) {
-      // Nothing runs: sleep until a run registers its emitter (no wake-ups while idle).
-      flush_cv.wait(lock, [&] { return flusher_stop || !live_emitters.empty(); });
-      continue;
+      // Nothing runs: after a second of that, sleep until a run registers its emitter (no wake-ups while
+      // idle). Between runs that follow each other closely it keeps ticking instead, so that starting a
+      // run costs no wake-up of this thread (a context switch on the run's path).
+      if (std::chrono::steady_clock::now() - flusher_busy_at >= std::chrono::seconds(1)) {
+        flusher_sleeping = true;
+        flush_cv.wait(lock, [&] { return flusher_stop || !live_emitters.empty(); });
+        flusher_sleeping = false;
+        continue;
+      }
+    } else {
+      flusher_busy_at = std::chrono::steady_clock::now();
     }
     if (flush_cv.wait_for(lock, cfg.flush_interval / 2 + std::chrono::milliseconds(1), [&] { return flusher_stop; }))
       return;

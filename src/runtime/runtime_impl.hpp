@@ -100,6 +100,8 @@ struct Runtime::Impl {
   std::condition_variable flush_cv;
   std::vector<std::weak_ptr<RunEmitter>> live_emitters;
   bool flusher_stop = false;  // under flush_mutex
+  bool flusher_sleeping = false;  // in its wait without a deadline (under flush_mutex)
+  std::chrono::steady_clock::time_point flusher_busy_at{};  // last tick with a live emitter (flusher thread)
   std::thread flusher;
 
   std::mutex sweep_mutex;
