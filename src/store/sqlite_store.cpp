@@ -10,6 +10,7 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
+#include "store/sqlite_wal_vfs.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -178,7 +179,7 @@ class SqliteStore::Statement {
 // wholly written back after a thread's checkpoint and SQLite starts it over by itself, without a stall.
 struct SqliteStore::Checkpointer {
   Checkpointer(const std::string& path, const SqliteStoreOptions& o) : pages(o.wal_autocheckpoint) {
-    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, wal_vfs_name());
     if (rc == SQLITE_OK) {
       sqlite3_busy_timeout(db, o.busy_timeout_ms);
       rc = sqlite3_exec(db, fmt::format("PRAGMA synchronous={}", o.synchronous).c_str(), nullptr, nullptr, nullptr);
@@ -261,8 +262,10 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
   if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("sqlite: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
+  // Through the VFS that writes a commit's WAL frames with one write (null if it could not be registered:
+  // then the default VFS, which writes two per frame).
   int rc = sqlite3_open_v2(options_.path.c_str(), &db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, wal_vfs_name());
   if (rc != SQLITE_OK) {
     std::string msg = fmt::format("sqlite: cannot open '{}': {}", options_.path, db_ ? sqlite3_errmsg(db_) : "?");
     sqlite3_close_v2(db_);
