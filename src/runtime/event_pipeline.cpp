@@ -141,32 +141,32 @@ bool SubscriptionImpl::closed() const {
 RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit)
     : store_(store), hub_(hub), thread_id_(std::move(thread_id)), run_id_(std::move(run_id)),
       on_commit_(std::move(on_commit)) {
-  batch_.thread_id = thread_id_;
+  batch_->thread_id = thread_id_;
 }
 
 void RunEmitter::emit(const Event& e) { emit_json(to_json_string(e)); }
 
 void RunEmitter::emit_json(std::string body) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_.empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
-  batch_.events.push_back(StoredEvent{0, run_id_, std::move(body)});
+  if (batch_->empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  batch_->events.push_back(StoredEvent{0, run_id_, std::move(body)});
 }
 
 void RunEmitter::add_message(MessageRecord m) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
-  batch_.messages.push_back(std::move(m));
+  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  batch_->messages.push_back(std::move(m));
 }
 
 void RunEmitter::put_ledger(const LedgerEntry& l) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
-  for (auto& x : batch_.ledger)
+  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  for (auto& x : batch_->ledger)
     if (x.tool_call_id == l.tool_call_id && x.turn_id == l.turn_id) {
       x = l;
       return;
     }
-  batch_.ledger.push_back(l);
+  batch_->ledger.push_back(l);
 }
 
 void RunEmitter::set_turn_version(int64_t version) {
@@ -181,30 +181,30 @@ int64_t RunEmitter::turn_version() const {
 
 void RunEmitter::set_turn(const TurnRecord& t) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
-  batch_.expected_version = turn_version_;
-  batch_.turn = t;
+  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  batch_->expected_version = turn_version_;
+  batch_->turn = t;
 }
 
 void RunEmitter::create_thread(ThreadRecord t) {
   std::lock_guard<std::mutex> lock(mutex_);
-  batch_.create_thread = std::move(t);
+  batch_->create_thread = std::move(t);
 }
 
 void RunEmitter::set_approval(ApprovalRecord a) {
   std::lock_guard<std::mutex> lock(mutex_);
-  batch_.approval = std::move(a);
+  batch_->approval = std::move(a);
 }
 
 void RunEmitter::put_job(const JobWrite& w) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_.empty()) pending_since_ = std::chrono::steady_clock::now();
-  for (auto& x : batch_.jobs)
+  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  for (auto& x : batch_->jobs)
     if (x.job.id == w.job.id) {
       x.job = w.job;
       return;
     }
-  batch_.jobs.push_back(w);
+  batch_->jobs.push_back(w);
 }
 
 void RunEmitter::add_compensation(std::function<void()> undo) {
@@ -226,8 +226,8 @@ void RunEmitter::discard() {
     }
   }
   undo_.clear();
-  batch_ = CommitBatch{};
-  batch_.thread_id = thread_id_;
+  *batch_ = CommitBatch{};
+  batch_->thread_id = thread_id_;
 }
 
 CommitBatch RunEmitter::flush(bool background) {
@@ -240,7 +240,7 @@ CommitBatch RunEmitter::flush(bool background) {
     failure_.clear();
     throw Error(failure_code_, "an earlier commit of this run failed: " + why);
   }
-  if (batch_.empty()) {
+  if (batch_->empty()) {
     undo_.clear();
     return out;
   }
@@ -258,11 +258,11 @@ CommitBatch RunEmitter::flush(bool background) {
       }
     }
     undo_.clear();
-    batch_ = CommitBatch{};
-    batch_.thread_id = thread_id_;
+    *batch_ = CommitBatch{};
+    batch_->thread_id = thread_id_;
   };
   try {
-    store_.commit(batch_);
+    store_.commit(*batch_);
   } catch (const Error& e) {
     // A conflict stays a conflict (a turn insert refused, a version changed): the run ends as it would have.
     roll_back(e.what(), e.code() == ErrorCode::conflict ? ErrorCode::conflict : ErrorCode::io);
@@ -275,10 +275,10 @@ CommitBatch RunEmitter::flush(bool background) {
     throw;
   }
   undo_.clear();
-  if (batch_.turn) turn_version_ = batch_.turn->version;
-  out = std::move(batch_);
-  batch_ = CommitBatch{};
-  batch_.thread_id = thread_id_;
+  if (batch_->turn) turn_version_ = batch_->turn->version;
+  out = std::move(*batch_);
+  *batch_ = CommitBatch{};
+  batch_->thread_id = thread_id_;
   if (on_commit_) on_commit_(out);
   if (!out.events.empty()) hub_.publish(thread_id_, out.events);
   return out;
@@ -286,7 +286,7 @@ CommitBatch RunEmitter::flush(bool background) {
 
 bool RunEmitter::has_pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !batch_.empty();
+  return !batch_->empty();
 }
 
 std::chrono::steady_clock::time_point RunEmitter::pending_since() const {
