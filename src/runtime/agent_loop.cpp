@@ -6,6 +6,7 @@
 
 #include "agentrt/summary.hpp"
 #include "runtime/context_builder.hpp"
+#include "runtime/event_wire.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "util/crypto.hpp"
 
@@ -101,14 +102,14 @@ class TurnRunner {
 
   void begin_step(const std::string& stage) {
     check_cancel();
-    ctx_.em->emit(events::step_started(stage));
+    ctx_.em->emit_json(wire::step_started(stage, now_ms()));
     ctx_.open_step = stage;
     ctx_.turn.stage = stage;
   }
 
   void end_step() {
     if (ctx_.open_step.empty()) return;
-    ctx_.em->emit(events::step_finished(ctx_.open_step));
+    ctx_.em->emit_json(wire::step_finished(ctx_.open_step, now_ms()));
     ctx_.open_step.clear();
   }
 
@@ -178,10 +179,10 @@ class TurnRunner {
       if (vis_ == Visibility::reasoning) return on_reasoning(d);
       auto& ctx = r_.ctx_;
       if (ctx.open_text.empty()) {
-        ctx.em->emit(events::text_start(msg_id_));
+        ctx.em->emit_json(wire::text_start(msg_id_, now_ms()));
         ctx.open_text = msg_id_;
       }
-      ctx.em->emit(events::text_content(msg_id_, std::string(d)));
+      ctx.em->emit_json(wire::text_content(msg_id_, d, now_ms()));
     }
     void on_reasoning(std::string_view d) override {
       if (d.empty()) return;
@@ -198,13 +199,13 @@ class TurnRunner {
       std::string eff = r_.unique_call_id(id);
       by_index_[index] = eff;
       announced_.push_back({std::string(id), eff, false});
-      ctx.em->emit(events::tool_call_start(eff, std::string(name), msg_id_));
+      ctx.em->emit_json(wire::tool_call_start(eff, name, msg_id_, now_ms()));
       ctx.open_tool_calls.insert(eff);
     }
     void on_tool_call_args(int index, std::string_view d) override {
       auto it = by_index_.find(index);
       if (it == by_index_.end() || d.empty()) return;
-      r_.ctx_.em->emit(events::tool_call_args(it->second, std::string(d)));
+      r_.ctx_.em->emit_json(wire::tool_call_args(it->second, d, now_ms()));
     }
     // The effective id of a result's tool call: the announced one with the same id, else a new one.
     std::pair<std::string, bool> take(const std::string& original) {
@@ -270,8 +271,8 @@ class TurnRunner {
     json wao;
     if (vis == Visibility::text) {
       if (ctx_.open_text.empty() && (!result.text.empty() || is_final)) {
-        em.emit(events::text_start(msg_id));
-        if (!result.text.empty()) em.emit(events::text_content(msg_id, result.text));
+        em.emit_json(wire::text_start(msg_id, now_ms()));
+        if (!result.text.empty()) em.emit_json(wire::text_content(msg_id, result.text, now_ms()));
         ctx_.open_text = msg_id;
       }
       if (!ctx_.open_text.empty()) {
@@ -285,17 +286,17 @@ class TurnRunner {
     for (auto& c : result.tool_calls) {
       auto [id, announced] = sink.take(c.id);
       if (!announced) {
-        em.emit(events::tool_call_start(id, c.name, msg_id));
-        if (!c.arguments.empty()) em.emit(events::tool_call_args(id, c.arguments));
+        em.emit_json(wire::tool_call_start(id, c.name, msg_id, now_ms()));
+        if (!c.arguments.empty()) em.emit_json(wire::tool_call_args(id, c.arguments, now_ms()));
       }
-      em.emit(events::tool_call_end(id));
+      em.emit_json(wire::tool_call_end(id, now_ms()));
       ctx_.open_tool_calls.erase(id);
       c.id = id;
       calls.push_back(ToolCall{id, c.name, c.arguments});
     }
     // Announced calls missing from the result (a provider inconsistency) are closed, not left open.
     for (const auto& open : std::vector<std::string>(ctx_.open_tool_calls.begin(), ctx_.open_tool_calls.end())) {
-      em.emit(events::tool_call_end(open));
+      em.emit_json(wire::tool_call_end(open, now_ms()));
       ctx_.open_tool_calls.erase(open);
     }
     // The assistant message is written once, complete: never half of it.
@@ -869,7 +870,7 @@ class TurnRunner {
       em.emit(events::text_end(ctx_.open_text));
       ctx_.open_text.clear();
     }
-    for (const auto& id : ctx_.open_tool_calls) em.emit(events::tool_call_end(id));
+    for (const auto& id : ctx_.open_tool_calls) em.emit_json(wire::tool_call_end(id, now_ms()));
     ctx_.open_tool_calls.clear();
   }
 
