@@ -118,10 +118,18 @@ class SqliteStore::Statement {
   Statement& operator=(const Statement&) = delete;
   Statement(Statement&& o) noexcept : db_(o.db_), s_(o.s_) { o.s_ = nullptr; }
 
+  // Text the caller keeps alive until the statement is reset (this object's end): bound without a copy. A
+  // statement's values are fields of the batch or arguments of the call, which outlive it.
   Statement& bind(int i, std::string_view v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+    return *this;
+  }
+  // A temporary (a JSON text made for this statement): SQLite copies it.
+  Statement& bind(int i, std::string&& v) {
     check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
+  Statement& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
   Statement& bind(int i, int64_t v) {
     check(sqlite3_bind_int64(s_, i, v));
     return *this;
