@@ -268,7 +268,7 @@ class TurnRunner {
     }
     const bool is_final = result.tool_calls.empty();
     const std::string& msg_id = sink.message_id();
-    json wao;
+    json wao;  // {"worker_agent_output": ...} of the final answer: the TEXT_MESSAGE_END's and the message's metadata
     if (vis == Visibility::text) {
       if (ctx_.open_text.empty() && (!result.text.empty() || is_final)) {
         em.emit_json(wire::text_start(msg_id, now_ms()));
@@ -276,8 +276,11 @@ class TurnRunner {
         ctx_.open_text = msg_id;
       }
       if (!ctx_.open_text.empty()) {
-        if (is_final && final_candidate) wao = worker_output(result.text);
-        em.emit(events::text_end(ctx_.open_text, wao.is_null() ? json(nullptr) : json{{"worker_agent_output", wao}}));
+        if (is_final && final_candidate) {
+          wao = json::object();
+          wao.get_ref<json::object_t&>().emplace("worker_agent_output", worker_output(result.text));
+        }
+        em.emit(events::text_end(ctx_.open_text, wao));
         ctx_.open_text.clear();
       }
     }
@@ -308,7 +311,7 @@ class TurnRunner {
       m.content = result.text;
       m.has_content = !result.text.empty();
       m.tool_calls = calls;
-      if (!wao.is_null()) m.metadata = json{{"worker_agent_output", wao}};
+      if (!wao.is_null()) m.metadata = std::move(wao);
       MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
       em.add_message(rec);
       ctx_.history.push_back(std::move(rec));
@@ -710,14 +713,17 @@ class TurnRunner {
                                                                           out.error ? &err : nullptr);
     out.summary_version = kSummaryVersion;
     const std::string out_str = to_json_string(out);
-    json index = {{"tool_call_id", id},
-                  {"tool_name", out.tool_name},
-                  {"run_id", ctx_.turn.run_id},
-                  {"stage", l ? l->stage : ctx_.turn.stage},
-                  {"storage_bucket", ""},
-                  {"storage_path", ""},
-                  {"payload_sha256", ""},
-                  {"summary_version", out.summary_version}};
+    // Filled key by key: an initializer list builds every pair twice (as arrays, then as members).
+    json index = json::object();
+    auto& fields = index.get_ref<json::object_t&>();
+    fields.emplace("tool_call_id", id);
+    fields.emplace("tool_name", out.tool_name);
+    fields.emplace("run_id", ctx_.turn.run_id);
+    fields.emplace("stage", l ? l->stage : ctx_.turn.stage);
+    fields.emplace("storage_bucket", "");
+    fields.emplace("storage_path", "");
+    fields.emplace("payload_sha256", "");
+    fields.emplace("summary_version", out.summary_version);
     if (rt_.cfg.objects) {
       // The full payload goes to the object store first; the index (in this batch's commit) second.
       std::string bytes = out_str;
@@ -805,30 +811,48 @@ class TurnRunner {
              {"metadata", meta}});
         continue;
       }
+      // Member by member: an initializer list builds every pair twice, and this runs for every approval.
       auto entry = rt_.tools.find(l->tool_name);
-      json schema = {{"type", "object"},
-                     {"properties",
-                      {{"approved", {{"type", "boolean"}}},
-                       {"reason", {{"type", "string"}}},
-                       {"editedArgs", entry ? entry->spec.parameters : json{{"type", "object"}}}}}};
-      interrupts.push_back({{"id", l->interrupt_id},
-                            {"reason", "tool_call"},
-                            {"toolCallId", id},
-                            {"message", fmt::format("Approve {}?", l->tool_name)},
-                            {"expiresAt", iso8601_ms(expires)},
-                            {"responseSchema", schema},
-                            {"metadata", {{"approvalRequestId", apr}, {"toolName", l->tool_name}, {"arguments", args}}}});
+      auto typed = [](const char* type) {
+        json t = json::object();
+        t.get_ref<json::object_t&>().emplace("type", type);
+        return t;
+      };
+      json props = json::object();
+      auto& p = props.get_ref<json::object_t&>();
+      p.emplace("approved", typed("boolean"));
+      p.emplace("reason", typed("string"));
+      p.emplace("editedArgs", entry ? entry->spec.parameters : typed("object"));
+      json schema = typed("object");
+      schema.get_ref<json::object_t&>().emplace("properties", std::move(props));
+      json meta = json::object();
+      auto& m = meta.get_ref<json::object_t&>();
+      m.emplace("approvalRequestId", apr);
+      m.emplace("toolName", l->tool_name);
+      m.emplace("arguments", std::move(args));
+      json interrupt = json::object();
+      auto& i = interrupt.get_ref<json::object_t&>();
+      i.emplace("id", l->interrupt_id);
+      i.emplace("reason", "tool_call");
+      i.emplace("toolCallId", id);
+      i.emplace("message", fmt::format("Approve {}?", l->tool_name));
+      i.emplace("expiresAt", iso8601_ms(expires));
+      i.emplace("responseSchema", std::move(schema));
+      i.emplace("metadata", std::move(meta));
+      interrupts.push_back(std::move(interrupt));
     }
     end_step();
     check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::waiting_approval);
     ctx_.turn.status = TurnStatus::waiting_approval;
     ctx_.turn.approval_request_id = apr;
-    ctx_.turn.interrupts = interrupts;
+    json outcome = json::object();
+    outcome.get_ref<json::object_t&>().emplace("type", "interrupt");
+    outcome.get_ref<json::object_t&>().emplace("interrupts", interrupts);
+    ctx_.turn.interrupts = std::move(interrupts);
     ctx_.turn.expires_at = expires;
     ctx_.turn.owner.clear();
     stage_turn();
-    ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id,
-                                       json{{"type", "interrupt"}, {"interrupts", interrupts}},
+    ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, std::move(outcome),
                                        ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
     commit();
   }

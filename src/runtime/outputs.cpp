@@ -148,14 +148,27 @@ void from_json(const json& j, ToolAgentOutput& o) {
 }
 
 void to_json(json& j, const WorkerAgentOutput& o) {
+  // Member by member (an initializer list builds every pair twice); one of these per final answer.
   json tools = json::array();
-  for (const auto& t : o.tools)
-    tools.push_back({{"tool_call_id", t.tool_call_id},
-                     {"tool_name", t.tool_name},
-                     {"status", to_string(t.status)},
-                     {"result_summary", t.result_summary}});
-  j = json{{"answer", o.answer}, {"turn_id", o.turn_id}, {"run_id", o.run_id}, {"tools", tools}, {"usage", o.usage}};
-  if (!o.intent.empty()) j["intent"] = o.intent;
+  auto& list = tools.get_ref<json::array_t&>();
+  list.reserve(o.tools.size());
+  for (const auto& t : o.tools) {
+    json ref = json::object();
+    auto& r = ref.get_ref<json::object_t&>();
+    r.emplace("tool_call_id", t.tool_call_id);
+    r.emplace("tool_name", t.tool_name);
+    r.emplace("status", to_string(t.status));
+    r.emplace("result_summary", t.result_summary);
+    list.push_back(std::move(ref));
+  }
+  j = json::object();
+  auto& m = j.get_ref<json::object_t&>();
+  m.emplace("answer", o.answer);
+  m.emplace("turn_id", o.turn_id);
+  m.emplace("run_id", o.run_id);
+  m.emplace("tools", std::move(tools));
+  m.emplace("usage", o.usage);
+  if (!o.intent.empty()) m.emplace("intent", o.intent);
 }
 
 void from_json(const json& j, WorkerAgentOutput& o) {
