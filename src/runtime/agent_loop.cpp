@@ -8,6 +8,7 @@
 #include "runtime/context_builder.hpp"
 #include "runtime/event_wire.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "util/json_fast.hpp"
 #include "util/crypto.hpp"
 
 namespace agentrt {
@@ -42,7 +43,7 @@ void add_usage(std::vector<TokenUsage>& acc, const TokenUsage& u) {
 
 // A call's arguments as an object: what the model sent, or {} when that was not a JSON object.
 json parse_args(const std::string& arguments) {
-  json args = json::parse(arguments.empty() ? std::string("{}") : arguments, nullptr, false);
+  json args = arguments.empty() ? json::object() : parse_json_or_discarded(arguments);
   return args.is_object() ? args : json::object();
 }
 
@@ -348,7 +349,7 @@ class TurnRunner {
         problem = ToolError{"unknown_tool", fmt::format("unknown tool '{}'; the tools available are: {}", c.name,
                                                         names.empty() ? "none" : names)};
       } else {
-        args = c.arguments.empty() ? json::object() : json::parse(c.arguments, nullptr, false);
+        args = c.arguments.empty() ? json::object() : parse_json_or_discarded(c.arguments);
         if (args.is_discarded() || !args.is_object()) {
           problem = ToolError{"invalid_arguments",
                               fmt::format("the arguments of {} are not a JSON object", c.name)};

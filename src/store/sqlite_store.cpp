@@ -11,6 +11,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "store/sqlite_wal_vfs.hpp"
+#include "util/json_fast.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -95,7 +96,7 @@ CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
 
 json parse_or(const unsigned char* text, json fallback) {
   if (!text || !*text) return fallback;
-  return json::parse(reinterpret_cast<const char*>(text), nullptr, false);
+  return parse_json_or_discarded(reinterpret_cast<const char*>(text));
 }
 
 std::string dump(const json& j) {
@@ -706,7 +707,7 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
     const char* body = reinterpret_cast<const char*>(s.raw(3));
-    json j = json::parse(body, body + sqlite3_column_bytes(s.get(), 3));
+    json j = parse_json(std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))));
     // The metadata (a tool message's index, an answer's WorkerAgentOutput) is moved, not copied, out of
     // the parsed document; anything but an object stays for from_json to refuse as before.
     json metadata;
