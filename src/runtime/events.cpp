@@ -1,8 +1,9 @@
 #include "agentrt/events.hpp"
 
 #include <array>
-#include <cmath>
 #include <chrono>
+#include <cmath>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -349,70 +350,49 @@ void from_json(const json& j, Event& e) { e = event_from_json(j); }
 namespace wire {
 namespace {
 
-// {"type":"T" ... the fields ..., "timestamp":N}: the shape to_json_string(Event) gives these types (their
-// fields in the type's order, an optional one left out when empty, the timestamp last).
-std::string open(std::string_view type, size_t extra) {
+// {"type":"T", the fields..., "timestamp":N}: the shape to_json_string(Event) gives these types (their
+// fields in the type's order; an optional one the caller leaves out when empty; the timestamp last).
+std::string event(std::string_view type, std::initializer_list<std::pair<std::string_view, std::string_view>> fields,
+                  int64_t timestamp) {
+  size_t size = 64;
+  for (const auto& [key, value] : fields) size += key.size() + value.size() + 8;
   std::string out;
-  out.reserve(64 + extra);
+  out.reserve(size);
   out += "{\"type\":\"";
   out += type;
   out += '"';
-  return out;
-}
-void field(std::string& out, std::string_view key, std::string_view value) {
-  out += ",\"";
-  out += key;
-  out += "\":";
-  append_json_string(out, value);
-}
-std::string finish(std::string& out, int64_t timestamp) {
+  for (const auto& [key, value] : fields) {
+    out += ",\"";
+    out += key;
+    out += "\":";
+    append_json_string(out, value);
+  }
   if (timestamp != 0) fmt::format_to(std::back_inserter(out), ",\"timestamp\":{}", timestamp);
   out += '}';
-  return std::move(out);
+  return out;
 }
 
 }  // namespace
 
-std::string step_started(std::string_view step, int64_t timestamp) {
-  auto out = open("STEP_STARTED", step.size());
-  field(out, "stepName", step);
-  return finish(out, timestamp);
+std::string step_started(std::string_view step, int64_t ts) { return event("STEP_STARTED", {{"stepName", step}}, ts); }
+std::string step_finished(std::string_view step, int64_t ts) { return event("STEP_FINISHED", {{"stepName", step}}, ts); }
+std::string text_start(std::string_view message_id, int64_t ts) {
+  return event("TEXT_MESSAGE_START", {{"messageId", message_id}, {"role", "assistant"}}, ts);
 }
-std::string step_finished(std::string_view step, int64_t timestamp) {
-  auto out = open("STEP_FINISHED", step.size());
-  field(out, "stepName", step);
-  return finish(out, timestamp);
-}
-std::string text_start(std::string_view message_id, int64_t timestamp) {
-  auto out = open("TEXT_MESSAGE_START", message_id.size());
-  field(out, "messageId", message_id);
-  field(out, "role", "assistant");
-  return finish(out, timestamp);
-}
-std::string text_content(std::string_view message_id, std::string_view delta, int64_t timestamp) {
-  auto out = open("TEXT_MESSAGE_CONTENT", message_id.size() + delta.size());
-  field(out, "messageId", message_id);
-  field(out, "delta", delta);
-  return finish(out, timestamp);
+std::string text_content(std::string_view message_id, std::string_view delta, int64_t ts) {
+  return event("TEXT_MESSAGE_CONTENT", {{"messageId", message_id}, {"delta", delta}}, ts);
 }
 std::string tool_call_start(std::string_view tool_call_id, std::string_view name, std::string_view parent_message_id,
-                            int64_t timestamp) {
-  auto out = open("TOOL_CALL_START", tool_call_id.size() + name.size() + parent_message_id.size());
-  field(out, "toolCallId", tool_call_id);
-  field(out, "toolCallName", name);
-  if (!parent_message_id.empty()) field(out, "parentMessageId", parent_message_id);
-  return finish(out, timestamp);
+                            int64_t ts) {
+  if (parent_message_id.empty()) return event("TOOL_CALL_START", {{"toolCallId", tool_call_id}, {"toolCallName", name}}, ts);
+  return event("TOOL_CALL_START",
+               {{"toolCallId", tool_call_id}, {"toolCallName", name}, {"parentMessageId", parent_message_id}}, ts);
 }
-std::string tool_call_args(std::string_view tool_call_id, std::string_view delta, int64_t timestamp) {
-  auto out = open("TOOL_CALL_ARGS", tool_call_id.size() + delta.size());
-  field(out, "toolCallId", tool_call_id);
-  field(out, "delta", delta);
-  return finish(out, timestamp);
+std::string tool_call_args(std::string_view tool_call_id, std::string_view delta, int64_t ts) {
+  return event("TOOL_CALL_ARGS", {{"toolCallId", tool_call_id}, {"delta", delta}}, ts);
 }
-std::string tool_call_end(std::string_view tool_call_id, int64_t timestamp) {
-  auto out = open("TOOL_CALL_END", tool_call_id.size());
-  field(out, "toolCallId", tool_call_id);
-  return finish(out, timestamp);
+std::string tool_call_end(std::string_view tool_call_id, int64_t ts) {
+  return event("TOOL_CALL_END", {{"toolCallId", tool_call_id}}, ts);
 }
 
 }  // namespace wire
