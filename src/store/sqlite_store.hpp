@@ -22,8 +22,9 @@ struct SqliteStoreOptions {
   int busy_timeout_ms = 5000;      // how long a writer waits for another process's transaction
   // WAL pages before an automatic checkpoint (SQLite's default is 1000). Each checkpoint writes the changed
   // pages back and fsyncs; a longer interval writes a hot page once instead of many times. On a file, the
-  // checkpoint runs on a thread of the store's own (its own connection), not in the commit that crossed the
-  // mark; a commit checkpoints itself only when the WAL reaches four times the mark. 0 = no automatic ones.
+  // checkpoint runs on a thread of the store's own (its own connection), at every mark, not in the commit
+  // that crossed it; a commit checkpoints the last frames itself (two fsyncs), so that SQLite starts the WAL
+  // over, only when the WAL has reached four times the mark (or found idle). 0 = no automatic ones.
   int wal_autocheckpoint = 1000;
 };
 
