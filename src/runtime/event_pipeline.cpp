@@ -219,6 +219,10 @@ void RunEmitter::set_run_id(std::string run_id) {
 
 void RunEmitter::discard() {
   std::lock_guard<std::mutex> lock(mutex_);
+  drop_batch();
+}
+
+void RunEmitter::drop_batch() {
   for (auto& u : undo_) {
     try {
       u();
@@ -251,15 +255,7 @@ CommitBatch RunEmitter::flush(bool background) {
       failure_ = std::move(why);
       failure_code_ = code;
     }
-    for (auto& u : undo_) {
-      try {
-        u();
-      } catch (...) {
-      }
-    }
-    undo_.clear();
-    *batch_ = CommitBatch{};
-    batch_->thread_id = thread_id_;
+    drop_batch();
   };
   try {
     store_.commit(*batch_);

@@ -50,6 +50,7 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   void poke();  // from EventHub::poke_all: look at the store for events not pushed
 
  private:
+  void drop_batch();  // undoes the batch's objects and empties it (under mutex_)
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;
@@ -97,6 +98,7 @@ class RunEmitter {
   const std::string& thread_id() const { return thread_id_; }
 
  private:
+  void drop_batch();  // undoes the batch's objects and empties it (under mutex_)
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;

@@ -411,16 +411,16 @@ void SqliteStore::commit(CommitBatch& b) {
       if (b.expected_version < 0) {
         t.version = 0;
         if (t.created_at == 0) t.created_at = now;
-        if (is_terminal(t.status)) {
-          // A turn inserted already ended (a run that commits once, at its end) is outside the partial
-          // index: it still may not land beside another active turn.
-          auto act = stmt(
-              "SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
+        auto refuse_beside_active = [&] {
+          auto act = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
           act.bind(1, t.thread_id);
           if (act.step())
             throw Error(ErrorCode::conflict,
                         fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
-        }
+        };
+        // A turn inserted already ended (a run that commits once, at its end) is outside the partial index:
+        // it still may not land beside another active turn.
+        if (is_terminal(t.status)) refuse_beside_active();
         auto ins = stmt(
             "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
             "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at) "
@@ -442,12 +442,7 @@ void SqliteStore::commit(CommitBatch& b) {
               throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
                                                            t.thread_id, t.client_message_id, dup.text(0)));
           }
-          auto act = stmt(
-              "SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
-          act.bind(1, t.thread_id);
-          if (act.step())
-            throw Error(ErrorCode::conflict,
-                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
+          refuse_beside_active();
           throw;
         }
       } else {
