@@ -130,7 +130,6 @@ class SqliteStore::Statement {
     check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
-  Statement& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
   Statement& bind(int i, int64_t v) {
     check(sqlite3_bind_int64(s_, i, v));
     return *this;
