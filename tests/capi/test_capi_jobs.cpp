@@ -3,8 +3,10 @@
 // thread's history and its event stream. Confirmation interrupts, the cancel hook, expiry, deltaMessages.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 #include "capi_fixture.hpp"
 
@@ -95,6 +97,11 @@ struct HookRecorder {
   size_t count() {
     std::lock_guard<std::mutex> lock(mutex);
     return jobs.size();
+  }
+  // A hook called from the sweeper runs after the job's record is committed: wait for it.
+  size_t wait_for(size_t n) {
+    for (int i = 0; i < 500 && count() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return count();
   }
 };
 
@@ -407,6 +414,7 @@ TEST_CASE("a job past its timeoutMs fails with code timeout and the hook runs on
   CHECK(j["status"] == "failed");
   CHECK(j["error"]["code"] == "timeout");
   CHECK(j["expiresAt"].get<int64_t>() - j["createdAt"].get<int64_t>() < 1000);  // timeoutMs, not the config's hour
+  hook.wait_for(1);
   std::lock_guard<std::mutex> lock(hook.mutex);
   REQUIRE(hook.jobs.size() == 1);
   CHECK(hook.jobs[0]["id"] == id);

@@ -116,6 +116,18 @@ struct JobHarness {
     return t;
   }
   // Waits until the job's outcome is in history.
+  // The hook runs after the job's record is committed (a reader may see the job ended first): wait for it.
+  size_t wait_hooked(size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (hooked.size() >= n) return hooked.size();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    return hooked.size();
+  }
   JobRecord wait_delivered(const std::string& job_id) {
     for (int i = 0; i < 500; ++i) {
       auto j = rt->job(job_id);
@@ -329,7 +341,7 @@ TEST_CASE("a job that outlives its timeout fails with a timeout reason, in histo
   CHECK(j.error_code == "timeout");
   CHECK(j.error_message.find("did not finish within 150 ms") != std::string::npos);
   CHECK(j.finished_at >= j.expires_at);
-  REQUIRE(h.hooked.size() == 1);
+  REQUIRE(h.wait_hooked(1) == 1);
   CHECK(h.hooked[0].status == JobStatus::failed);
   auto notes = job_notes(h.rt->history("t-exp"));
   REQUIRE(notes.size() == 1);

@@ -200,6 +200,8 @@ test('cancel calls the hook once with the cancelled record; expiry calls it from
     const expiring = rt.jobs('t-node-cancel')[1];
     const expired = await waitDelivered(rt, expiring.id);
     assert.deepEqual([expired.status, expired.error.code], ['failed', 'timeout']);
+    // The sweeper calls the hook after it committed the record (and koffi runs it on this thread's loop).
+    for (let i = 0; i < 500 && hooked.length < 2; i++) await sleep(10);
     assert.equal(hooked.length, 2);
     assert.deepEqual([hooked[1].id, hooked[1].status, hooked[1].error.code], [expiring.id, 'failed', 'timeout']);
 

@@ -190,6 +190,10 @@ class Jobs(JobCase):
             expiring = rt.jobs("t-py-cancel")[1]
             expired = self.wait_delivered(rt, expiring["id"])
             self.assertEqual((expired["status"], expired["error"]["code"]), ("failed", "timeout"))
+            # The sweeper calls the hook after it committed the record: wait for the call.
+            deadline = time.monotonic() + 5
+            while len(hooked) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.assertEqual(len(hooked), 2)
             self.assertEqual((hooked[1][0]["id"], hooked[1][0]["status"]), (expiring["id"], "failed"))
             self.assertNotEqual(hooked[1][1], threading.get_ident())
