@@ -66,7 +66,7 @@ typedef enum agentrt_status {
 /* ----------------------------------------------------------------------------------------- general */
 
 /* The library's version, "MAJOR.MINOR.PATCH". Static storage: never freed. */
-AGENTRT_API const char *agentrt_version(void);
+AGENTRT_API const char* agentrt_version(void);
 
 /* The ABI generation of the loaded library (the SONAME's major number). A binding refuses to load a
  * library whose value differs from the AGENTRT_ABI_VERSION it was written for. */
@@ -74,18 +74,18 @@ AGENTRT_API uint32_t agentrt_abi_version(void);
 
 /* The calling thread's message for its last failed agentrt_ call, or "" when the last call succeeded.
  * Never NULL. Owned by the library; valid until the calling thread's next agentrt_ call. */
-AGENTRT_API const char *agentrt_last_error(void);
+AGENTRT_API const char* agentrt_last_error(void);
 
 /* The stable lower-case name of a status ("ok", "invalid_argument", "not_found", ...), or "unknown".
  * Static storage: never freed. */
-AGENTRT_API const char *agentrt_status_name(int32_t status);
+AGENTRT_API const char* agentrt_status_name(int32_t status);
 
 /* Frees a string (or any buffer) returned by this library. Accepts NULL. */
-AGENTRT_API void agentrt_free(void *ptr);
+AGENTRT_API void agentrt_free(void* ptr);
 
 /* A callback that releases host data the library held (stored callbacks' user_data). Called exactly once,
  * also when the registration it was passed to fails. */
-typedef void (*agentrt_destroy_cb)(void *user_data);
+typedef void (*agentrt_destroy_cb)(void* user_data);
 
 /* ----------------------------------------------------------------------------------------- runtime */
 
@@ -105,7 +105,7 @@ typedef struct agentrt_model_call agentrt_model_call;
  * with agentrt_model_call_finish or agentrt_model_call_fail (now, or later from any thread), and then
  * releases the handle with agentrt_model_call_free. The worker waits for the end (or the turn's
  * cancellation); the callback may return before it. */
-typedef void (*agentrt_model_cb)(agentrt_model_call *call, const char *request_json, void *user_data);
+typedef void (*agentrt_model_cb)(agentrt_model_call* call, const char* request_json, void* user_data);
 
 /* Opens a runtime from a JSON config (NULL or "" means {}). Keys: those of the C++ runtime_config_from_json
  * (data_dir, store, objects, model, stages, workers, max_steps, approval_timeout_ms, context_budget_chars,
@@ -116,21 +116,21 @@ typedef void (*agentrt_model_cb)(agentrt_model_call *call, const char *request_j
  * The model section ({type:"demo"} | {type:"openai", base_url, model, ...} | {type:"auto"}) is also the
  * transcription config of agentrt_transcribe. Unknown keys fail with AGENTRT_E_INVALID_ARGUMENT.
  * On success *out is a new runtime, freed with agentrt_runtime_free. */
-AGENTRT_API int32_t agentrt_runtime_open(agentrt_runtime **out, const char *config_json);
+AGENTRT_API int32_t agentrt_runtime_open(agentrt_runtime** out, const char* config_json);
 
 /* Like agentrt_runtime_open, with the host's model instead of the config's: `model` is called for every
  * model call (see agentrt_model_cb). The config's model section, if any, is used only by agentrt_transcribe.
  * `destroy` (may be NULL) is called exactly once with `user_data`: when the runtime is freed, or before this
  * function returns when it fails. */
-AGENTRT_API int32_t agentrt_runtime_open_with_model(agentrt_runtime **out, const char *config_json,
-                                                    agentrt_model_cb model, void *user_data,
+AGENTRT_API int32_t agentrt_runtime_open_with_model(agentrt_runtime** out, const char* config_json,
+                                                    agentrt_model_cb model, void* user_data,
                                                     agentrt_destroy_cb destroy);
 
 /* Closes and frees a runtime: cancels the turns in flight, joins the worker threads, closes the event
  * streams still open on it (their next pull returns AGENTRT_E_CANCELLED; free them as usual), and calls
  * the destroy callbacks of its tools, model and job cancel hook. Accepts NULL. Must not be called from a
  * callback of the same runtime. May block while a host callback is still running. */
-AGENTRT_API void agentrt_runtime_free(agentrt_runtime *rt);
+AGENTRT_API void agentrt_runtime_free(agentrt_runtime* rt);
 
 /* -------------------------------------------------------------------------------------------- tools */
 
@@ -147,7 +147,7 @@ typedef struct agentrt_tool_call agentrt_tool_call;
  * tool's timeoutMs bounds the wait. `jobId` is the id the call's job gets if the host answers with
  * agentrt_tool_call_start_job (hand it to the system doing the work); `jobConfirmed` is true when the call
  * runs again, with the same jobId, because the person confirmed that job: start the work now. */
-typedef void (*agentrt_tool_cb)(agentrt_tool_call *call, const char *call_json, void *user_data);
+typedef void (*agentrt_tool_cb)(agentrt_tool_call* call, const char* call_json, void* user_data);
 
 /* Registers a host tool. `spec_json`:
  *   {name, description?, parameters? (JSON Schema object), approval?: "never"|"always",
@@ -156,22 +156,21 @@ typedef void (*agentrt_tool_cb)(agentrt_tool_call *call, const char *call_json, 
  * longer needs it: after agentrt_tool_unregister once no call is being dispatched, at agentrt_runtime_free
  * at the latest, or before this function returns when it fails. AGENTRT_E_CONFLICT when the name is taken,
  * AGENTRT_E_INVALID_ARGUMENT for a bad spec. */
-AGENTRT_API int32_t agentrt_tool_register(agentrt_runtime *rt, const char *spec_json, agentrt_tool_cb cb,
-                                          void *user_data, agentrt_destroy_cb destroy);
+AGENTRT_API int32_t agentrt_tool_register(agentrt_runtime* rt, const char* spec_json, agentrt_tool_cb cb,
+                                          void* user_data, agentrt_destroy_cb destroy);
 
 /* Removes a tool: it is offered to no later model call. AGENTRT_E_NOT_FOUND when there is none by that name. */
-AGENTRT_API int32_t agentrt_tool_unregister(agentrt_runtime *rt, const char *name);
+AGENTRT_API int32_t agentrt_tool_unregister(agentrt_runtime* rt, const char* name);
 
 /* Completes a call successfully. `result_json`: any JSON value (the tool's result). `ui_json`: NULL or a
  * UiSchema card {type, version:"v1", data?, actions?}. AGENTRT_E_INVALID_ARGUMENT for malformed JSON (the
  * call stays open); AGENTRT_E_INVALID_STATE when the call already ended (completed, failed, timed out or
  * cancelled). */
-AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call *call, const char *result_json,
-                                               const char *ui_json);
+AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const char* result_json, const char* ui_json);
 
 /* Fails a call. `code`: a short machine-readable reason (NULL means "tool_error"); `message`: what went
  * wrong (may be NULL). AGENTRT_E_INVALID_STATE when the call already ended. */
-AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call *call, const char *code, const char *message);
+AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call* call, const char* code, const char* message);
 
 /* Answers the call with "started job <jobId>" (the call JSON's jobId) instead of a result: the runtime records
  * the job, the call's tool result says the job runs, and the turn goes on without waiting. The host ends the job
@@ -189,41 +188,40 @@ AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call *call, const char *
  * over 64 KiB fails the call with code "invalid_job" when the runtime records it.
  * AGENTRT_E_INVALID_ARGUMENT for malformed JSON, an unknown key or a value of the wrong type or range (the
  * call stays open); AGENTRT_E_INVALID_STATE when the call already ended. */
-AGENTRT_API int32_t agentrt_tool_call_start_job(agentrt_tool_call *call, const char *job_json);
+AGENTRT_API int32_t agentrt_tool_call_start_job(agentrt_tool_call* call, const char* job_json);
 
 /* Releases the host's handle (failing the call if it was never completed). Accepts NULL. */
-AGENTRT_API void agentrt_tool_call_free(agentrt_tool_call *call);
+AGENTRT_API void agentrt_tool_call_free(agentrt_tool_call* call);
 
 /* ------------------------------------------------------------------------------------- host models */
 
 /* Streams a piece of the answer's text. AGENTRT_E_CANCELLED once the model call was cancelled (the turn was
  * cancelled or the runtime is closing), AGENTRT_E_INVALID_STATE once the call ended. */
-AGENTRT_API int32_t agentrt_model_call_text(agentrt_model_call *call, const char *delta);
+AGENTRT_API int32_t agentrt_model_call_text(agentrt_model_call* call, const char* delta);
 
 /* Streams a piece of the model's reasoning. Same codes as agentrt_model_call_text. */
-AGENTRT_API int32_t agentrt_model_call_reasoning(agentrt_model_call *call, const char *delta);
+AGENTRT_API int32_t agentrt_model_call_reasoning(agentrt_model_call* call, const char* delta);
 
 /* Announces tool call number `index` (0, 1, ...) with its id and name. Same codes. */
-AGENTRT_API int32_t agentrt_model_call_tool_call_start(agentrt_model_call *call, int32_t index, const char *id,
-                                                       const char *name);
+AGENTRT_API int32_t agentrt_model_call_tool_call_start(agentrt_model_call* call, int32_t index, const char* id,
+                                                       const char* name);
 
 /* Streams a fragment of tool call `index`'s JSON arguments. Same codes. */
-AGENTRT_API int32_t agentrt_model_call_tool_call_args(agentrt_model_call *call, int32_t index,
-                                                      const char *delta);
+AGENTRT_API int32_t agentrt_model_call_tool_call_args(agentrt_model_call* call, int32_t index, const char* delta);
 
 /* Ends the call with its result (NULL or "" means {}):
  *   {text?, reasoning?, toolCalls?: [{id, name, arguments (JSON text or object)}],
  *    usage?: {inputTokens, outputTokens, ...}, finishReason?}
  * Fields left out are taken from what was streamed. AGENTRT_E_INVALID_ARGUMENT for a malformed result
  * (the call stays open), otherwise the same codes as agentrt_model_call_text. */
-AGENTRT_API int32_t agentrt_model_call_finish(agentrt_model_call *call, const char *result_json);
+AGENTRT_API int32_t agentrt_model_call_finish(agentrt_model_call* call, const char* result_json);
 
 /* Ends the call with an error: `status` is the AGENTRT_E_* code to report (AGENTRT_E_MODEL when it is not
  * a negative code), `message` says what went wrong (may be NULL). Same codes as agentrt_model_call_text. */
-AGENTRT_API int32_t agentrt_model_call_fail(agentrt_model_call *call, int32_t status, const char *message);
+AGENTRT_API int32_t agentrt_model_call_fail(agentrt_model_call* call, int32_t status, const char* message);
 
 /* Releases the host's handle (failing the call with AGENTRT_E_MODEL if it never ended). Accepts NULL. */
-AGENTRT_API void agentrt_model_call_free(agentrt_model_call *call);
+AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
 
 /* -------------------------------------------------------------------------------------------- turns */
 
@@ -236,7 +234,7 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call *call);
  * the AG-UI messages that turn has added so far (its user message first; the ERROR system message when it
  * failed), as agentrt_turn_messages. AGENTRT_E_CONFLICT when the thread has an active turn,
  * AGENTRT_E_NOT_FOUND when the thread belongs to another user. */
-AGENTRT_API int32_t agentrt_turn_start(char **out, agentrt_runtime *rt, const char *input_json);
+AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const char* input_json);
 
 /* Answers every open interrupt of a turn waiting for approval. `decisions_json` is an array of
  *   {interruptId, action: "approve"|"reject"|"cancel", editedArgs?, reason?}
@@ -245,34 +243,34 @@ AGENTRT_API int32_t agentrt_turn_start(char **out, agentrt_runtime *rt, const ch
  * approvalRequestId}; the continuation runs as a new run on the workers. The same approval request id again
  * returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,
  * AGENTRT_E_EXPIRED past its deadline, AGENTRT_E_NOT_FOUND for an unknown turn or approval request. */
-AGENTRT_API int32_t agentrt_turn_resume(char **out, agentrt_runtime *rt, const char *turn_id,
-                                        const char *approval_request_id, const char *decisions_json);
+AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const char* turn_id,
+                                        const char* approval_request_id, const char* decisions_json);
 
 /* Cancels a running or waiting turn (its run ends with outcome {type:"cancelled"}). Returns at once; a
  * finished turn is left as it is. AGENTRT_E_NOT_FOUND for an unknown turn. */
-AGENTRT_API int32_t agentrt_turn_cancel(agentrt_runtime *rt, const char *turn_id);
+AGENTRT_API int32_t agentrt_turn_cancel(agentrt_runtime* rt, const char* turn_id);
 
 /* The turn's record: {id, threadId, userId, status ("RUNNING", "WAITING_APPROVAL", "RESUMING",
  * "COMPLETED", "FAILED", "EXPIRED", "CANCELLED"), version, clientMessageId, runId, parentRunId, stage,
  * approvalRequestId, interrupts, expiresAt, intent, error, usage, steps, createdAt, updatedAt}. */
-AGENTRT_API int32_t agentrt_turn_get(char **out, agentrt_runtime *rt, const char *turn_id);
+AGENTRT_API int32_t agentrt_turn_get(char** out, agentrt_runtime* rt, const char* turn_id);
 
 /* Waits until the turn is neither RUNNING nor RESUMING and returns its record (as agentrt_turn_get).
  * AGENTRT_E_TIMEOUT (and *out = NULL) when `timeout_ms` passes first. A negative timeout is invalid. */
-AGENTRT_API int32_t agentrt_turn_wait(char **out, agentrt_runtime *rt, const char *turn_id, int32_t timeout_ms);
+AGENTRT_API int32_t agentrt_turn_wait(char** out, agentrt_runtime* rt, const char* turn_id, int32_t timeout_ms);
 
 /* The turn's open interrupts: {turnId, threadId, status, approvalRequestId, expiresAt, interrupts: [AG-UI
  * Interrupt]}. `interrupts` is empty unless the status is WAITING_APPROVAL. */
-AGENTRT_API int32_t agentrt_turn_interrupts(char **out, agentrt_runtime *rt, const char *turn_id);
+AGENTRT_API int32_t agentrt_turn_interrupts(char** out, agentrt_runtime* rt, const char* turn_id);
 
 /* The messages a turn added to its thread, in order, as a JSON array of AG-UI messages (its user message
  * first). AGENTRT_E_NOT_FOUND for an unknown turn. */
-AGENTRT_API int32_t agentrt_turn_messages(char **out, agentrt_runtime *rt, const char *turn_id);
+AGENTRT_API int32_t agentrt_turn_messages(char** out, agentrt_runtime* rt, const char* turn_id);
 
 /* The thread's history as a JSON array of AG-UI messages (tool messages carry their `ui` in metadata; a
  * finished job's outcome is a tool message with metadata {job_id, job_status, tool_call_id, tool_name,
  * turn_id, assets?, error_code?}). An unknown thread has an empty history. */
-AGENTRT_API int32_t agentrt_thread_history(char **out, agentrt_runtime *rt, const char *thread_id);
+AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, const char* thread_id);
 
 /* --------------------------------------------------------------------------------------------- jobs */
 
@@ -293,41 +291,39 @@ AGENTRT_API int32_t agentrt_thread_history(char **out, agentrt_runtime *rt, cons
  * over 4096 bytes or a result with its assets over 1 MiB. */
 
 /* The job's record. AGENTRT_E_NOT_FOUND for an unknown job. */
-AGENTRT_API int32_t agentrt_job_get(char **out, agentrt_runtime *rt, const char *job_id);
+AGENTRT_API int32_t agentrt_job_get(char** out, agentrt_runtime* rt, const char* job_id);
 
 /* The thread's jobs as a JSON array of job records, in creation order (an unknown thread has none). */
-AGENTRT_API int32_t agentrt_jobs_list(char **out, agentrt_runtime *rt, const char *thread_id);
+AGENTRT_API int32_t agentrt_jobs_list(char** out, agentrt_runtime* rt, const char* thread_id);
 
 /* Reports progress: `progress_json` = {status?: "queued"|"running", progress?: 0..1, message?}. A queued job may
  * become running, not the reverse (AGENTRT_E_INVALID_STATE). Nothing is streamed. */
-AGENTRT_API int32_t agentrt_job_update(char **out, agentrt_runtime *rt, const char *job_id,
-                                       const char *progress_json);
+AGENTRT_API int32_t agentrt_job_update(char** out, agentrt_runtime* rt, const char* job_id, const char* progress_json);
 
 /* Ends a job successfully: `result_json` = {result (any JSON, required), assets?: [references to generated
  * assets, e.g. {url|key, mimeType}], message?}. Its progress becomes 1. */
-AGENTRT_API int32_t agentrt_job_complete(char **out, agentrt_runtime *rt, const char *job_id,
-                                         const char *result_json);
+AGENTRT_API int32_t agentrt_job_complete(char** out, agentrt_runtime* rt, const char* job_id, const char* result_json);
 
 /* Ends a job with an error: `code` a short machine-readable reason (NULL or "" means "job_failed"),
  * `message` what went wrong (may be NULL). */
-AGENTRT_API int32_t agentrt_job_fail(char **out, agentrt_runtime *rt, const char *job_id, const char *code,
-                                     const char *message);
+AGENTRT_API int32_t agentrt_job_fail(char** out, agentrt_runtime* rt, const char* job_id, const char* code,
+                                     const char* message);
 
 /* Cancels a job (error code "cancelled", message `reason`; NULL or "" means "cancelled by the host") and calls
  * the job cancel hook with its new record. Cancelling a cancelled job returns it unchanged and calls nothing. */
-AGENTRT_API int32_t agentrt_job_cancel(char **out, agentrt_runtime *rt, const char *job_id, const char *reason);
+AGENTRT_API int32_t agentrt_job_cancel(char** out, agentrt_runtime* rt, const char* job_id, const char* reason);
 
 /* A job cancel hook: told that a job was cancelled or has expired (status "failed", error code "timeout"), so
  * the host stops the work. `job_json` is the job's new record, borrowed for the duration of the callback. Runs
  * on the thread that cancelled the job (inside agentrt_job_cancel) or on the runtime's sweeper thread (expiry).
  * It must not call agentrt_runtime_free. */
-typedef void (*agentrt_job_cb)(const char *job_json, void *user_data);
+typedef void (*agentrt_job_cb)(const char* job_json, void* user_data);
 
 /* Sets the runtime's job cancel hook, replacing the previous one; a NULL `cb` removes it. `destroy` (may be
  * NULL) is called exactly once with `user_data`, on any thread: when the hook is replaced or removed (once no
  * call of it is running), at agentrt_runtime_free at the latest, at once when `cb` is NULL, or before this
  * function returns when it fails. */
-AGENTRT_API int32_t agentrt_runtime_set_job_cancel_hook(agentrt_runtime *rt, agentrt_job_cb cb, void *user_data,
+AGENTRT_API int32_t agentrt_runtime_set_job_cancel_hook(agentrt_runtime* rt, agentrt_job_cb cb, void* user_data,
                                                         agentrt_destroy_cb destroy);
 
 /* ------------------------------------------------------------------------------------------- events */
@@ -338,20 +334,20 @@ typedef struct agentrt_events agentrt_events;
 
 /* Opens a stream of `thread_id`'s events with sequence numbers greater than `after_seq` (0: from the
  * start). Freed with agentrt_events_free, before or after the runtime. */
-AGENTRT_API int32_t agentrt_events_open(agentrt_events **out, agentrt_runtime *rt, const char *thread_id,
+AGENTRT_API int32_t agentrt_events_open(agentrt_events** out, agentrt_runtime* rt, const char* thread_id,
                                         int64_t after_seq);
 
 /* Pulls the next event: *out = the AG-UI event JSON (free with agentrt_free), *out_seq = its sequence
  * number (`out_seq` may be NULL). Waits up to `timeout_ms` (0: does not wait). AGENTRT_E_TIMEOUT when no
  * event came in time, AGENTRT_E_CANCELLED when the stream was closed (or its runtime freed). */
-AGENTRT_API int32_t agentrt_events_next(char **out, int64_t *out_seq, agentrt_events *stream, int32_t timeout_ms);
+AGENTRT_API int32_t agentrt_events_next(char** out, int64_t* out_seq, agentrt_events* stream, int32_t timeout_ms);
 
 /* Closes the stream from any thread: a pull waiting in agentrt_events_next returns AGENTRT_E_CANCELLED at
  * once, and so do later pulls. The handle stays valid until agentrt_events_free. */
-AGENTRT_API int32_t agentrt_events_close(agentrt_events *stream);
+AGENTRT_API int32_t agentrt_events_close(agentrt_events* stream);
 
 /* Closes (if needed) and frees a stream. Accepts NULL. */
-AGENTRT_API void agentrt_events_free(agentrt_events *stream);
+AGENTRT_API void agentrt_events_free(agentrt_events* stream);
 
 /* ---------------------------------------------------------------------------------------------- ASR */
 
@@ -361,8 +357,8 @@ AGENTRT_API void agentrt_events_free(agentrt_events *stream);
  * filename?}. *out = the transcript text. AGENTRT_E_UNSUPPORTED when the runtime has no transcription
  * service (the offline demo), AGENTRT_E_TOO_LARGE for audio over the limit, AGENTRT_E_MODEL /
  * AGENTRT_E_IO when the service fails. Blocks for the length of the HTTP request. */
-AGENTRT_API int32_t agentrt_transcribe(char **out, agentrt_runtime *rt, const void *audio, size_t audio_len,
-                                       const char *mime_type, const char *options_json);
+AGENTRT_API int32_t agentrt_transcribe(char** out, agentrt_runtime* rt, const void* audio, size_t audio_len,
+                                       const char* mime_type, const char* options_json);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -30,8 +30,8 @@ const std::vector<CommandSpec>& commands() {
 }
 
 const std::set<std::string> kCommon = {"--data", "--config", "--user", "--verbose", "--demo-tools", "--demo-jobs"};
-const std::set<std::string> kTakesValue = {"--data", "--config", "--user", "--thread", "--message", "--reason",
-                                           "--after", "--demo-jobs"};
+const std::set<std::string> kTakesValue = {"--data",    "--config", "--user",  "--thread",
+                                           "--message", "--reason", "--after", "--demo-jobs"};
 
 }  // namespace
 

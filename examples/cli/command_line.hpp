@@ -23,20 +23,20 @@ enum class ApprovalMode {
 };
 
 struct CliOptions {
-  std::string command;                  // chat | run | resume | history | threads | jobs | events | help | version
+  std::string command;  // chat | run | resume | history | threads | jobs | events | help | version
   std::string data_dir = "agentrt-data";
-  bool data_dir_given = false;          // --data was passed (it then overrides the config file's data_dir)
+  bool data_dir_given = false;  // --data was passed (it then overrides the config file's data_dir)
   std::string config_file;
   std::string user = "local";
   std::string thread;
   std::string message;
   ApprovalMode approval = ApprovalMode::none;
-  std::string reason;                   // --reason: why --no rejects
+  std::string reason;  // --reason: why --no rejects
   bool json = false;
   bool verbose = false;
-  bool demo_tools = false;              // register the demo tools also with a real model
-  int64_t demo_jobs_ms = 0;             // --demo-jobs MS: the render_preview demo tool, its jobs finishing after MS
-  int64_t after = 0;                    // events --after SEQ
+  bool demo_tools = false;   // register the demo tools also with a real model
+  int64_t demo_jobs_ms = 0;  // --demo-jobs MS: the render_preview demo tool, its jobs finishing after MS
+  int64_t after = 0;         // events --after SEQ
 };
 
 // Parses argv. Throws UsageError for an unknown command or option, a missing value, an option the command

@@ -212,17 +212,16 @@ void print_history(Host& host, std::FILE* out) {
                    error_untold ? " (error: " + m.error + ")" : "", card);
         break;
       }
-      default:
-        fmt::print(out, "{}: {}\n", to_string(m.role), m.text());
+      default: fmt::print(out, "{}: {}\n", to_string(m.role), m.text());
     }
   }
 }
 
 // "12s", "5m", "3h", "2d": how long ago `ms` was.
 std::string age(int64_t ms) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const int64_t s = std::max<int64_t>(0, (now - ms) / 1000);
   if (s < 60) return fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m", s / 60);
@@ -249,8 +248,8 @@ void print_jobs(Host& host, std::FILE* out) {
     if (j.status == JobStatus::queued && j.confirmation == JobConfirmation::pending && !j.confirm_message.empty())
       said = j.confirm_message;
     if (is_terminal(j.status) && !j.delivered) said += " (outcome not in history yet)";
-    fmt::print(out, "{}  {}  {}  {:.0f}%  {} ago  {}\n", j.id, j.tool_name, status, j.progress * 100,
-               age(j.created_at), one_line(said, 100));
+    fmt::print(out, "{}  {}  {}  {:.0f}%  {} ago  {}\n", j.id, j.tool_name, status, j.progress * 100, age(j.created_at),
+               one_line(said, 100));
   }
 }
 
@@ -369,7 +368,10 @@ int cmd_threads(Host& host) {
     if (host.opt.json) {
       // list_threads() leaves last_seq at 0 (SQLite store); thread() fills it in.
       const auto full = host.rt->thread(t.id);
-      json j = {{"id", t.id}, {"title", title}, {"createdAt", t.created_at}, {"updatedAt", t.updated_at},
+      json j = {{"id", t.id},
+                {"title", title},
+                {"createdAt", t.created_at},
+                {"updatedAt", t.updated_at},
                 {"lastSeq", full ? full->last_seq : t.last_seq}};
       if (active) j["activeTurn"] = {{"id", active->id}, {"status", to_string(active->status)}};
       out.push_back(std::move(j));
@@ -453,9 +455,10 @@ int cmd_chat(Host& host) {
   std::fflush(stdout);
 
   auto left_waiting = [&] {
-    fmt::print("\nThe turn is still waiting for your approval. Answer it later with `agentrt chat --thread {} --data "
-               "{}`\nor `{}`.\n",
-               shell_word(host.opt.thread), shell_word(host.data_dir), host.resume_command());
+    fmt::print(
+        "\nThe turn is still waiting for your approval. Answer it later with `agentrt chat --thread {} --data "
+        "{}`\nor `{}`.\n",
+        shell_word(host.opt.thread), shell_word(host.data_dir), host.resume_command());
     std::fflush(stdout);
     return kExitWaiting;
   };

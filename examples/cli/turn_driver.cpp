@@ -1,9 +1,9 @@
 #include "turn_driver.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <poll.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cctype>
 
 #include <cerrno>
 #include <csignal>
@@ -119,8 +119,7 @@ TurnOutcome TurnDriver::follow(Subscription& sub, const std::string& thread_id, 
     TurnRecord t = rt_.wait(turn_id, std::chrono::seconds(30));
     while (!settled(t.status)) t = rt_.wait(turn_id, std::chrono::seconds(30));
     switch (t.status) {
-      case TurnStatus::completed:
-        return TurnOutcome::completed;
+      case TurnStatus::completed: return TurnOutcome::completed;
       case TurnStatus::waiting_approval: {
         auto next = answer(t);
         if (!next) return TurnOutcome::waiting;
@@ -187,7 +186,8 @@ std::optional<Decision> TurnDriver::ask_one(const Pending& p) {
     auto line = prompter_->ask(fmt::format("{} {}: [a]pprove / [r]eject / [e]dit? ", p.tool_name, p.arguments));
     if (!line) return std::nullopt;
     const std::string a = lower(trim(*line));
-    if (a == "a" || a == "approve" || a == "y" || a == "yes") return Decision{p.interrupt_id, Decision::Action::approve, std::nullopt, ""};
+    if (a == "a" || a == "approve" || a == "y" || a == "yes")
+      return Decision{p.interrupt_id, Decision::Action::approve, std::nullopt, ""};
     if (a == "r" || a == "reject" || a == "n" || a == "no") {
       auto reason = prompter_->ask("Reason (told to the model): ");
       if (!reason) return std::nullopt;

@@ -57,7 +57,7 @@ class TurnDriver {
     std::string interrupt_id;
     std::string tool_call_id;
     std::string tool_name;
-    std::string arguments;  // as the model wrote them
+    std::string arguments;      // as the model wrote them
     bool confirmation = false;  // a job asks to be started (reason "confirmation"), not a call's approval
     std::string message;        // the interrupt's question
   };

@@ -13,16 +13,37 @@ namespace agentrt {
 inline namespace v1 {
 
 enum class EventType {
-  RUN_STARTED, RUN_FINISHED, RUN_ERROR,
-  STEP_STARTED, STEP_FINISHED,
-  TEXT_MESSAGE_START, TEXT_MESSAGE_CONTENT, TEXT_MESSAGE_END, TEXT_MESSAGE_CHUNK,
-  TOOL_CALL_START, TOOL_CALL_ARGS, TOOL_CALL_END, TOOL_CALL_CHUNK, TOOL_CALL_RESULT,
-  STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT,
-  ACTIVITY_SNAPSHOT, ACTIVITY_DELTA,
-  RAW, CUSTOM,
-  REASONING_START, REASONING_MESSAGE_START, REASONING_MESSAGE_CONTENT, REASONING_MESSAGE_END,
-  REASONING_MESSAGE_CHUNK, REASONING_END, REASONING_ENCRYPTED_VALUE,
-  SUBAGENT_STARTED, SUBAGENT_FINISHED, SUBAGENT_ERROR,
+  RUN_STARTED,
+  RUN_FINISHED,
+  RUN_ERROR,
+  STEP_STARTED,
+  STEP_FINISHED,
+  TEXT_MESSAGE_START,
+  TEXT_MESSAGE_CONTENT,
+  TEXT_MESSAGE_END,
+  TEXT_MESSAGE_CHUNK,
+  TOOL_CALL_START,
+  TOOL_CALL_ARGS,
+  TOOL_CALL_END,
+  TOOL_CALL_CHUNK,
+  TOOL_CALL_RESULT,
+  STATE_SNAPSHOT,
+  STATE_DELTA,
+  MESSAGES_SNAPSHOT,
+  ACTIVITY_SNAPSHOT,
+  ACTIVITY_DELTA,
+  RAW,
+  CUSTOM,
+  REASONING_START,
+  REASONING_MESSAGE_START,
+  REASONING_MESSAGE_CONTENT,
+  REASONING_MESSAGE_END,
+  REASONING_MESSAGE_CHUNK,
+  REASONING_END,
+  REASONING_ENCRYPTED_VALUE,
+  SUBAGENT_STARTED,
+  SUBAGENT_FINISHED,
+  SUBAGENT_ERROR,
 };
 
 std::string_view to_string(EventType t) noexcept;
@@ -36,13 +57,13 @@ struct Event {
   int64_t timestamp = 0;  // ms since the Unix epoch; 0 = omit
   int64_t seq = 0;
 
-  std::string thread_id, run_id, parent_run_id;       // RUN_*
-  std::string message_id, role, name, delta;          // TEXT_*, REASONING_*, CUSTOM name
+  std::string thread_id, run_id, parent_run_id;                 // RUN_*
+  std::string message_id, role, name, delta;                    // TEXT_*, REASONING_*, CUSTOM name
   std::string tool_call_id, tool_call_name, parent_message_id;  // TOOL_CALL_*
-  std::string step_name;                              // STEP_*
-  std::string message, code;                          // RUN_ERROR, SUBAGENT_ERROR
-  std::string subagent_run_id, protocol_version, activity_type, subtype, entity_id, encrypted_value,
-      description, parent_subagent_run_id, parent_tool_call_id, source;
+  std::string step_name;                                        // STEP_*
+  std::string message, code;                                    // RUN_ERROR, SUBAGENT_ERROR
+  std::string subagent_run_id, protocol_version, activity_type, subtype, entity_id, encrypted_value, description,
+      parent_subagent_run_id, parent_tool_call_id, source;
   std::optional<bool> replace;
   json content;   // TOOL_CALL_RESULT (string or parts), ACTIVITY_SNAPSHOT (object)
   json outcome;   // RUN_FINISHED, SUBAGENT_FINISHED

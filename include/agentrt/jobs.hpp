@@ -36,11 +36,11 @@ struct JobRecord {
   std::string id;  // "job_..." (assigned by the runtime; the tool learns it from ToolCallContext::job_id)
   std::string thread_id, turn_id, run_id, tool_call_id, tool_name, user_id;
   JobStatus status = JobStatus::queued;
-  double progress = 0;         // 0..1, as the host last reported it
-  std::string message;         // the host's last word on it ("rendering frame 10/40")
-  json result;                 // succeeded: the job's result (null before)
-  json assets = json::array(); // succeeded: references to what it generated ([{url|key, mimeType, ...}])
-  std::string error_code;      // failed / cancelled: why ("timeout" when it expired)
+  double progress = 0;          // 0..1, as the host last reported it
+  std::string message;          // the host's last word on it ("rendering frame 10/40")
+  json result;                  // succeeded: the job's result (null before)
+  json assets = json::array();  // succeeded: references to what it generated ([{url|key, mimeType, ...}])
+  std::string error_code;       // failed / cancelled: why ("timeout" when it expired)
   std::string error_message;
   json metadata = json::object();  // the tool's own data about the job (external id, cost estimate, ...)
   JobConfirmation confirmation = JobConfirmation::none;

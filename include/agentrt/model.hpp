@@ -41,9 +41,9 @@ struct ToolDefinition {
 };
 
 struct ModelRequest {
-  std::string stage;  // "intent" | "execution" | "organization"
-  std::string model;  // per-stage model name ("" = the provider's default)
-  json params = json::object();  // per-stage parameters (temperature, max_tokens, ...), passed through
+  std::string stage;              // "intent" | "execution" | "organization"
+  std::string model;              // per-stage model name ("" = the provider's default)
+  json params = json::object();   // per-stage parameters (temperature, max_tokens, ...), passed through
   std::vector<Message> messages;  // system prompt first, then the context, ending with the newest input
   std::vector<ToolDefinition> tools;
   std::string tool_choice;  // "" (provider default) | "auto" | "none" | "required"

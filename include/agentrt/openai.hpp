@@ -33,8 +33,8 @@ struct OpenAIConfig {
   // For hosts that hold the key themselves; wins over api_key_env when set. Never read from JSON.
   std::string api_key;
   std::string model = "gpt-4o-mini";
-  json params = json::object();                      // body fields for every chat request (temperature, ...)
-  std::map<std::string, OpenAIStageModel> stages;    // per stage ("intent", "execution", "organization")
+  json params = json::object();                    // body fields for every chat request (temperature, ...)
+  std::map<std::string, OpenAIStageModel> stages;  // per stage ("intent", "execution", "organization")
   std::vector<std::pair<std::string, std::string>> extra_headers;  // sent on every request
 
   std::chrono::milliseconds connect_timeout{10'000};
@@ -42,7 +42,7 @@ struct OpenAIConfig {
   std::chrono::milliseconds idle_timeout{120'000};     // longest silence between received bytes
 
   int max_retries = 2;  // retries after the first attempt (408/409/429/5xx, connection failures)
-  std::chrono::milliseconds retry_base_backoff{500};   // doubled per retry, times a jitter in [0.75, 1]
+  std::chrono::milliseconds retry_base_backoff{500};  // doubled per retry, times a jitter in [0.75, 1]
   std::chrono::milliseconds retry_max_backoff{8'000};
   // A server's Retry-After / retry-after-ms longer than this is ignored in favour of the backoff.
   std::chrono::milliseconds max_retry_after{60'000};

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,30 +26,30 @@ namespace agentrt {
 inline namespace v1 {
 
 struct RuntimeConfig {
-  std::shared_ptr<Store> store;           // required
-  std::shared_ptr<ObjectStore> objects;   // optional (tool payloads, uploads)
-  std::shared_ptr<ModelProvider> model;   // required
+  std::shared_ptr<Store> store;          // required
+  std::shared_ptr<ObjectStore> objects;  // optional (tool payloads, uploads)
+  std::shared_ptr<ModelProvider> model;  // required
   StagePolicies stages;
-  int workers = 2;                                   // threads that run turns
-  int max_steps = 8;                                 // model calls per turn in the execution stage
+  int workers = 2;    // threads that run turns
+  int max_steps = 8;  // model calls per turn in the execution stage
   std::chrono::milliseconds approval_timeout{24LL * 3600 * 1000};
-  size_t context_budget_chars = 200000;              // the model input's size budget (characters)
-  std::chrono::milliseconds flush_interval{10};      // longest a streamed delta waits for its commit
-  std::chrono::milliseconds sweep_interval{500};     // expiry and crash-recovery sweeper period
-  std::chrono::milliseconds instance_lease{5000};    // a runtime whose heartbeat is older is dead
-  size_t max_input_bytes = 1 << 20;                  // a turn's input message, serialised
+  size_t context_budget_chars = 200000;            // the model input's size budget (characters)
+  std::chrono::milliseconds flush_interval{10};    // longest a streamed delta waits for its commit
+  std::chrono::milliseconds sweep_interval{500};   // expiry and crash-recovery sweeper period
+  std::chrono::milliseconds instance_lease{5000};  // a runtime whose heartbeat is older is dead
+  size_t max_input_bytes = 1 << 20;                // a turn's input message, serialised
   LogSink log;
   LogLevel log_level = LogLevel::info;
-  std::shared_ptr<Summarizer> summarizer;            // default: Summarizer{}
+  std::shared_ptr<Summarizer> summarizer;  // default: Summarizer{}
   // Tools registered before the runtime recovers anything. Turns a dead process left in RESUMING are taken
   // over at the first sweep (sweep_interval after construction), so tools added with tools().add() right
   // after construction are there too.
   std::vector<ToolSpec> tools;
-  std::string instance_id;                           // default: random
-  AttachmentLimits attachment_limits;                // per uploaded or inline file
-  size_t max_attachments = 8;                        // media parts per user message
-  std::chrono::seconds signed_url_ttl{3600};         // lifetime of URLs handed out by history() and upload()
-  bool model_images_as_urls = false;                 // false: images reach the model inline (data URLs)
+  std::string instance_id;                    // default: random
+  AttachmentLimits attachment_limits;         // per uploaded or inline file
+  size_t max_attachments = 8;                 // media parts per user message
+  std::chrono::seconds signed_url_ttl{3600};  // lifetime of URLs handed out by history() and upload()
+  bool model_images_as_urls = false;          // false: images reach the model inline (data URLs)
   // A job still queued or running this long after it started fails with code "timeout" (JobStart::timeout
   // overrides it per job).
   std::chrono::milliseconds job_timeout{24LL * 3600 * 1000};
@@ -75,17 +75,17 @@ struct Upload {
 struct TurnInput {
   std::string thread_id;
   std::string user_id;
-  Message message;                 // role user; content string or parts; id = client message id if set
-  std::string client_message_id;   // dedupes repeated starts (defaults to message.id when set)
-  std::string run_id;              // the caller's run id (AG-UI runId); generated when empty
+  Message message;                // role user; content string or parts; id = client message id if set
+  std::string client_message_id;  // dedupes repeated starts (defaults to message.id when set)
+  std::string run_id;             // the caller's run id (AG-UI runId); generated when empty
 };
 
 struct TurnHandle {
   std::string thread_id;
   std::string turn_id;
   std::string run_id;
-  bool existing = false;   // true: a repeated start returned the turn already started by this message
-  int64_t first_seq = 0;   // the RUN_STARTED event's sequence number
+  bool existing = false;  // true: a repeated start returned the turn already started by this message
+  int64_t first_seq = 0;  // the RUN_STARTED event's sequence number
   // existing: the messages that turn has added so far (its user message first; the ERROR system message
   // when it failed), the same answer for every repeat once the turn has ended.
   std::vector<Message> delta_messages;

@@ -16,7 +16,7 @@ inline namespace v1 {
 using ModelScript = std::function<ModelResult(const ModelRequest&)>;
 
 struct ScriptedModelOptions {
-  size_t chunk_chars = 0;  // stream text in chunks of this many bytes (UTF-8 safe); 0 = one delta
+  size_t chunk_chars = 0;                    // stream text in chunks of this many bytes (UTF-8 safe); 0 = one delta
   std::chrono::milliseconds chunk_delay{0};  // pause before each chunk (cancellable)
   bool stream_tool_calls = true;             // announce tool calls and stream their arguments in two pieces
 };

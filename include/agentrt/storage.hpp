@@ -34,9 +34,9 @@ struct TurnRecord {
   TurnStatus status = TurnStatus::running;
   int64_t version = 0;  // bumped by every committed change; compare-and-set key
   std::string client_message_id;
-  std::string run_id;         // the current (or last) run
-  std::string parent_run_id;  // set on resumed runs
-  std::string stage;          // the stage the turn is in (or paused in)
+  std::string run_id;               // the current (or last) run
+  std::string parent_run_id;        // set on resumed runs
+  std::string stage;                // the stage the turn is in (or paused in)
   std::string approval_request_id;  // the open (or last) approval request
   json interrupts = json::array();  // the open interrupts (AG-UI Interrupt objects)
   int64_t expires_at = 0;           // approval deadline, ms; 0 = none
@@ -70,13 +70,13 @@ struct LedgerEntry {
   std::string run_id;  // the run that requested it
   std::string tool_name;
   std::string stage;
-  int ordinal = 0;  // position among the calls of its model response
+  int ordinal = 0;        // position among the calls of its model response
   std::string arguments;  // JSON text as the model sent it (or as edited on approval)
   LedgerStatus status = LedgerStatus::requested;
   bool needs_approval = false;
   bool idempotent = false;
   std::string interrupt_id;
-  json decision;  // the person's decision, when there was one
+  json decision;       // the person's decision, when there was one
   std::string output;  // ToolAgentOutput JSON text once the call has an outcome; "" = none yet
   int64_t updated_at = 0;
   bool has_output() const { return !output.empty(); }
@@ -113,15 +113,14 @@ struct CommitBatch {
   int64_t expected_version = -1;
   std::vector<StoredEvent> events;
   std::vector<MessageRecord> messages;
-  std::vector<LedgerEntry> ledger;            // upserts by (turn_id, tool_call_id)
-  std::optional<ApprovalRecord> approval;     // insert; conflict if the id exists
-  std::vector<JobWrite> jobs;                 // versions written back on commit
+  std::vector<LedgerEntry> ledger;         // upserts by (turn_id, tool_call_id)
+  std::optional<ApprovalRecord> approval;  // insert; conflict if the id exists
+  std::vector<JobWrite> jobs;              // versions written back on commit
   // Conflict unless the thread has no RUNNING or RESUMING turn (no run is open on it): how a batch that is
   // a whole run by itself (a job's outcome) avoids landing inside another run's events.
   bool require_idle = false;
   bool empty() const {
-    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval &&
-           jobs.empty();
+    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval && jobs.empty();
   }
 };
 
@@ -189,7 +188,7 @@ struct ObjectInfo {
   std::string key;
   uint64_t size = 0;
   std::string content_type;
-  std::string sha256;  // hex
+  std::string sha256;       // hex
   int64_t modified_at = 0;  // ms
 };
 

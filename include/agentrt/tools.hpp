@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "agentrt/error.hpp"
-#include "agentrt/json.hpp"
 #include "agentrt/jobs.hpp"
+#include "agentrt/json.hpp"
 #include "agentrt/json_schema.hpp"
 #include "agentrt/model.hpp"
 #include "agentrt/outputs.hpp"

@@ -22,10 +22,22 @@ struct AudioType {
 // The formats the API names (flac, mp3, mp4, mpeg, mpga, m4a, ogg, wav, webm) under the MIME types that
 // browsers and recorders actually label them with.
 constexpr std::array<AudioType, 17> kAudioTypes{{
-    {"audio/flac", "flac"},   {"audio/x-flac", "flac"}, {"audio/mpeg", "mp3"},      {"audio/mp3", "mp3"},
-    {"audio/mpga", "mpga"},   {"audio/mp4", "m4a"},     {"audio/m4a", "m4a"},       {"audio/x-m4a", "m4a"},
-    {"audio/ogg", "ogg"},     {"audio/opus", "ogg"},    {"audio/wav", "wav"},       {"audio/x-wav", "wav"},
-    {"audio/wave", "wav"},    {"audio/webm", "webm"},   {"video/webm", "webm"},     {"video/mp4", "mp4"},
+    {"audio/flac", "flac"},
+    {"audio/x-flac", "flac"},
+    {"audio/mpeg", "mp3"},
+    {"audio/mp3", "mp3"},
+    {"audio/mpga", "mpga"},
+    {"audio/mp4", "m4a"},
+    {"audio/m4a", "m4a"},
+    {"audio/x-m4a", "m4a"},
+    {"audio/ogg", "ogg"},
+    {"audio/opus", "ogg"},
+    {"audio/wav", "wav"},
+    {"audio/x-wav", "wav"},
+    {"audio/wave", "wav"},
+    {"audio/webm", "webm"},
+    {"video/webm", "webm"},
+    {"video/mp4", "mp4"},
     {"video/mpeg", "mpeg"},
 }};
 
@@ -80,13 +92,15 @@ class OpenAITranscriber final : public Transcriber {
                                                     audio.size(), config_.max_audio_bytes));
     }
     const std::string mime = base_mime(mime_type);
-    auto type = std::find_if(kAudioTypes.begin(), kAudioTypes.end(), [&](const AudioType& t) { return t.mime == mime; });
+    auto type =
+        std::find_if(kAudioTypes.begin(), kAudioTypes.end(), [&](const AudioType& t) { return t.mime == mime; });
     if (type == kAudioTypes.end()) {
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("audio of type '{}' cannot be transcribed; accepted types: {}", mime_type, accepted_types()));
+      throw Error(
+          ErrorCode::invalid_argument,
+          fmt::format("audio of type '{}' cannot be transcribed; accepted types: {}", mime_type, accepted_types()));
     }
     const std::string& format = options.response_format;
-    static constexpr std::array<std::string_view, 7> kFormats{"",    "json", "text",        "srt",
+    static constexpr std::array<std::string_view, 7> kFormats{"",    "json",         "text",         "srt",
                                                               "vtt", "verbose_json", "diarized_json"};
     if (std::find(kFormats.begin(), kFormats.end(), format) == kFormats.end()) {
       throw Error(ErrorCode::invalid_argument,
@@ -150,7 +164,8 @@ class OpenAITranscriber final : public Transcriber {
     }
     json j = json::parse(response.body, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      throw Error(ErrorCode::model, fmt::format("transcription with model '{}': the answer has no \"text\" string", model));
+      throw Error(ErrorCode::model,
+                  fmt::format("transcription with model '{}': the answer has no \"text\" string", model));
     }
     return j["text"].get<std::string>();
   }

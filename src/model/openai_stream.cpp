@@ -84,8 +84,8 @@ std::string message_text(const Message& m) {
 
 [[noreturn]] void unsupported_part(const ContentPart& part) {
   throw Error(ErrorCode::unsupported,
-              fmt::format("a user '{}' part with a '{}' source cannot be sent to an OpenAI-compatible model",
-                          part.type, part.source ? part.source->type : std::string("missing")));
+              fmt::format("a user '{}' part with a '{}' source cannot be sent to an OpenAI-compatible model", part.type,
+                          part.source ? part.source->type : std::string("missing")));
 }
 
 json user_part(const ContentPart& part) {
@@ -233,8 +233,7 @@ std::optional<json> to_openai_message(const Message& m) {
       return json{{"role", "tool"}, {"tool_call_id", m.tool_call_id}, {"content", std::move(text)}};
     }
     case Role::activity:
-    case Role::reasoning:
-      return std::nullopt;
+    case Role::reasoning: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -432,8 +431,8 @@ bool ChatStreamAccumulator::on_event(const net::SseEvent& event) {
   }
   json chunk = json::parse(data, nullptr, false);
   if (chunk.is_discarded() || !chunk.is_object()) {
-    throw Error(ErrorCode::model, fmt::format("the model stream sent a chunk that is not a JSON object: {}",
-                                              one_line(data, 120)));
+    throw Error(ErrorCode::model,
+                fmt::format("the model stream sent a chunk that is not a JSON object: {}", one_line(data, 120)));
   }
   on_chunk(chunk);
   return false;
@@ -504,7 +503,8 @@ void ChatStreamAccumulator::on_chunk(const json& chunk) {
       }
     }
     // After the delta: Mistral, DeepSeek and vLLM put the finish reason in the chunk of the last delta.
-    if (const auto* reason = string_field(choice, "finish_reason"); reason && !reason->empty()) finish_reason_ = *reason;
+    if (const auto* reason = string_field(choice, "finish_reason"); reason && !reason->empty())
+      finish_reason_ = *reason;
   }
 }
 
@@ -554,7 +554,8 @@ void ChatStreamAccumulator::announce(StreamToolCall& call) {
 }
 
 void ChatStreamAccumulator::on_completion(const json& completion) {
-  if (!completion.is_object()) throw Error(ErrorCode::model, "the model answered with something other than a JSON object");
+  if (!completion.is_object())
+    throw Error(ErrorCode::model, "the model answered with something other than a JSON object");
   json chunk = json::object();
   for (const char* key : {"id", "model", "usage", "error", "object"}) {
     if (auto it = completion.find(key); it != completion.end()) chunk[key] = *it;

@@ -70,7 +70,7 @@ std::string make_tool_call_id();
 struct ApiError {
   std::string message;
   std::string type;
-  std::string code;   // a string, or an integer as text (vLLM, llama.cpp)
+  std::string code;  // a string, or an integer as text (vLLM, llama.cpp)
   std::string param;
 };
 ApiError parse_api_error(std::string_view body);
@@ -200,8 +200,8 @@ auto with_retries(const OpenAIConfig& config, const CancelToken& cancel, Attempt
         if (retry == 0) throw Error(e.code(), e.message());
         throw Error(e.code(), e.message() + " (gave up after " + std::to_string(retry + 1) + " attempts)");
       }
-      auto delay = e.delay().value_or(
-          backoff_delay(retry, config.retry_base_backoff, config.retry_max_backoff, retry_jitter()));
+      auto delay =
+          e.delay().value_or(backoff_delay(retry, config.retry_base_backoff, config.retry_max_backoff, retry_jitter()));
       if (cancel.wait_for(delay)) throw Error(ErrorCode::cancelled, "cancelled while waiting to retry");
     }
   }

@@ -103,7 +103,8 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
     std::string lower = text;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
     bool booking = lower.find("book") != std::string::npos;
-    if (req.stage == "intent") return text_result(booking ? "The user wants to book a room." : "The user asks a question.");
+    if (req.stage == "intent")
+      return text_result(booking ? "The user wants to book a room." : "The user asks a question.");
     if (req.stage == "organization") return text_result("Done.");
     if (booking) {
       // Look at what happened since the user's message: the tool's result (or its rejection).
@@ -120,7 +121,7 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
       json result = json::parse(tool->text(), nullptr, false);
       if (result.is_object() && result.value("ok", false)) {
         static const std::map<std::string, std::string> days = {
-            {"mon", "Monday"}, {"tue", "Tuesday"}, {"wed", "Wednesday"}, {"thu", "Thursday"},
+            {"mon", "Monday"}, {"tue", "Tuesday"},  {"wed", "Wednesday"}, {"thu", "Thursday"},
             {"fri", "Friday"}, {"sat", "Saturday"}, {"sun", "Sunday"}};
         std::string day = result.value("day", "?");
         if (auto it = days.find(day); it != days.end()) day = it->second;
@@ -132,7 +133,9 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
       return text_result("I did not book the room: " + why);
     }
     if (text.empty()) return text_result("Hello! Ask me anything, or ask me to book a room.");
-    return text_result("You said: \"" + text + "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval.");
+    return text_result(
+        "You said: \"" + text +
+        "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval.");
   };
   return std::make_shared<ScriptedModel>(script, options);
 }

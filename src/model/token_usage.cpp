@@ -18,7 +18,8 @@ int64_t read_count(const json& j, const char* key) {
 std::string read_string(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
-  if (!it->is_string()) throw Error(ErrorCode::invalid_argument, std::string("TokenUsage: '") + key + "' must be a string");
+  if (!it->is_string())
+    throw Error(ErrorCode::invalid_argument, std::string("TokenUsage: '") + key + "' must be a string");
   return it->get<std::string>();
 }
 

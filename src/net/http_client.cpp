@@ -97,8 +97,8 @@ size_t on_write(char* data, size_t size, size_t count, void* user) {
       t->request->on_body(std::string_view(data, n));
     } else {
       if (t->response.body.size() + n > t->request->max_body_bytes) {
-        throw Error(ErrorCode::too_large, fmt::format("the HTTP response body is over {} bytes",
-                                                      t->request->max_body_bytes));
+        throw Error(ErrorCode::too_large,
+                    fmt::format("the HTTP response body is over {} bytes", t->request->max_body_bytes));
       }
       t->response.body.append(data, n);
     }
@@ -285,8 +285,8 @@ HttpResponse HttpClient::send(const HttpRequest& request, const CancelToken& can
     int running = 0;
     CURLMcode mc = curl_multi_perform(multi, &running);
     if (mc != CURLM_OK) {
-      throw Error(ErrorCode::io, fmt::format("HTTP transfer to {} failed: {}", describe_url(request.url),
-                                             curl_multi_strerror(mc)));
+      throw Error(ErrorCode::io,
+                  fmt::format("HTTP transfer to {} failed: {}", describe_url(request.url), curl_multi_strerror(mc)));
     }
     int queued = 0;
     while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
@@ -323,7 +323,8 @@ HttpResponse HttpClient::send(const HttpRequest& request, const CancelToken& can
   if (result != CURLE_OK) {
     const char* detail = errbuf[0] ? errbuf : curl_easy_strerror(result);
     if (result == CURLE_OPERATION_TIMEDOUT) {
-      throw Error(ErrorCode::timeout, fmt::format("HTTP request to {} timed out: {}", describe_url(request.url), detail));
+      throw Error(ErrorCode::timeout,
+                  fmt::format("HTTP request to {} timed out: {}", describe_url(request.url), detail));
     }
     throw Error(ErrorCode::io, fmt::format("HTTP request to {} failed: {}", describe_url(request.url), detail));
   }

@@ -12,9 +12,9 @@ inline namespace v1 {
 namespace net {
 
 struct SseEvent {
-  std::string event;  // the `event:` field, "" when absent (the spec's default type "message")
-  std::string data;   // `data:` lines joined with "\n"
-  std::string id;     // the last event id seen so far (it persists across events, as the spec says)
+  std::string event;             // the `event:` field, "" when absent (the spec's default type "message")
+  std::string data;              // `data:` lines joined with "\n"
+  std::string id;                // the last event id seen so far (it persists across events, as the spec says)
   std::optional<int64_t> retry;  // a `retry:` field of this event, in milliseconds
 };
 
@@ -42,15 +42,15 @@ class SseParser {
  private:
   void process_line(std::string_view line, const Callback& on_event, size_t& dispatched);
 
-  std::string line_;   // the unfinished line
-  std::string data_;   // data lines of the current event, each followed by "\n"
+  std::string line_;  // the unfinished line
+  std::string data_;  // data lines of the current event, each followed by "\n"
   std::string event_;
   std::string last_id_;
   std::optional<int64_t> retry_;
   bool has_data_ = false;
-  bool skip_lf_ = false;     // the previous read ended in CR: a leading LF belongs to that line end
-  bool at_start_ = true;     // the BOM check has not finished yet
-  int bom_matched_ = 0;      // BOM bytes seen so far (a BOM can be cut across reads too)
+  bool skip_lf_ = false;  // the previous read ended in CR: a leading LF belongs to that line end
+  bool at_start_ = true;  // the BOM check has not finished yet
+  int bom_matched_ = 0;   // BOM bytes seen so far (a BOM can be cut across reads too)
 };
 
 }  // namespace net

@@ -8,8 +8,8 @@
 #include "runtime/context_builder.hpp"
 #include "runtime/event_wire.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "util/json_fast.hpp"
 #include "util/crypto.hpp"
+#include "util/json_fast.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -145,7 +145,8 @@ class TurnRunner {
   ModelRequest build_request(const std::string& stage, const StagePolicy& policy, std::vector<ToolDefinition> defs) {
     ContextInput in;
     in.system_prompt = policy.system_prompt;
-    if (stage != kIntent && !ctx_.turn.intent.empty()) in.system_notes.push_back("The user's intent: " + ctx_.turn.intent);
+    if (stage != kIntent && !ctx_.turn.intent.empty())
+      in.system_notes.push_back("The user's intent: " + ctx_.turn.intent);
     if (stage == kOrganization && !draft_.empty()) in.system_notes.push_back("Draft answer:\n" + draft_);
     in.turn_id = ctx_.turn.id;
     in.budget_chars = rt_.cfg.context_budget_chars;
@@ -166,7 +167,8 @@ class TurnRunner {
     std::string id(proposed);
     if (id.empty()) id = new_id("call");
     if (id.size() > 128) id = id.substr(0, 128);
-    while (ctx_.used_tool_call_ids.count(id)) id = fmt::format("{}_{}", proposed.substr(0, 100), new_id("r").substr(2, 8));
+    while (ctx_.used_tool_call_ids.count(id))
+      id = fmt::format("{}_{}", proposed.substr(0, 100), new_id("r").substr(2, 8));
     ctx_.used_tool_call_ids.insert(id);
     return id;
   }
@@ -351,8 +353,7 @@ class TurnRunner {
       } else {
         args = c.arguments.empty() ? json::object() : parse_json_or_discarded(c.arguments);
         if (args.is_discarded() || !args.is_object()) {
-          problem = ToolError{"invalid_arguments",
-                              fmt::format("the arguments of {} are not a JSON object", c.name)};
+          problem = ToolError{"invalid_arguments", fmt::format("the arguments of {} are not a JSON object", c.name)};
           args = json::object();
         } else if (auto v = entry->schema.validate(args)) {
           problem = ToolError{"invalid_arguments", fmt::format("invalid arguments for {}: {}{}{}", c.name, v->path,
@@ -452,9 +453,17 @@ class TurnRunner {
     }
     for (auto& r : running) {
       LedgerEntry* l = ctx_.find_ledger(r.id);
-      ToolCallContext call{ctx_.turn.thread_id, ctx_.turn.id, ctx_.turn.run_id, ctx_.turn.user_id, l->stage,
-                           r.id, l->tool_name, r.args, rt_.attachments_named(r.args, ctx_.history),
-                           r.job_id, r.job_confirmed};
+      ToolCallContext call{ctx_.turn.thread_id,
+                           ctx_.turn.id,
+                           ctx_.turn.run_id,
+                           ctx_.turn.user_id,
+                           l->stage,
+                           r.id,
+                           l->tool_name,
+                           r.args,
+                           rt_.attachments_named(r.args, ctx_.history),
+                           r.job_id,
+                           r.job_confirmed};
       r.started_ms = now_ms();
       r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
       rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
@@ -482,8 +491,8 @@ class TurnRunner {
           r.completion.fail("cancelled", "the turn was cancelled while the tool ran");
           cancelled = true;
         } else {
-          r.completion.fail("timeout", fmt::format("{} did not finish within {} ms", l->tool_name,
-                                                   r.entry->spec.timeout.count()));
+          r.completion.fail("timeout",
+                            fmt::format("{} did not finish within {} ms", l->tool_name, r.entry->spec.timeout.count()));
         }
       }
       auto oc = r.completion.outcome();
@@ -551,17 +560,22 @@ class TurnRunner {
       }
       for (const auto& o : late) {
         try {
-          rt_.finish_job(o.id, o.status, [&](JobRecord& j) {
-            j.result = o.result;
-            j.assets = o.assets;
-            j.progress = o.progress;
-            if (!o.message.empty()) j.message = o.message;
-            j.error_code = o.error_code;
-            j.error_message = o.error_message;
-          }, false);
+          rt_.finish_job(
+              o.id, o.status,
+              [&](JobRecord& j) {
+                j.result = o.result;
+                j.assets = o.assets;
+                j.progress = o.progress;
+                if (!o.message.empty()) j.message = o.message;
+                j.error_code = o.error_code;
+                j.error_message = o.error_message;
+              },
+              false);
         } catch (const std::exception& e) {
-          rt_.log(LogLevel::warn, "jobs", fmt::format("job {}: the outcome reported while its tool answered was not "
-                                                      "applied: {}", o.id, e.what()));
+          rt_.log(LogLevel::warn, "jobs",
+                  fmt::format("job {}: the outcome reported while its tool answered was not "
+                              "applied: {}",
+                              o.id, e.what()));
         }
       }
     }
@@ -652,7 +666,7 @@ class TurnRunner {
       ctx_.jobs[l.tool_call_id] = j;
       return j;
     }
-    const int64_t timeout = js.timeout       ? js.timeout->count()
+    const int64_t timeout = js.timeout         ? js.timeout->count()
                             : j.timeout_ms > 0 ? j.timeout_ms
                                                : rt_.cfg.job_timeout.count();
     if (!j.metadata.is_object()) j.metadata = json::object();
@@ -803,8 +817,8 @@ class TurnRunner {
             {{"id", l->interrupt_id},
              {"reason", "confirmation"},
              {"toolCallId", id},
-             {"message", j.confirm_message.empty() ? fmt::format("Start job {} ({})?", j.id, l->tool_name)
-                                                   : j.confirm_message},
+             {"message",
+              j.confirm_message.empty() ? fmt::format("Start job {} ({})?", j.id, l->tool_name) : j.confirm_message},
              {"expiresAt", iso8601_ms(expires)},
              {"responseSchema",
               {{"type", "object"},
@@ -1072,7 +1086,8 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
 TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
                                            std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known,
                                            DeferredStart* deferred) {
-  std::optional<TurnRecord> t = known ? std::optional<TurnRecord>(std::move(known->first)) : cfg.store->get_turn(turn_id);
+  std::optional<TurnRecord> t =
+      known ? std::optional<TurnRecord>(std::move(known->first)) : cfg.store->get_turn(turn_id);
   if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
     unregister_run(turn_id);
     return t ? *t : TurnRecord{};
@@ -1122,10 +1137,10 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
             ctx.em->emit(events::custom("agentrt.job", job_to_json(*j)));
           }
         } else {
-          out.error = ToolError{action == "cancel" ? "cancelled" : "rejected",
-                                reason.empty() ? (action == "cancel" ? "the person cancelled this call"
-                                                                     : "the person rejected this call")
-                                               : "the person rejected this call: " + reason};
+          out.error = ToolError{
+              action == "cancel" ? "cancelled" : "rejected",
+              reason.empty() ? (action == "cancel" ? "the person cancelled this call" : "the person rejected this call")
+                             : "the person rejected this call: " + reason};
         }
         runner.record_result(l.tool_call_id, std::move(out));
       } else if (l.status == LedgerStatus::approved) {
@@ -1168,8 +1183,9 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   TurnRunner runner(*this, ctx);
   ctx.em->emit(events::run_started(turn.thread_id, ctx.turn.run_id, turn.run_id));
   const bool expired = to == TurnStatus::expired;
-  const std::string msg = expired ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
-                                  : "not run: the turn was cancelled";
+  const std::string msg = expired
+                              ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
+                              : "not run: the turn was cancelled";
   runner.close_unanswered(expired ? "approval_expired" : "cancelled", msg,
                           expired ? ToolStatus::expired : ToolStatus::rejected);
   // Jobs that waited for a confirmation end with the pause: never started.
@@ -1193,9 +1209,9 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   ctx.turn.owner.clear();
   runner.stage_turn();
   if (expired) {
-    ctx.em->emit(events::run_error(fmt::format("approval request {} expired at {}", turn.approval_request_id,
-                                               iso8601_ms(turn.expires_at)),
-                                   "approval_expired"));
+    ctx.em->emit(events::run_error(
+        fmt::format("approval request {} expired at {}", turn.approval_request_id, iso8601_ms(turn.expires_at)),
+        "approval_expired"));
   } else {
     ctx.em->emit(events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}}));
   }
@@ -1228,8 +1244,9 @@ void Runtime::Impl::recover_running_turn(TurnRecord turn) {
   ctx.em = make_emitter(turn.thread_id, turn.run_id, turn.version, false);
   load_run_state(*cfg.store, ctx);
   TurnRunner runner(*this, ctx);
-  log(LogLevel::warn, "recovery", fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
-                                              turn.owner.empty() ? "unknown" : turn.owner));
+  log(LogLevel::warn, "recovery",
+      fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
+                  turn.owner.empty() ? "unknown" : turn.owner));
   // A tool that was started and not finished is recorded interrupted and not run again.
   runner.fail("runtime_restarted", "the runtime running this turn stopped before the turn finished");
 }
@@ -1254,7 +1271,8 @@ Message Runtime::Impl::history_view(Message m) {
             if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
               m.metadata["ui"] = payload["ui"];
           } else {
-            log(LogLevel::warn, "history", fmt::format("tool payload {} is missing or does not match its sha256", path));
+            log(LogLevel::warn, "history",
+                fmt::format("tool payload {} is missing or does not match its sha256", path));
           }
         } catch (const std::exception& e) {
           log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));

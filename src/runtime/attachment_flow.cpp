@@ -95,16 +95,19 @@ Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{} part: the url does not belong to this user's thread", part.type));
       auto info = cfg.objects->head(key);
-      if (!info) throw Error(ErrorCode::invalid_argument, fmt::format("{} part: the attachment no longer exists", part.type));
+      if (!info)
+        throw Error(ErrorCode::invalid_argument, fmt::format("{} part: the attachment no longer exists", part.type));
       const std::string mime = normalize_mime(info->content_type);
       check_attachment(mime, info->size, cfg.attachment_limits);
       part = stored_part(part, bucket, key, mime);
     } else {  // "file": an upload id of this thread
       if (!is_valid_attachment_id(src.value))
-        throw Error(ErrorCode::invalid_argument, fmt::format("{} part: '{}' is not an upload id", part.type, src.value));
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("{} part: '{}' is not an upload id", part.type, src.value));
       const std::string key = upload_key(user_id, thread_id, src.value);
       auto info = cfg.objects->head(key);
-      if (!info) throw Error(ErrorCode::invalid_argument, fmt::format("{} part: upload '{}' not found", part.type, src.value));
+      if (!info)
+        throw Error(ErrorCode::invalid_argument, fmt::format("{} part: upload '{}' not found", part.type, src.value));
       const std::string mime = normalize_mime(info->content_type);
       check_attachment(mime, info->size, cfg.attachment_limits);
       part = stored_part(part, bucket, key, mime);
@@ -115,8 +118,7 @@ Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::
 
 void Runtime::Impl::resign_parts(Message& m) const {
   if (!cfg.objects) return;
-  const int64_t expires =
-      now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(cfg.signed_url_ttl).count();
+  const int64_t expires = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(cfg.signed_url_ttl).count();
   for (auto& p : m.parts) {
     if (!is_stored(p)) continue;
     p.source = PartSource{"url", cfg.objects->sign_url(p.source->value, expires), p.source->mime_type, ""};

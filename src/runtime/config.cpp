@@ -102,7 +102,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   json objects = j.contains("objects") ? j["objects"] : json::object();
   if (!objects.is_null()) {
     only_keys(objects, {"type", "root", "bucket", "signing_secret_env", "public_base_url", "fsync"}, "objects");
-    if (str(objects, "type", "fs") != "fs") bad(fmt::format("objects type '{}' is not available (fs)", str(objects, "type", "")));
+    if (str(objects, "type", "fs") != "fs")
+      bad(fmt::format("objects type '{}' is not available (fs)", str(objects, "type", "")));
     FsObjectStoreOptions o;
     o.root = str(objects, "root", (data / "objects").string());
     o.bucket = str(objects, "bucket", "agentrt");
@@ -155,17 +156,17 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   if (j.contains("stages")) c.stages = j["stages"].get<StagePolicies>();
   c.workers = static_cast<int>(num(j, "workers", c.workers, 1, 256));
   c.max_steps = static_cast<int>(num(j, "max_steps", c.max_steps, 1, 1000));
-  c.approval_timeout = std::chrono::milliseconds(num(j, "approval_timeout_ms", c.approval_timeout.count(), 1,
-                                                     int64_t{365} * 24 * 3600 * 1000));
-  c.job_timeout = std::chrono::milliseconds(num(j, "job_timeout_ms", c.job_timeout.count(), 1,
-                                                int64_t{365} * 24 * 3600 * 1000));
-  c.context_budget_chars = static_cast<size_t>(num(j, "context_budget_chars", static_cast<int64_t>(c.context_budget_chars),
-                                                   1000, int64_t{1} << 40));
+  c.approval_timeout = std::chrono::milliseconds(
+      num(j, "approval_timeout_ms", c.approval_timeout.count(), 1, int64_t{365} * 24 * 3600 * 1000));
+  c.job_timeout =
+      std::chrono::milliseconds(num(j, "job_timeout_ms", c.job_timeout.count(), 1, int64_t{365} * 24 * 3600 * 1000));
+  c.context_budget_chars = static_cast<size_t>(
+      num(j, "context_budget_chars", static_cast<int64_t>(c.context_budget_chars), 1000, int64_t{1} << 40));
   c.flush_interval = std::chrono::milliseconds(num(j, "flush_interval_ms", c.flush_interval.count(), 1, 10000));
   c.sweep_interval = std::chrono::milliseconds(num(j, "sweep_interval_ms", c.sweep_interval.count(), 1, 3600000));
   c.instance_lease = std::chrono::milliseconds(num(j, "instance_lease_ms", c.instance_lease.count(), 10, 3600000));
-  c.max_input_bytes = static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1,
-                                              int64_t{1} << 32));
+  c.max_input_bytes =
+      static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1, int64_t{1} << 32));
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }
@@ -186,10 +187,14 @@ void register_demo_tools(ToolRegistry& tools) {
     ToolResult r;
     const std::string room = c.args.value("room", "");
     const std::string day = c.args.value("day", "");
-    r.result = json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", room}, {"day", day},
+    r.result = json{{"ok", true},
+                    {"booking_id", "BK-" + c.thread_id},
+                    {"room", room},
+                    {"day", day},
                     {"summary", fmt::format("Booked room {} on {}", room, day)}};
-    r.ui = UiSchema{"booking_confirmation", "v1", json{{"room", room}, {"day", day}, {"booking_id", "BK-" + c.thread_id}},
-                    json::array({json{{"type", "button"}, {"label", "Cancel booking"}, {"action", "cancel_booking"}}})};
+    r.ui =
+        UiSchema{"booking_confirmation", "v1", json{{"room", room}, {"day", day}, {"booking_id", "BK-" + c.thread_id}},
+                 json::array({json{{"type", "button"}, {"label", "Cancel booking"}, {"action", "cancel_booking"}}})};
     return r;
   });
   tools.add(std::move(book));

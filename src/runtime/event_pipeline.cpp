@@ -139,7 +139,10 @@ bool SubscriptionImpl::closed() const {
 }
 
 RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit)
-    : store_(store), hub_(hub), thread_id_(std::move(thread_id)), run_id_(std::move(run_id)),
+    : store_(store),
+      hub_(hub),
+      thread_id_(std::move(thread_id)),
+      run_id_(std::move(run_id)),
       on_commit_(std::move(on_commit)) {
   batch_->thread_id = thread_id_;
 }

@@ -56,8 +56,8 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   std::string thread_id_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  int64_t delivered_ = 0;       // highest sequence number handed out
-  bool catching_up_ = true;     // reading the store, not the live queue
+  int64_t delivered_ = 0;    // highest sequence number handed out
+  bool catching_up_ = true;  // reading the store, not the live queue
   bool closed_ = false;
   std::deque<StoredEvent> backlog_;
   std::deque<StoredEvent> live_;

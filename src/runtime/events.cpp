@@ -40,66 +40,85 @@ const std::vector<TypeSpec>& specs() {
   static const std::vector<TypeSpec> table = [] {
     auto sub = S("subagentRunId", &E::subagent_run_id);
     std::vector<TypeSpec> t = {
-        {EventType::RUN_STARTED, "RUN_STARTED",
+        {EventType::RUN_STARTED,
+         "RUN_STARTED",
          {S("threadId", &E::thread_id, true), S("runId", &E::run_id, true), S("protocolVersion", &E::protocol_version),
           S("parentRunId", &E::parent_run_id), J("input", &E::input, Kind::object)}},
-        {EventType::RUN_FINISHED, "RUN_FINISHED",
+        {EventType::RUN_FINISHED,
+         "RUN_FINISHED",
          {S("threadId", &E::thread_id, true), S("runId", &E::run_id, true), J("result", &E::result, Kind::any),
           J("outcome", &E::outcome, Kind::object), J("usage", &E::usage, Kind::array)}},
-        {EventType::RUN_ERROR, "RUN_ERROR",
+        {EventType::RUN_ERROR,
+         "RUN_ERROR",
          {S("message", &E::message, true), S("code", &E::code), J("usage", &E::usage, Kind::array)}},
         {EventType::STEP_STARTED, "STEP_STARTED", {S("stepName", &E::step_name, true), sub}},
         {EventType::STEP_FINISHED, "STEP_FINISHED", {S("stepName", &E::step_name, true), sub}},
-        {EventType::TEXT_MESSAGE_START, "TEXT_MESSAGE_START",
+        {EventType::TEXT_MESSAGE_START,
+         "TEXT_MESSAGE_START",
          {S("messageId", &E::message_id, true), sub, S("role", &E::role), S("name", &E::name)}},
-        {EventType::TEXT_MESSAGE_CONTENT, "TEXT_MESSAGE_CONTENT",
+        {EventType::TEXT_MESSAGE_CONTENT,
+         "TEXT_MESSAGE_CONTENT",
          {S("messageId", &E::message_id, true), S("delta", &E::delta, true), sub}},
         {EventType::TEXT_MESSAGE_END, "TEXT_MESSAGE_END", {S("messageId", &E::message_id, true), sub}},
-        {EventType::TEXT_MESSAGE_CHUNK, "TEXT_MESSAGE_CHUNK",
+        {EventType::TEXT_MESSAGE_CHUNK,
+         "TEXT_MESSAGE_CHUNK",
          {sub, S("messageId", &E::message_id), S("role", &E::role), S("delta", &E::delta), S("name", &E::name)}},
-        {EventType::TOOL_CALL_START, "TOOL_CALL_START",
+        {EventType::TOOL_CALL_START,
+         "TOOL_CALL_START",
          {S("toolCallId", &E::tool_call_id, true), S("toolCallName", &E::tool_call_name, true), sub,
           S("parentMessageId", &E::parent_message_id)}},
-        {EventType::TOOL_CALL_ARGS, "TOOL_CALL_ARGS",
+        {EventType::TOOL_CALL_ARGS,
+         "TOOL_CALL_ARGS",
          {S("toolCallId", &E::tool_call_id, true), S("delta", &E::delta, true), sub}},
         {EventType::TOOL_CALL_END, "TOOL_CALL_END", {S("toolCallId", &E::tool_call_id, true), sub}},
-        {EventType::TOOL_CALL_CHUNK, "TOOL_CALL_CHUNK",
+        {EventType::TOOL_CALL_CHUNK,
+         "TOOL_CALL_CHUNK",
          {sub, S("toolCallId", &E::tool_call_id), S("toolCallName", &E::tool_call_name),
           S("parentMessageId", &E::parent_message_id), S("delta", &E::delta)}},
-        {EventType::TOOL_CALL_RESULT, "TOOL_CALL_RESULT",
+        {EventType::TOOL_CALL_RESULT,
+         "TOOL_CALL_RESULT",
          {S("messageId", &E::message_id, true), S("toolCallId", &E::tool_call_id, true),
           J("content", &E::content, Kind::content, true), sub, S("role", &E::role)}},
         {EventType::STATE_SNAPSHOT, "STATE_SNAPSHOT", {J("snapshot", &E::snapshot, Kind::any, true), sub}},
         {EventType::STATE_DELTA, "STATE_DELTA", {J("delta", &E::patch, Kind::array, true), sub}},
         {EventType::MESSAGES_SNAPSHOT, "MESSAGES_SNAPSHOT", {J("messages", &E::messages, Kind::array, true)}},
-        {EventType::ACTIVITY_SNAPSHOT, "ACTIVITY_SNAPSHOT",
+        {EventType::ACTIVITY_SNAPSHOT,
+         "ACTIVITY_SNAPSHOT",
          {S("messageId", &E::message_id, true), S("activityType", &E::activity_type, true),
           J("content", &E::content, Kind::object, true), sub, B("replace")}},
-        {EventType::ACTIVITY_DELTA, "ACTIVITY_DELTA",
+        {EventType::ACTIVITY_DELTA,
+         "ACTIVITY_DELTA",
          {S("messageId", &E::message_id, true), S("activityType", &E::activity_type, true),
           J("patch", &E::patch, Kind::array, true), sub}},
         {EventType::RAW, "RAW", {J("event", &E::event, Kind::any, true), sub, S("source", &E::source)}},
         {EventType::CUSTOM, "CUSTOM", {S("name", &E::name, true), J("value", &E::value, Kind::any, true), sub}},
         {EventType::REASONING_START, "REASONING_START", {S("messageId", &E::message_id, true), sub}},
-        {EventType::REASONING_MESSAGE_START, "REASONING_MESSAGE_START",
+        {EventType::REASONING_MESSAGE_START,
+         "REASONING_MESSAGE_START",
          {S("messageId", &E::message_id, true), S("role", &E::role, true), sub}},
-        {EventType::REASONING_MESSAGE_CONTENT, "REASONING_MESSAGE_CONTENT",
+        {EventType::REASONING_MESSAGE_CONTENT,
+         "REASONING_MESSAGE_CONTENT",
          {S("messageId", &E::message_id, true), S("delta", &E::delta, true), sub}},
         {EventType::REASONING_MESSAGE_END, "REASONING_MESSAGE_END", {S("messageId", &E::message_id, true), sub}},
-        {EventType::REASONING_MESSAGE_CHUNK, "REASONING_MESSAGE_CHUNK",
+        {EventType::REASONING_MESSAGE_CHUNK,
+         "REASONING_MESSAGE_CHUNK",
          {sub, S("messageId", &E::message_id), S("delta", &E::delta)}},
         {EventType::REASONING_END, "REASONING_END", {S("messageId", &E::message_id, true), sub}},
-        {EventType::REASONING_ENCRYPTED_VALUE, "REASONING_ENCRYPTED_VALUE",
+        {EventType::REASONING_ENCRYPTED_VALUE,
+         "REASONING_ENCRYPTED_VALUE",
          {S("subtype", &E::subtype, true), S("entityId", &E::entity_id, true),
           S("encryptedValue", &E::encrypted_value, true), sub}},
-        {EventType::SUBAGENT_STARTED, "SUBAGENT_STARTED",
+        {EventType::SUBAGENT_STARTED,
+         "SUBAGENT_STARTED",
          {S("subagentRunId", &E::subagent_run_id, true), S("name", &E::name, true), S("description", &E::description),
           S("parentSubagentRunId", &E::parent_subagent_run_id), S("parentToolCallId", &E::parent_tool_call_id),
           S("parentMessageId", &E::parent_message_id)}},
-        {EventType::SUBAGENT_FINISHED, "SUBAGENT_FINISHED",
+        {EventType::SUBAGENT_FINISHED,
+         "SUBAGENT_FINISHED",
          {S("subagentRunId", &E::subagent_run_id, true), J("result", &E::result, Kind::any),
           J("outcome", &E::outcome, Kind::object)}},
-        {EventType::SUBAGENT_ERROR, "SUBAGENT_ERROR",
+        {EventType::SUBAGENT_ERROR,
+         "SUBAGENT_ERROR",
          {S("subagentRunId", &E::subagent_run_id, true), S("message", &E::message, true), S("code", &E::code)}},
     };
     return t;
@@ -110,7 +129,6 @@ const std::vector<TypeSpec>& specs() {
 const TypeSpec& spec_of(EventType t) { return specs()[static_cast<size_t>(t)]; }
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
-
 
 }  // namespace
 
@@ -162,13 +180,22 @@ void append_json_string(std::string& out, std::string_view s) {
     // Multi-byte UTF-8: copy a well-formed sequence, replace anything else with U+FFFD.
     size_t len = 0;
     uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    }
     bool ok = len != 0 && i + len <= n;
     for (size_t k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3F);
+      if ((p[i + k] & 0xC0) != 0x80)
+        ok = false;
+      else
+        cp = (cp << 6) | (p[i + k] & 0x3F);
     }
     if (ok) {
       if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
@@ -301,7 +328,10 @@ Event event_from_json(const json& j) {
       e.timestamp = it->get<int64_t>();
       continue;
     }
-    if (k == "rawEvent") { e.raw_event = *it; continue; }
+    if (k == "rawEvent") {
+      e.raw_event = *it;
+      continue;
+    }
     if (k == "metadata") {
       if (!it->is_object()) bad(fmt::format("{}: metadata must be an object", sp.name));
       e.metadata = *it;
@@ -375,7 +405,9 @@ std::string event(std::string_view type, std::initializer_list<std::pair<std::st
 }  // namespace
 
 std::string step_started(std::string_view step, int64_t ts) { return event("STEP_STARTED", {{"stepName", step}}, ts); }
-std::string step_finished(std::string_view step, int64_t ts) { return event("STEP_FINISHED", {{"stepName", step}}, ts); }
+std::string step_finished(std::string_view step, int64_t ts) {
+  return event("STEP_FINISHED", {{"stepName", step}}, ts);
+}
 std::string text_start(std::string_view message_id, int64_t ts) {
   return event("TEXT_MESSAGE_START", {{"messageId", message_id}, {"role", "assistant"}}, ts);
 }
@@ -384,7 +416,8 @@ std::string text_content(std::string_view message_id, std::string_view delta, in
 }
 std::string tool_call_start(std::string_view tool_call_id, std::string_view name, std::string_view parent_message_id,
                             int64_t ts) {
-  if (parent_message_id.empty()) return event("TOOL_CALL_START", {{"toolCallId", tool_call_id}, {"toolCallName", name}}, ts);
+  if (parent_message_id.empty())
+    return event("TOOL_CALL_START", {{"toolCallId", tool_call_id}, {"toolCallName", name}}, ts);
   return event("TOOL_CALL_START",
                {{"toolCallId", tool_call_id}, {"toolCallName", name}, {"parentMessageId", parent_message_id}}, ts);
 }
@@ -402,9 +435,9 @@ namespace {
 Event make(EventType t) {
   Event e;
   e.type = t;
-  e.timestamp = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  e.timestamp =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   return e;
 }
 }  // namespace

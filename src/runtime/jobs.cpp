@@ -41,7 +41,8 @@ std::string_view to_string(JobConfirmation c) noexcept {
 }
 
 JobConfirmation job_confirmation_from_string(std::string_view s) {
-  for (auto v : {JobConfirmation::none, JobConfirmation::pending, JobConfirmation::confirmed, JobConfirmation::declined})
+  for (auto v :
+       {JobConfirmation::none, JobConfirmation::pending, JobConfirmation::confirmed, JobConfirmation::declined})
     if (to_string(v) == s) return v;
   throw Error(ErrorCode::invalid_argument, fmt::format("unknown job confirmation state '{}'", s.substr(0, 40)));
 }
@@ -90,7 +91,8 @@ constexpr size_t kMaxJobPayload = 1 << 20;  // a job's result + assets, serialis
 
 void check_text(const std::string& s, std::string_view what) {
   if (s.size() > kMaxJobText)
-    throw Error(ErrorCode::too_large, fmt::format("the job's {} is {} bytes; the limit is {}", what, s.size(), kMaxJobText));
+    throw Error(ErrorCode::too_large,
+                fmt::format("the job's {} is {} bytes; the limit is {}", what, s.size(), kMaxJobText));
 }
 
 // The text of a job's outcome in history: what the next turn's model and a UI read.
@@ -205,7 +207,8 @@ JobRecord Runtime::Impl::InFlightJob::base(const std::string& id) const {
 }
 
 std::optional<JobRecord> Runtime::Impl::find_job(std::string_view job_id) {
-  if (job_id.empty() || job_id.size() > 128) throw Error(ErrorCode::invalid_argument, "job id must be 1-128 characters");
+  if (job_id.empty() || job_id.size() > 128)
+    throw Error(ErrorCode::invalid_argument, "job id must be 1-128 characters");
   return cfg.store->get_job(job_id);
 }
 
@@ -308,36 +311,39 @@ JobRecord Runtime::Impl::complete_job(std::string_view job_id, const JobResult& 
   if (size > kMaxJobPayload)
     throw Error(ErrorCode::too_large,
                 fmt::format("the job's result and assets are {} bytes; the limit is {}", size, kMaxJobPayload));
-  return finish_job(job_id, JobStatus::succeeded,
-                    [&](JobRecord& j) {
-                      j.result = r.result;
-                      j.assets = r.assets;
-                      j.progress = 1;
-                      if (!r.message.empty()) j.message = r.message;
-                    },
-                    false);
+  return finish_job(
+      job_id, JobStatus::succeeded,
+      [&](JobRecord& j) {
+        j.result = r.result;
+        j.assets = r.assets;
+        j.progress = 1;
+        if (!r.message.empty()) j.message = r.message;
+      },
+      false);
 }
 
 JobRecord Runtime::Impl::fail_job(std::string_view job_id, std::string code, std::string message) {
   if (code.empty()) code = "job_failed";
   check_text(code, "error code");
   check_text(message, "error message");
-  return finish_job(job_id, JobStatus::failed,
-                    [&](JobRecord& j) {
-                      j.error_code = code;
-                      j.error_message = message;
-                    },
-                    false);
+  return finish_job(
+      job_id, JobStatus::failed,
+      [&](JobRecord& j) {
+        j.error_code = code;
+        j.error_message = message;
+      },
+      false);
 }
 
 JobRecord Runtime::Impl::cancel_job(std::string_view job_id, std::string reason) {
   check_text(reason, "reason");
-  return finish_job(job_id, JobStatus::cancelled,
-                    [&](JobRecord& j) {
-                      j.error_code = "cancelled";
-                      j.error_message = reason.empty() ? std::string("cancelled by the host") : reason;
-                    },
-                    true);
+  return finish_job(
+      job_id, JobStatus::cancelled,
+      [&](JobRecord& j) {
+        j.error_code = "cancelled";
+        j.error_message = reason.empty() ? std::string("cancelled by the host") : reason;
+      },
+      true);
 }
 
 JobRecord Runtime::Impl::update_job(std::string_view job_id, const JobProgress& p) {
@@ -398,13 +404,14 @@ void Runtime::Impl::sweep_jobs(int64_t now) {
         deliver_job(j);
         continue;
       }
-      finish_job(j.id, JobStatus::failed,
-                 [&](JobRecord& r) {
-                   r.error_code = "timeout";
-                   r.error_message = fmt::format("the job did not finish within {} ms (expired at {})", j.timeout_ms,
-                                                 iso8601_ms(j.expires_at));
-                 },
-                 true);
+      finish_job(
+          j.id, JobStatus::failed,
+          [&](JobRecord& r) {
+            r.error_code = "timeout";
+            r.error_message = fmt::format("the job did not finish within {} ms (expired at {})", j.timeout_ms,
+                                          iso8601_ms(j.expires_at));
+          },
+          true);
       log(LogLevel::info, "jobs", fmt::format("job {} expired", j.id));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::conflict && e.code() != ErrorCode::invalid_state)

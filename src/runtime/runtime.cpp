@@ -1,9 +1,9 @@
 #include "agentrt/runtime.hpp"
 
-#include <algorithm>
-#include <chrono>
 #include <pthread.h>
 #include <unistd.h>
+#include <algorithm>
+#include <chrono>
 
 #include <random>
 
@@ -75,16 +75,23 @@ LedgerEntry* RunCtx::find_ledger(const std::string& id) {
 void from_json(const json& j, Decision& d) {
   if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "decision must be an object");
   d = Decision{};
-  if (auto it = j.find("interruptId"); it != j.end() && it->is_string()) d.interrupt_id = it->get<std::string>();
-  else if (auto it2 = j.find("toolCallId"); it2 != j.end() && it2->is_string()) d.interrupt_id = it2->get<std::string>();
-  else throw Error(ErrorCode::invalid_argument, "decision: needs a string 'interruptId' (or 'toolCallId')");
+  if (auto it = j.find("interruptId"); it != j.end() && it->is_string())
+    d.interrupt_id = it->get<std::string>();
+  else if (auto it2 = j.find("toolCallId"); it2 != j.end() && it2->is_string())
+    d.interrupt_id = it2->get<std::string>();
+  else
+    throw Error(ErrorCode::invalid_argument, "decision: needs a string 'interruptId' (or 'toolCallId')");
   if (auto a = j.find("action"); a != j.end()) {
     if (!a->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'action' must be a string");
     const auto& s = a->get_ref<const std::string&>();
-    if (s == "approve") d.action = Decision::Action::approve;
-    else if (s == "reject") d.action = Decision::Action::reject;
-    else if (s == "cancel") d.action = Decision::Action::cancel;
-    else throw Error(ErrorCode::invalid_argument, fmt::format("decision: unknown action '{}'", s));
+    if (s == "approve")
+      d.action = Decision::Action::approve;
+    else if (s == "reject")
+      d.action = Decision::Action::reject;
+    else if (s == "cancel")
+      d.action = Decision::Action::cancel;
+    else
+      throw Error(ErrorCode::invalid_argument, fmt::format("decision: unknown action '{}'", s));
   } else if (auto ap = j.find("approved"); ap != j.end()) {
     if (!ap->is_boolean()) throw Error(ErrorCode::invalid_argument, "decision: 'approved' must be a boolean");
     d.action = ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
@@ -160,7 +167,8 @@ Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
   if (!cfg.store) throw Error(ErrorCode::invalid_argument, "runtime config: store is required");
   if (!cfg.model) throw Error(ErrorCode::invalid_argument, "runtime config: model is required");
   if (cfg.workers < 1 || cfg.workers > 256)
-    throw Error(ErrorCode::invalid_argument, fmt::format("runtime config: workers must be 1..256, not {}", cfg.workers));
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("runtime config: workers must be 1..256, not {}", cfg.workers));
   if (cfg.max_steps < 1) throw Error(ErrorCode::invalid_argument, "runtime config: max_steps must be at least 1");
   if (cfg.approval_timeout.count() <= 0)
     throw Error(ErrorCode::invalid_argument, "runtime config: approval_timeout must be positive");
@@ -195,9 +203,7 @@ Runtime::Impl::~Impl() {
   }
   flush_cv.notify_all();
   flusher.join();
-  {
-    std::lock_guard<std::mutex> lock(sweep_mutex);
-  }
+  { std::lock_guard<std::mutex> lock(sweep_mutex); }
   sweep_cv.notify_all();
   sweeper.join();
   try {
@@ -224,7 +230,6 @@ void Runtime::Impl::enqueue(std::function<void()> job) {
   queue_cv.notify_one();
 }
 
-
 void Runtime::Impl::worker_loop() {
   for (;;) {
     std::function<void()> job;
@@ -247,14 +252,14 @@ void Runtime::Impl::worker_loop() {
 
 std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& thread_id, const std::string& run_id,
                                                         int64_t turn_version, bool live) {
-  auto em = std::make_shared<RunEmitter>(*cfg.store, hub, thread_id, run_id,
-                                         [this](const CommitBatch& b) { on_commit(b); });
+  auto em =
+      std::make_shared<RunEmitter>(*cfg.store, hub, thread_id, run_id, [this](const CommitBatch& b) { on_commit(b); });
   em->set_turn_version(turn_version);
   if (live) {
     std::lock_guard<std::mutex> lock(flush_mutex);
-    live_emitters.erase(std::remove_if(live_emitters.begin(), live_emitters.end(),
-                                       [](const auto& w) { return w.expired(); }),
-                        live_emitters.end());
+    live_emitters.erase(
+        std::remove_if(live_emitters.begin(), live_emitters.end(), [](const auto& w) { return w.expired(); }),
+        live_emitters.end());
     live_emitters.push_back(em);
     // Only a flusher idle for a while sleeps without a deadline; otherwise it looks at the list on its next
     // tick, long before anything this emitter stages is due (flush_interval).
@@ -275,9 +280,9 @@ void Runtime::Impl::on_commit(const CommitBatch& b) {
 void Runtime::Impl::flusher_loop() {
   std::unique_lock<std::mutex> lock(flush_mutex);
   for (;;) {
-    live_emitters.erase(std::remove_if(live_emitters.begin(), live_emitters.end(),
-                                       [](const auto& w) { return w.expired(); }),
-                        live_emitters.end());
+    live_emitters.erase(
+        std::remove_if(live_emitters.begin(), live_emitters.end(), [](const auto& w) { return w.expired(); }),
+        live_emitters.end());
     if (flusher_stop) return;
     if (live_emitters.empty()) {
       // Nothing runs: after a second of that, sleep until a run registers its emitter (no wake-ups while
@@ -481,8 +486,8 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   }
   runs_started.fetch_add(1, std::memory_order_relaxed);
   turn.version = committed.turn ? committed.turn->version : 0;
-  TurnHandle out{turn.thread_id, turn.id, turn.run_id, false,
-                 committed.events.empty() ? 0 : committed.events.front().seq, {}};
+  TurnHandle out{
+      turn.thread_id, turn.id, turn.run_id, false, committed.events.empty() ? 0 : committed.events.front().seq, {}};
   enqueue([this, handle, turn]() mutable { run_fresh(handle, turn); });
   return out;
 }
@@ -500,8 +505,7 @@ std::vector<Message> Runtime::Impl::turn_messages(const TurnRecord& t) {
 }
 
 json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
-                           const std::vector<Decision>& decisions, std::string_view run_id,
-                           TurnRecord* inline_run) {
+                           const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
   try {
     return resume_once(turn_id, approval_request_id, decisions, run_id, inline_run);
   } catch (const Error&) {
@@ -526,8 +530,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   const bool open = turn->status == TurnStatus::waiting_approval && turn->approval_request_id == approval_request_id;
   if (auto prior = open ? std::nullopt : cfg.store->get_approval(approval_request_id)) {
     if (prior->turn_id != turn->id)
-      throw Error(ErrorCode::conflict,
-                  fmt::format("approval request {} belongs to another turn", approval_request_id));
+      throw Error(ErrorCode::conflict, fmt::format("approval request {} belongs to another turn", approval_request_id));
     return prior->answer;
   }
   if (turn->status == TurnStatus::expired)
@@ -582,10 +585,12 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     if (!d.reason.empty()) dj["reason"] = d.reason;
     if (auto c = confirmations.find(l.interrupt_id); c != confirmations.end()) {
       auto job = cfg.store->get_job(c->second);
-      if (!job) throw Error(ErrorCode::not_found, fmt::format("job {} of interrupt '{}' not found", c->second, l.interrupt_id));
+      if (!job)
+        throw Error(ErrorCode::not_found, fmt::format("job {} of interrupt '{}' not found", c->second, l.interrupt_id));
       if (d.action == Decision::Action::approve && d.edited_args)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("interrupt '{}' confirms job {}: it takes no edited arguments", l.interrupt_id, job->id));
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("interrupt '{}' confirms job {}: it takes no edited arguments", l.interrupt_id, job->id));
       JobRecord next = *job;
       if (d.action == Decision::Action::approve) {
         next.confirmation = JobConfirmation::confirmed;
@@ -606,9 +611,9 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
         if (!entry)
           throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}' is no longer registered", l.tool_name));
         if (auto v = entry->schema.validate(*d.edited_args))
-          throw Error(ErrorCode::invalid_argument, fmt::format("edited arguments for {} are invalid: {}{}{}",
-                                                               l.tool_name, v->path, v->path.empty() ? "" : ": ",
-                                                               v->message));
+          throw Error(ErrorCode::invalid_argument,
+                      fmt::format("edited arguments for {} are invalid: {}{}{}", l.tool_name, v->path,
+                                  v->path.empty() ? "" : ": ", v->message));
         l.arguments = d.edited_args->dump();
         dj["editedArgs"] = *d.edited_args;
       }
@@ -651,7 +656,8 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   em->set_turn(next);
   for (const auto& l : updates) em->put_ledger(l);
   for (const auto& j : job_updates) em->put_job(j);
-  em->set_approval(ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+  em->set_approval(
+      ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
   auto lost = [&](const Error& e) -> json {
     if (e.code() == ErrorCode::conflict) {
       // Another resume (or the sweeper) changed the turn first; the first answer wins.
@@ -820,7 +826,9 @@ std::optional<TurnRecord> Runtime::turn(std::string_view turn_id) { return impl_
 std::optional<TurnRecord> Runtime::active_turn(std::string_view thread_id) {
   return impl_->cfg.store->active_turn(thread_id);
 }
-std::optional<ThreadRecord> Runtime::thread(std::string_view thread_id) { return impl_->cfg.store->get_thread(thread_id); }
+std::optional<ThreadRecord> Runtime::thread(std::string_view thread_id) {
+  return impl_->cfg.store->get_thread(thread_id);
+}
 std::vector<ThreadRecord> Runtime::threads(std::string_view user_id) { return impl_->cfg.store->list_threads(user_id); }
 
 TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds timeout) {

@@ -38,23 +38,23 @@ struct RunCtx {
   TurnRecord turn;
   std::shared_ptr<RunEmitter> em;
   std::shared_ptr<RunHandle> handle;
-  std::vector<MessageRecord> history;   // the thread's messages, kept current by this run
-  std::vector<LedgerEntry> ledger;      // this turn's tool calls, kept current by this run
-  std::vector<TokenUsage> run_usage;    // per provider/model, this run
+  std::vector<MessageRecord> history;  // the thread's messages, kept current by this run
+  std::vector<LedgerEntry> ledger;     // this turn's tool calls, kept current by this run
+  std::vector<TokenUsage> run_usage;   // per provider/model, this run
   std::string open_step;
   // Streaming state, so a cancelled run can close what it opened.
   std::string open_text, open_reasoning;
   std::set<std::string> open_tool_calls;
   std::map<std::string, std::string> media_cache;  // object key -> base64, for this run's model calls
-  std::set<std::string> used_tool_call_ids;  // ids taken in this thread (a model may repeat ids)
+  std::set<std::string> used_tool_call_ids;        // ids taken in this thread (a model may repeat ids)
   // What the run needs of each answered call of this turn, kept so outputs are not parsed again.
   struct Outcome {
     ToolStatus status = ToolStatus::failed;
     std::string summary;
   };
-  std::map<std::string, Outcome> outcomes;            // by tool call id
-  std::map<std::string, std::string> full_results;    // the whole result as the model reads it, this turn
-  std::map<std::string, JobRecord> jobs;              // jobs this run started or asked to confirm, by tool call id
+  std::map<std::string, Outcome> outcomes;          // by tool call id
+  std::map<std::string, std::string> full_results;  // the whole result as the model reads it, this turn
+  std::map<std::string, JobRecord> jobs;            // jobs this run started or asked to confirm, by tool call id
   void note_outcome(const std::string& id, const ToolAgentOutput& out);
 
   LedgerEntry* find_ledger(const std::string& id);
@@ -99,8 +99,8 @@ struct Runtime::Impl {
   std::mutex flush_mutex;
   std::condition_variable flush_cv;
   std::vector<std::weak_ptr<RunEmitter>> live_emitters;
-  bool flusher_stop = false;  // under flush_mutex
-  bool flusher_sleeping = false;  // in its wait without a deadline (under flush_mutex)
+  bool flusher_stop = false;                                // under flush_mutex
+  bool flusher_sleeping = false;                            // in its wait without a deadline (under flush_mutex)
   std::chrono::steady_clock::time_point flusher_busy_at{};  // last tick with a live emitter (flusher thread)
   std::thread flusher;
 
@@ -165,15 +165,15 @@ struct Runtime::Impl {
     const TurnRecord* turn = nullptr;
     const LedgerEntry* call = nullptr;
     JobRecord base(const std::string& id) const;  // what is known before the tool answers
-    std::optional<JobRecord> outcome;  // reported, not yet applied
-    bool ended = false;                // an outcome was reported (a second one is refused; a second cancel is not)
-    JobRecord ended_as;                // that outcome
-    JobProgress progress;              // progress reported before the record existed
+    std::optional<JobRecord> outcome;             // reported, not yet applied
+    bool ended = false;    // an outcome was reported (a second one is refused; a second cancel is not)
+    JobRecord ended_as;    // that outcome
+    JobProgress progress;  // progress reported before the record existed
   };
   std::map<std::string, InFlightJob, std::less<>> jobs_in_flight;
   std::set<std::string, std::less<>> undelivered_threads;  // finished jobs wait there for an open run to end
   void add_delivery(CommitBatch& b, JobRecord& job);
-  bool deliver_job(JobRecord job);  // false: a run is open on the thread
+  bool deliver_job(JobRecord job);                  // false: a run is open on the thread
   void deliver_jobs(const std::string& thread_id);  // the jobs this process could not deliver, if any
   std::optional<JobRecord> find_job(std::string_view job_id);
   JobRecord finish_job(std::string_view job_id, JobStatus to, const std::function<void(JobRecord&)>& fill,

@@ -54,10 +54,14 @@ void to_json(json& j, const StagePolicies& p) {
 void from_json(const json& j, StagePolicies& p) {
   if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "stages must be an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == kIntent) from_json(*it, p.intent);
-    else if (it.key() == kExecution) from_json(*it, p.execution);
-    else if (it.key() == kOrganization) from_json(*it, p.organization);
-    else throw Error(ErrorCode::invalid_argument, fmt::format("stages: unknown stage '{}'", it.key()));
+    if (it.key() == kIntent)
+      from_json(*it, p.intent);
+    else if (it.key() == kExecution)
+      from_json(*it, p.execution);
+    else if (it.key() == kOrganization)
+      from_json(*it, p.organization);
+    else
+      throw Error(ErrorCode::invalid_argument, fmt::format("stages: unknown stage '{}'", it.key()));
   }
 }
 

@@ -53,12 +53,11 @@ std::string events_digest(const std::vector<StoredEvent>& events) {
 json commit_proof(const CommitBatch& b, int64_t after_seq) {
   if (b.empty()) return json{{"kind", "none"}};
   if (!b.events.empty())
-    return json{{"kind", "events"},
-                {"after_seq", after_seq},
-                {"count", b.events.size()},
-                {"sha256", events_digest(b.events)}};
+    return json{
+        {"kind", "events"}, {"after_seq", after_seq}, {"count", b.events.size()}, {"sha256", events_digest(b.events)}};
   if (b.turn)
-    return json{{"kind", "turn"}, {"turn_id", b.turn->id}, {"version", b.expected_version < 0 ? 0 : b.expected_version + 1}};
+    return json{
+        {"kind", "turn"}, {"turn_id", b.turn->id}, {"version", b.expected_version < 0 ? 0 : b.expected_version + 1}};
   if (b.approval) return json{{"kind", "approval"}, {"id", b.approval->approval_request_id}};
   if (!b.ledger.empty()) {
     json rows = json::array();
@@ -97,8 +96,8 @@ json parse_document(std::string_view thread_id, std::string_view key, const std:
 }
 
 std::string too_large_message(std::string_view thread_id, uint64_t size, uint64_t cap, bool write) {
-  return write ? fmt::format("thread {}: its conversation document would be {} bytes; the limit is {}", thread_id,
-                             size, cap)
+  return write ? fmt::format("thread {}: its conversation document would be {} bytes; the limit is {}", thread_id, size,
+                             cap)
                : fmt::format("thread {}: its conversation document is {} bytes; the limit is {}", thread_id, size, cap);
 }
 
@@ -187,8 +186,8 @@ class DocumentStore::Connection {
     char* err = nullptr;
     int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
     if (rc != SQLITE_OK) {
-      std::string msg = fmt::format("documents: sqlite: {}: {}", std::string_view(sql).substr(0, 60),
-                                    err ? err : sqlite3_errstr(rc));
+      std::string msg =
+          fmt::format("documents: sqlite: {}: {}", std::string_view(sql).substr(0, 60), err ? err : sqlite3_errstr(rc));
       sqlite3_free(err);
       throw Error(ErrorCode::io, msg);
     }
@@ -198,7 +197,9 @@ class DocumentStore::Connection {
   // BEGIN IMMEDIATE: the pointer database's write lock, held until commit() or destruction (rollback).
   class WriteTxn {
    public:
-    WriteTxn(Connection& db, std::atomic<int64_t>& counter) : db_(db), counter_(counter) { db_.exec("BEGIN IMMEDIATE"); }
+    WriteTxn(Connection& db, std::atomic<int64_t>& counter) : db_(db), counter_(counter) {
+      db_.exec("BEGIN IMMEDIATE");
+    }
     ~WriteTxn() {
       if (open_) db_.rollback();
     }
@@ -224,8 +225,8 @@ class DocumentStore::Connection {
     Stmt s(db_, "SELECT doc_key,version,bytes,messages,updated_at FROM thread_documents WHERE thread_id=?");
     s.bind(1, thread_id);
     if (!s.step()) return std::nullopt;
-    return ConversationDocument{std::string(thread_id), s.text(0), s.i64(1), static_cast<uint64_t>(s.i64(2)),
-                                s.i64(3), s.i64(4)};
+    return ConversationDocument{std::string(thread_id),          s.text(0), s.i64(1),
+                                static_cast<uint64_t>(s.i64(2)), s.i64(3),  s.i64(4)};
   }
 
   // The compare-and-set: `d` becomes the thread's pointer only if its version is still `expected` (0: no
@@ -310,8 +311,8 @@ DocumentStore::DocumentStore(std::shared_ptr<Store> inner, std::shared_ptr<Objec
 
 DocumentStore::~DocumentStore() = default;
 
-ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_view thread_id,
-                                                   ConversationDocument cur, std::vector<std::string>& obsolete) {
+ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_view thread_id, ConversationDocument cur,
+                                                   std::vector<std::string>& obsolete) {
   if (!thread_key_ok(thread_id)) return cur;
   // Under the write lock no commit is in flight, so a document one version past the pointer was left by a
   // commit that stopped between writing it and committing its pointer.
@@ -332,8 +333,12 @@ ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_v
     return cur;
   }
   // Its batch did commit: roll the pointer forward to it.
-  ConversationDocument d{std::string(thread_id), next, cur.version + 1, bytes->size(),
-                         static_cast<int64_t>(doc["messages"].size()), now_ms()};
+  ConversationDocument d{std::string(thread_id),
+                         next,
+                         cur.version + 1,
+                         bytes->size(),
+                         static_cast<int64_t>(doc["messages"].size()),
+                         now_ms()};
   db.swap_pointer(d, cur.version);
   if (!cur.key.empty()) obsolete.push_back(cur.key);
   return d;
@@ -403,8 +408,7 @@ void DocumentStore::commit(CommitBatch& b) {
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
     Connection::WriteTxn tx(*writer_, write_txns_);
-    ConversationDocument cur =
-        writer_->pointer(thread_id).value_or(ConversationDocument{thread_id, "", 0, 0, 0, 0});
+    ConversationDocument cur = writer_->pointer(thread_id).value_or(ConversationDocument{thread_id, "", 0, 0, 0, 0});
     // Every commit of the thread first finishes an interrupted one: that is what makes the proofs exact.
     const int64_t found = cur.version;
     cur = recover_locked(*writer_, thread_id, std::move(cur), obsolete);
@@ -422,7 +426,8 @@ void DocumentStore::commit(CommitBatch& b) {
         doc = empty_document(thread_id);
       } else {
         if (cur.bytes > options_.max_document_bytes)
-          throw Error(ErrorCode::too_large, too_large_message(thread_id, cur.bytes, options_.max_document_bytes, false));
+          throw Error(ErrorCode::too_large,
+                      too_large_message(thread_id, cur.bytes, options_.max_document_bytes, false));
         auto bytes = objects_->get(cur.key);
         if (!bytes)
           throw Error(ErrorCode::io, fmt::format("thread {}: conversation document {} is missing", thread_id, cur.key));
@@ -453,7 +458,8 @@ void DocumentStore::commit(CommitBatch& b) {
       doc["commit"] = commit_proof(b, after_seq);
       const std::string bytes = doc.dump();
       if (bytes.size() > options_.max_document_bytes)
-        throw Error(ErrorCode::too_large, too_large_message(thread_id, bytes.size(), options_.max_document_bytes, true));
+        throw Error(ErrorCode::too_large,
+                    too_large_message(thread_id, bytes.size(), options_.max_document_bytes, true));
 
       const std::string key = conversation_document_key(thread_id, version);
       // Step 2: the new version under a fresh key. Taken already: recovery just ran under the lock, so
@@ -520,7 +526,8 @@ std::vector<MessageRecord> DocumentStore::messages(std::string_view thread_id) {
       throw Error(ErrorCode::io, fmt::format("thread {}: conversation document {} is missing", thread_id, ptr->key));
     }
     if (bytes->size() > options_.max_document_bytes)
-      throw Error(ErrorCode::too_large, too_large_message(thread_id, bytes->size(), options_.max_document_bytes, false));
+      throw Error(ErrorCode::too_large,
+                  too_large_message(thread_id, bytes->size(), options_.max_document_bytes, false));
     json doc = parse_document(thread_id, ptr->key, *bytes);
     std::vector<MessageRecord> out;
     out.reserve(doc["messages"].size());
@@ -541,7 +548,9 @@ std::vector<MessageRecord> DocumentStore::messages(std::string_view thread_id) {
   }
 }
 
-std::optional<ThreadRecord> DocumentStore::get_thread(std::string_view thread_id) { return inner_->get_thread(thread_id); }
+std::optional<ThreadRecord> DocumentStore::get_thread(std::string_view thread_id) {
+  return inner_->get_thread(thread_id);
+}
 
 std::vector<ThreadRecord> DocumentStore::list_threads(std::string_view user_id, bool include_deleted) {
   return inner_->list_threads(user_id, include_deleted);
@@ -560,7 +569,9 @@ std::optional<TurnRecord> DocumentStore::find_turn_by_client_message(std::string
   return inner_->find_turn_by_client_message(thread_id, client_message_id);
 }
 
-std::optional<TurnRecord> DocumentStore::active_turn(std::string_view thread_id) { return inner_->active_turn(thread_id); }
+std::optional<TurnRecord> DocumentStore::active_turn(std::string_view thread_id) {
+  return inner_->active_turn(thread_id);
+}
 
 std::optional<TurnRecord> DocumentStore::last_turn(std::string_view thread_id) { return inner_->last_turn(thread_id); }
 

@@ -44,10 +44,10 @@ struct DocumentStoreOptions {
 // The pointer row of a thread: which document holds its messages.
 struct ConversationDocument {
   std::string thread_id;
-  std::string key;       // the current document's object key
-  int64_t version = 0;   // bumped by every document write; compare-and-set key
-  uint64_t bytes = 0;    // the document's size
-  int64_t messages = 0;  // messages in it
+  std::string key;         // the current document's object key
+  int64_t version = 0;     // bumped by every document write; compare-and-set key
+  uint64_t bytes = 0;      // the document's size
+  int64_t messages = 0;    // messages in it
   int64_t updated_at = 0;  // ms
 };
 

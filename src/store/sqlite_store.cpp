@@ -193,7 +193,8 @@ struct SqliteStore::Checkpointer {
       rc = sqlite3_exec(db, fmt::format("PRAGMA synchronous={}", o.synchronous).c_str(), nullptr, nullptr, nullptr);
     }
     if (rc != SQLITE_OK) {
-      std::string msg = fmt::format("sqlite: cannot open '{}' for checkpoints: {}", path, db ? sqlite3_errmsg(db) : "?");
+      std::string msg =
+          fmt::format("sqlite: cannot open '{}' for checkpoints: {}", path, db ? sqlite3_errmsg(db) : "?");
       sqlite3_close_v2(db);
       throw Error(ErrorCode::io, msg);
     }
@@ -261,7 +262,7 @@ struct SqliteStore::Checkpointer {
   std::condition_variable cv;
   bool due = false, stop = false;
   static constexpr int kRestartMarks = 4;
-  int next_mark = 0;  // the WAL size (frames) that wakes the thread next (committing thread only)
+  int next_mark = 0;   // the WAL size (frames) that wakes the thread next (committing thread only)
   std::mutex running;  // held while a checkpoint runs (checkpoint() waits for it)
   std::thread thread;
 };
@@ -312,7 +313,6 @@ SqliteStore::~SqliteStore() {
   for (auto& [k, s] : cache_) sqlite3_finalize(s);
   sqlite3_close_v2(db_);
 }
-
 
 void SqliteStore::exec(const char* sql) {
   char* err = nullptr;
@@ -550,7 +550,8 @@ std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) 
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt(
       "SELECT id,user_id,title,deleted,created_at,updated_at,"
-      "(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) FROM threads WHERE id=?");
+      "(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) FROM threads WHERE "
+      "id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
   ThreadRecord t{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), s.i64(6)};
@@ -596,7 +597,7 @@ void SqliteStore::soft_delete_thread(std::string_view thread_id) {
   }
 }
 
-#define AGENTRT_TURN_COLS                                                                                    \
+#define AGENTRT_TURN_COLS                                                                                 \
   "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
   "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at"
 
@@ -654,18 +655,16 @@ std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_v
 
 std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns("SELECT " AGENTRT_TURN_COLS
-                       " FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE,
-                       thread_id);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE, thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
 
 std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns(
-      "SELECT " AGENTRT_TURN_COLS " FROM turns WHERE thread_id=? ORDER BY created_at DESC, rowid DESC LIMIT 1",
-      thread_id);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS
+                       " FROM turns WHERE thread_id=? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                       thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -673,8 +672,8 @@ std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
 std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
   // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
-  auto s = stmt("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND "
-                AGENTRT_ACTIVE " AND expires_at > 0 AND expires_at <= ? "
+  auto s = stmt("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND " AGENTRT_ACTIVE
+                " AND expires_at > 0 AND expires_at <= ? "
                 "ORDER BY created_at");
   s.bind(1, now);
   return read_turns(s);
@@ -683,8 +682,8 @@ std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
 std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!is_terminal(status))  // the active turns: a scan of the small partial index, not of every turn
-    return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? AND "
-                       AGENTRT_ACTIVE " ORDER BY created_at",
+    return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? AND " AGENTRT_ACTIVE
+                       " ORDER BY created_at",
                        to_string(status));
   return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? ORDER BY created_at", to_string(status));
 }
@@ -775,13 +774,14 @@ std::optional<ApprovalRecord> SqliteStore::get_approval(std::string_view id) {
   auto s = stmt("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=?");
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
-  return ApprovalRecord{s.text(0), s.text(1), s.text(2), parse_or(s.raw(3), json::array()),
-                        parse_or(s.raw(4), json::object()), s.i64(5)};
+  return ApprovalRecord{
+      s.text(0), s.text(1), s.text(2), parse_or(s.raw(3), json::array()), parse_or(s.raw(4), json::object()), s.i64(5)};
 }
 
 void SqliteStore::heartbeat(std::string_view instance_id, int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("INSERT INTO instances(id,heartbeat) VALUES(?,?) ON CONFLICT(id) DO UPDATE SET heartbeat=excluded.heartbeat");
+  auto s = stmt(
+      "INSERT INTO instances(id,heartbeat) VALUES(?,?) ON CONFLICT(id) DO UPDATE SET heartbeat=excluded.heartbeat");
   s.bind(1, instance_id).bind(2, now).run();
   write_txns_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -845,8 +845,8 @@ void SqliteStore::write_job(JobWrite& w, int64_t now) {
 }
 
 #define AGENTRT_JOB_COLS                                                                                    \
-  "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"      \
-  "error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,version,"   \
+  "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"       \
+  "error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,version," \
   "created_at,updated_at,finished_at"
 
 std::vector<JobRecord> SqliteStore::read_jobs(Statement& s) {
@@ -902,7 +902,8 @@ std::vector<JobRecord> SqliteStore::thread_jobs(std::string_view thread_id) {
 
 std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE delivered=0 AND "
+  auto s = stmt("SELECT " AGENTRT_JOB_COLS
+                " FROM jobs WHERE delivered=0 AND "
                 "(status IN ('succeeded','failed','cancelled') OR "
                 "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at");
   s.bind(1, now);

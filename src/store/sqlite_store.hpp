@@ -17,9 +17,9 @@ namespace agentrt {
 inline namespace v1 {
 
 struct SqliteStoreOptions {
-  std::string path;                // the database file (":memory:" for tests that need no file)
+  std::string path;                    // the database file (":memory:" for tests that need no file)
   std::string synchronous = "NORMAL";  // NORMAL | FULL | OFF
-  int busy_timeout_ms = 5000;      // how long a writer waits for another process's transaction
+  int busy_timeout_ms = 5000;          // how long a writer waits for another process's transaction
   // WAL pages before an automatic checkpoint (SQLite's default is 1000). Each checkpoint writes the changed
   // pages back and fsyncs; a longer interval writes a hot page once instead of many times. On a file, the
   // checkpoint runs on a thread of the store's own (its own connection), at every mark, not in the commit

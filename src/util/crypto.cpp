@@ -151,8 +151,8 @@ std::string base64_decode(std::string_view text) {
   std::vector<unsigned char> block(std::min(kChunk, text.size()) / 4 * 3 + 3);
   for (size_t pos = 0; pos < text.size(); pos += kChunk) {
     const size_t n = std::min(kChunk, text.size() - pos);
-    const int written = EVP_DecodeBlock(block.data(), reinterpret_cast<const unsigned char*>(text.data() + pos),
-                                        static_cast<int>(n));
+    const int written =
+        EVP_DecodeBlock(block.data(), reinterpret_cast<const unsigned char*>(text.data() + pos), static_cast<int>(n));
     if (written < 0) throw Error(ErrorCode::invalid_argument, "invalid base64 (rejected by libcrypto)");
     out.append(reinterpret_cast<const char*>(block.data()), static_cast<size_t>(written));
   }

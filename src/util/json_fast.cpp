@@ -163,8 +163,10 @@ class Subset {
     const auto n = p_ - digits;
     if (n == 0 || n > 18 || (n > 1 && *digits == '0')) return false;
     if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
-    if (negative) out = -static_cast<int64_t>(v);
-    else out = v;
+    if (negative)
+      out = -static_cast<int64_t>(v);
+    else
+      out = v;
     return true;
   }
 

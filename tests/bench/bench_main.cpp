@@ -1,5 +1,5 @@
 // agentrt-bench: W1 (approval loop), W2 (tool loop) and W3 (history read) of
-// ../shared/bench/peers/WORKLOAD.md against the real runtime on a SQLite file (WAL, synchronous=NORMAL).
+// tests/bench/peers/WORKLOAD.md against the real runtime on a SQLite file (WAL, synchronous=NORMAL).
 // Env: T (200), K (5), WARMUP (100), WL = w1 | w2 | all, DB_DIR (/tmp/agentrt-bench), SYNC (NORMAL),
 //      IDEMPOTENT (1: check_availability is declared idempotent, as a read-only check is),
 //      MODE = async (start_turn/resume return at once, runs on a worker, the caller waits: the default)
@@ -103,10 +103,11 @@ json db_stats(const std::string& path, SqliteStore& store, int T, int64_t txns) 
   sqlite3* db = nullptr;
   sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   int64_t rows = 0, bytes = 0;
-  for (const char* q : {"SELECT count(*), coalesce(sum(length(body)),0) FROM events",
-                        "SELECT count(*), coalesce(sum(length(body)),0) FROM messages",
-                        "SELECT count(*), coalesce(sum(length(arguments)+length(output)+length(decision)),0) FROM ledger",
-                        "SELECT count(*), coalesce(sum(length(interrupts)+length(usage)),0) FROM turns"}) {
+  for (const char* q :
+       {"SELECT count(*), coalesce(sum(length(body)),0) FROM events",
+        "SELECT count(*), coalesce(sum(length(body)),0) FROM messages",
+        "SELECT count(*), coalesce(sum(length(arguments)+length(output)+length(decision)),0) FROM ledger",
+        "SELECT count(*), coalesce(sum(length(interrupts)+length(usage)),0) FROM turns"}) {
     sqlite3_stmt* s = nullptr;
     sqlite3_prepare_v2(db, q, -1, &s, nullptr);
     if (sqlite3_step(s) == SQLITE_ROW) {
@@ -144,7 +145,8 @@ RuntimeConfig bench_config(std::shared_ptr<SqliteStore> store, std::shared_ptr<M
 }
 
 ModelResult w1_script(const ModelRequest& req) {
-  if (tool_results_since_last_user(req) < 1) return tool_call_result("call_1", "book_room", R"({"room":"A1","day":"mon"})");
+  if (tool_results_since_last_user(req) < 1)
+    return tool_call_result("call_1", "book_room", R"({"room":"A1","day":"mon"})");
   return text_result(kFinal);
 }
 
@@ -173,7 +175,8 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   book.approval = ApprovalPolicy::always();
   book.handler = sync_tool([&](const ToolCallContext& c) {
     ++tool_exec;
-    return ToolResult{json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", "A1"}, {"day", "mon"}}, std::nullopt};
+    return ToolResult{json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", "A1"}, {"day", "mon"}},
+                      std::nullopt};
   });
   rt.tools().add(book);
 
@@ -195,8 +198,10 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
       paused[i] = rt.wait(h.turn_id, std::chrono::seconds(30));
     }
     lat_start[i] = ms_since(s);
-    if (paused[i].status == TurnStatus::waiting_approval) interrupts += static_cast<int>(paused[i].interrupts.size());
-    else failures.push_back("w1-" + std::to_string(i) + ": not paused");
+    if (paused[i].status == TurnStatus::waiting_approval)
+      interrupts += static_cast<int>(paused[i].interrupts.size());
+    else
+      failures.push_back("w1-" + std::to_string(i) + ": not paused");
   }
   double phase_a = ms_since(t0);
   // Untimed check: every paused run is committed.
@@ -244,8 +249,12 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   r.w1 = summarize(T, phase_a + phase_b, lat);
   r.w1["start_phase"] = summarize(T, phase_a, lat_start);
   r.w1["resume_phase"] = summarize(T, phase_b, lat_resume);
-  r.w1["counters"] = {{"model_calls", model->calls()}, {"tool_exec", tool_exec.load()}, {"starts", T},
-                      {"interrupts", interrupts},      {"resumes", T},               {"completed_with_final", completed},
+  r.w1["counters"] = {{"model_calls", model->calls()},
+                      {"tool_exec", tool_exec.load()},
+                      {"starts", T},
+                      {"interrupts", interrupts},
+                      {"resumes", T},
+                      {"completed_with_final", completed},
                       {"paused_threads_in_db", in_db}};
   r.w3 = summarize(T, w3_ms, read_lat);
   r.w3["messages_read"] = msgs;
@@ -262,15 +271,17 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
 json run_w2(std::vector<std::string>& failures, int T, int K, const std::string& dir, const std::string& name) {
   std::string path = fresh_db(dir, name);
   auto store = std::make_shared<SqliteStore>(store_options(path));
-  auto model = std::make_shared<ScriptedModel>([K](const ModelRequest& req) {
-    size_t n = tool_results_since_last_user(req);
-    if (n < static_cast<size_t>(K)) {
-      int k = static_cast<int>(n) + 1;
-      return tool_call_result("call_" + std::to_string(k), "check_availability",
-                              json{{"room", "A1"}, {"day", "mon"}, {"step", k}}.dump());
-    }
-    return text_result(kFinal);
-  }, kNoStreaming);
+  auto model = std::make_shared<ScriptedModel>(
+      [K](const ModelRequest& req) {
+        size_t n = tool_results_since_last_user(req);
+        if (n < static_cast<size_t>(K)) {
+          int k = static_cast<int>(n) + 1;
+          return tool_call_result("call_" + std::to_string(k), "check_availability",
+                                  json{{"room", "A1"}, {"day", "mon"}, {"step", k}}.dump());
+        }
+        return text_result(kFinal);
+      },
+      kNoStreaming);
   Runtime rt(bench_config(store, model));
   std::atomic<int> tool_exec{0};
   ToolSpec check;
@@ -280,7 +291,8 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   check.idempotent = env_int("IDEMPOTENT", 1) != 0;
   check.handler = sync_tool([&](const ToolCallContext& c) {
     ++tool_exec;
-    return ToolResult{json{{"room", "A1"}, {"day", "mon"}, {"step", c.args["step"]}, {"available", true}}, std::nullopt};
+    return ToolResult{json{{"room", "A1"}, {"day", "mon"}, {"step", c.args["step"]}, {"available", true}},
+                      std::nullopt};
   });
   rt.tools().add(check);
   std::vector<double> lat(T);
@@ -308,7 +320,8 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   json w2 = summarize(T, wall, lat);
   w2["K"] = K;
   w2["idempotent_tool"] = check.idempotent;
-  w2["counters"] = {{"model_calls", model->calls()}, {"tool_exec", tool_exec.load()}, {"completed_with_final", completed}};
+  w2["counters"] = {
+      {"model_calls", model->calls()}, {"tool_exec", tool_exec.load()}, {"completed_with_final", completed}};
   if (tool_exec != K * T) failures.push_back("w2 tool_exec " + std::to_string(tool_exec.load()));
   if (model->calls() != (K + 1) * T) failures.push_back("w2 model_calls " + std::to_string(model->calls()));
   if (completed != T) failures.push_back("w2 completed " + std::to_string(completed));
@@ -329,7 +342,13 @@ int main() {
   std::vector<std::string> failures;
   json out = {{"framework", "agentrt"},
               {"versions", {{"agentrt", "0.1.0"}, {"sqlite", sqlite3_libversion()}}},
-              {"params", {{"T", T}, {"K", K}, {"WARMUP", WARMUP}, {"WL", WL}, {"sync", env_str("SYNC", "NORMAL")}, {"mode", env_str("MODE", "async")}}}};
+              {"params",
+               {{"T", T},
+                {"K", K},
+                {"WARMUP", WARMUP},
+                {"WL", WL},
+                {"sync", env_str("SYNC", "NORMAL")},
+                {"mode", env_str("MODE", "async")}}}};
   try {
     auto cleanup = [&](const std::string& n) {
       for (const char* suf : {"", "-wal", "-shm"}) std::filesystem::remove(dir + "/" + n + suf);

@@ -20,14 +20,14 @@ static int failures = 0;
     }                                                                          \
   } while (0)
 
-#define REQUIRE_OK(call)                                                                     \
-  do {                                                                                       \
-    int32_t rc_ = (call);                                                                    \
-    if (rc_ != AGENTRT_OK) {                                                                 \
-      fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,              \
-              agentrt_status_name(rc_), agentrt_last_error());                               \
-      exit(1);                                                                               \
-    }                                                                                        \
+#define REQUIRE_OK(call)                                                                                  \
+  do {                                                                                                    \
+    int32_t rc_ = (call);                                                                                 \
+    if (rc_ != AGENTRT_OK) {                                                                              \
+      fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, agentrt_status_name(rc_), \
+              agentrt_last_error());                                                                      \
+      exit(1);                                                                                            \
+    }                                                                                                     \
   } while (0)
 
 struct tool_state {
@@ -36,8 +36,8 @@ struct tool_state {
 };
 
 /* Runs on a runtime worker thread; completes the call before returning. */
-static void book_room(agentrt_tool_call *call, const char *call_json, void *user_data) {
-  struct tool_state *st = (struct tool_state *)user_data;
+static void book_room(agentrt_tool_call* call, const char* call_json, void* user_data) {
+  struct tool_state* st = (struct tool_state*)user_data;
   st->runs++;
   CHECK(strstr(call_json, "\"toolName\":\"book_room\"") != NULL);
   CHECK(strstr(call_json, "\"room\":\"A1\"") != NULL);
@@ -47,10 +47,10 @@ static void book_room(agentrt_tool_call *call, const char *call_json, void *user
   agentrt_tool_call_free(call);
 }
 
-static void tool_destroy(void *user_data) { ((struct tool_state *)user_data)->destroyed++; }
+static void tool_destroy(void* user_data) { ((struct tool_state*)user_data)->destroyed++; }
 
 /* Copies the string value of the first "key":"..." after `from` into buf (ids and statuses have no escapes). */
-static const char *json_string(const char *from, const char *key, char *buf, size_t size) {
+static const char* json_string(const char* from, const char* key, char* buf, size_t size) {
   char pattern[64];
   const char *p, *end;
   size_t n;
@@ -67,7 +67,7 @@ static const char *json_string(const char *from, const char *key, char *buf, siz
   return buf;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+static int remove_entry(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
   (void)sb;
   (void)flag;
   (void)ftw;
@@ -75,15 +75,15 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 }
 
 /* The event types of `runs` runs, consecutive streamed deltas collapsed, joined with spaces. */
-static void event_shape(agentrt_runtime *rt, const char *thread, int64_t after, int runs, char *out, size_t size,
-                        int64_t *last_seq) {
-  agentrt_events *stream = NULL;
+static void event_shape(agentrt_runtime* rt, const char* thread, int64_t after, int runs, char* out, size_t size,
+                        int64_t* last_seq) {
+  agentrt_events* stream = NULL;
   char type[64], prev[64] = "";
   int ended = 0;
   out[0] = '\0';
   REQUIRE_OK(agentrt_events_open(&stream, rt, thread, after));
   while (ended < runs) {
-    char *event = NULL;
+    char* event = NULL;
     int64_t seq = 0;
     REQUIRE_OK(agentrt_events_next(&event, &seq, stream, 10000));
     CHECK(seq > after);
@@ -107,9 +107,9 @@ int main(void) {
   char dir[] = "/tmp/agentrt-c99-XXXXXX";
   char config[512], buf[128], turn_id[128], approval_id[128], interrupt_id[128], decisions[512];
   char shape[2048];
-  char *out = NULL;
+  char* out = NULL;
   int64_t last_seq = 0;
-  agentrt_runtime *rt = NULL;
+  agentrt_runtime* rt = NULL;
   struct tool_state tool = {0, 0};
 
   if (!mkdtemp(dir)) {

@@ -19,10 +19,17 @@ std::string via_event(Event e, int64_t ts = kTs) {
 }  // namespace
 
 TEST_CASE("the runtime's direct event texts equal the Event serializer's, byte for byte") {
-  const std::vector<std::string> samples = {
-      "",     "execution", "call_1", "msg_8f3ff75882a9b54a10b02de92a51d327", "quote \" and \\ backslash",
-      "new\nline\ttab\r\b\f", std::string("nul\0byte", 8), "\x01\x1f control", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
-      "bad \xff\xfe utf-8 \xc3", R"({"room":"A1","day":"mon","step":1})"};
+  const std::vector<std::string> samples = {"",
+                                            "execution",
+                                            "call_1",
+                                            "msg_8f3ff75882a9b54a10b02de92a51d327",
+                                            "quote \" and \\ backslash",
+                                            "new\nline\ttab\r\b\f",
+                                            std::string("nul\0byte", 8),
+                                            "\x01\x1f control",
+                                            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                                            "bad \xff\xfe utf-8 \xc3",
+                                            R"({"room":"A1","day":"mon","step":1})"};
   for (const auto& a : samples) {
     for (const auto& b : samples) {
       CAPTURE(a);

@@ -62,8 +62,9 @@ TEST_CASE("event JSON omits unset optional fields and refuses nulls, unknown fie
   CHECK_FALSE(j.contains("parentMessageId"));
   CHECK_FALSE(j.contains("metadata"));
   CHECK(j["timestamp"].is_number_integer());
-  CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","subagentRunId":null})")),
-                       doctest::Contains("null"), Error);
+  CHECK_THROWS_WITH_AS(
+      event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","subagentRunId":null})")),
+      doctest::Contains("null"), Error);
   CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","extra":1})")),
                        doctest::Contains("unknown field 'extra'"), Error);
   CHECK_THROWS_WITH_AS(event_from_json(json::parse(R"({"type":"TOOL_CALL_END","toolCallId":"c","timestamp":1.5})")),
@@ -99,9 +100,11 @@ TEST_CASE("the turn state machine refuses transitions its table does not list") 
 }
 
 TEST_CASE("UiSchema v1 cards are validated on the way in") {
-  auto ui = parse_ui_schema(json::parse(R"({"type":"card","version":"v1","data":{"a":1},"actions":[{"type":"button"}]})"));
+  auto ui =
+      parse_ui_schema(json::parse(R"({"type":"card","version":"v1","data":{"a":1},"actions":[{"type":"button"}]})"));
   CHECK(ui.type == "card");
-  CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"card","version":"v2"})")), doctest::Contains("v1"), Error);
+  CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"card","version":"v2"})")), doctest::Contains("v1"),
+                       Error);
   CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"","version":"v1"})")), doctest::Contains("type"), Error);
   CHECK_THROWS_WITH_AS(parse_ui_schema(json::parse(R"({"type":"c","version":"v1","html":"<b>"})")),
                        doctest::Contains("unknown field 'html'"), Error);

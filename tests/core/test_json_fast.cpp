@@ -57,20 +57,61 @@ std::string read(const std::filesystem::path& p) {
 
 TEST_CASE("parse_json agrees with nlohmann on hand-picked texts, valid and not") {
   const std::vector<std::string> texts = {
-           "{}", "[]", "  { } ", "null", "true", "false", "0", "-0", "7", "-7", "123456789012345678",
-           "1234567890123456789", "18446744073709551615", "18446744073709551616", "-9223372036854775808",
-           "-123456789012345678", "01", "-", "-01", "1.5", "1e3", "-2E-2", "0.0", "\"\"", "\"a\\\"b\\\\c\\/d\"",
-           "\"\\b\\f\\n\\r\\t\"", "\"\\u0041\\u00e9\\ud83d\\ude00\"", "\"caf\xc3\xa9\"", "\"bad \xff\"", "\"tab\there\"",
-           "\"\\x\"", "\"open", "[1,2,]", "[1 2]", "{\"a\":1,}", "{\"a\" 1}", "{\"a\":1,\"a\":2}", "{\"b\":[],\"a\":{}}",
-           "[[[[[]]]]]", "{\"k\":\"v\"} x", "tru", "nul", "True", "[true,false,null]", " \t\r\n[ 1 , -2 , \"x\" ] \n",
-           "{\"id\":\"msg_1\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"call_1\",\"type\":\"function\","
-           "\"function\":{\"name\":\"book_room\",\"arguments\":\"{\\\"room\\\":\\\"A1\\\",\\\"day\\\":\\\"mon\\\"}\"}}]}",
-           std::string("\"nul\0byte\"", 10), std::string(300, '[') + std::string(300, ']'), ""};
+      "{}",
+      "[]",
+      "  { } ",
+      "null",
+      "true",
+      "false",
+      "0",
+      "-0",
+      "7",
+      "-7",
+      "123456789012345678",
+      "1234567890123456789",
+      "18446744073709551615",
+      "18446744073709551616",
+      "-9223372036854775808",
+      "-123456789012345678",
+      "01",
+      "-",
+      "-01",
+      "1.5",
+      "1e3",
+      "-2E-2",
+      "0.0",
+      "\"\"",
+      "\"a\\\"b\\\\c\\/d\"",
+      "\"\\b\\f\\n\\r\\t\"",
+      "\"\\u0041\\u00e9\\ud83d\\ude00\"",
+      "\"caf\xc3\xa9\"",
+      "\"bad \xff\"",
+      "\"tab\there\"",
+      "\"\\x\"",
+      "\"open",
+      "[1,2,]",
+      "[1 2]",
+      "{\"a\":1,}",
+      "{\"a\" 1}",
+      "{\"a\":1,\"a\":2}",
+      "{\"b\":[],\"a\":{}}",
+      "[[[[[]]]]]",
+      "{\"k\":\"v\"} x",
+      "tru",
+      "nul",
+      "True",
+      "[true,false,null]",
+      " \t\r\n[ 1 , -2 , \"x\" ] \n",
+      "{\"id\":\"msg_1\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"call_1\",\"type\":\"function\","
+      "\"function\":{\"name\":\"book_room\",\"arguments\":\"{\\\"room\\\":\\\"A1\\\",\\\"day\\\":\\\"mon\\\"}\"}}]}",
+      std::string("\"nul\0byte\"", 10),
+      std::string(300, '[') + std::string(300, ']'),
+      ""};
   for (const auto& t : texts) check_text(t);
 }
 
 TEST_CASE("parse_json agrees with nlohmann on every JSON file of the fixtures and the JSON-Schema suite") {
-  std::vector<std::filesystem::path> roots = {std::filesystem::path(AGENTRT_SHARED_DIR) / "fixtures",
+  std::vector<std::filesystem::path> roots = {std::filesystem::path(AGENTRT_FIXTURES_DIR),
                                               "/usr/share/json-schema-test-suite"};
   int files = 0;
   for (const auto& root : roots) {

@@ -1,4 +1,4 @@
-// The recorded streams in ../shared/fixtures/openai-streams/ and the chunk accumulator's rules.
+// The recorded streams in tests/fixtures/openai-streams/ and the chunk accumulator's rules.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,8 +13,8 @@
 #include "model/openai_stream.hpp"
 #include "net/sse_parser.hpp"
 
-#ifndef AGENTRT_SHARED_DIR
-#error "AGENTRT_SHARED_DIR must name the shared directory (the build sets it to <repo>/../shared)"
+#ifndef AGENTRT_FIXTURES_DIR
+#error "AGENTRT_FIXTURES_DIR must name tests/fixtures (the build sets it)"
 #endif
 
 using agentrt::Error;
@@ -24,7 +24,7 @@ using agentrt::openai::ChatStreamAccumulator;
 
 namespace {
 
-const std::filesystem::path kFixtures = std::filesystem::path(AGENTRT_SHARED_DIR) / "fixtures" / "openai-streams";
+const std::filesystem::path kFixtures = std::filesystem::path(AGENTRT_FIXTURES_DIR) / "openai-streams";
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -149,7 +149,9 @@ void feed_chunks(ChatStreamAccumulator& acc, const std::vector<json>& chunks, bo
 }
 
 json delta_chunk(json delta, json finish = nullptr) {
-  return {{"id", "x"}, {"model", "m"}, {"choices", json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
+  return {{"id", "x"},
+          {"model", "m"},
+          {"choices", json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
 }
 
 json tool_fragment(json fragment) { return delta_chunk({{"tool_calls", json::array({fragment})}}); }
@@ -250,10 +252,11 @@ TEST_CASE("recorded streams map usage to AG-UI TokenUsage counts") {
 TEST_CASE("a tool call without an id gets a made-up call_ id, announced at the end with every fragment") {
   RecordingSink sink;
   ChatStreamAccumulator acc(&sink);
-  feed_chunks(acc, {tool_fragment({{"index", 0}, {"type", "function"}, {"function", {{"name", "lookup"}, {"arguments", ""}}}}),
-                    tool_fragment({{"index", 0}, {"function", {{"arguments", "{\"q\":"}}}}),
-                    tool_fragment({{"index", 0}, {"function", {{"arguments", "\"x\"}"}}}}),
-                    delta_chunk(json::object(), "tool_calls")});
+  feed_chunks(
+      acc, {tool_fragment({{"index", 0}, {"type", "function"}, {"function", {{"name", "lookup"}, {"arguments", ""}}}}),
+            tool_fragment({{"index", 0}, {"function", {{"arguments", "{\"q\":"}}}}),
+            tool_fragment({{"index", 0}, {"function", {{"arguments", "\"x\"}"}}}}),
+            delta_chunk(json::object(), "tool_calls")});
   CHECK(sink.calls.empty());  // held back: the id is unknown while the arguments stream
   auto result = acc.finish();
   REQUIRE(result.tool_calls.size() == 1);
@@ -301,8 +304,9 @@ TEST_CASE("index-less tool calls in separate chunks with different ids stay sepa
 
 TEST_CASE("arguments that are not valid JSON are returned as they came") {
   ChatStreamAccumulator acc;
-  feed_chunks(acc, {tool_fragment({{"index", 0}, {"id", "c"}, {"function", {{"name", "f"}, {"arguments", "{\"a\": tru"}}}}),
-                    delta_chunk(json::object(), "length")});
+  feed_chunks(acc,
+              {tool_fragment({{"index", 0}, {"id", "c"}, {"function", {{"name", "f"}, {"arguments", "{\"a\": tru"}}}}),
+               delta_chunk(json::object(), "length")});
   auto result = acc.finish();
   REQUIRE(result.tool_calls.size() == 1);
   CHECK(result.tool_calls[0].arguments == "{\"a\": tru");
@@ -417,19 +421,19 @@ TEST_CASE("events after [DONE] are ignored and choices other than the first are 
 TEST_CASE("a non-streamed chat.completion is read like a stream of one chunk") {
   RecordingSink sink;
   ChatStreamAccumulator acc(&sink);
-  acc.on_completion({{"id", "cmpl"},
-                     {"model", "m"},
-                     {"choices",
-                      json::array({{{"index", 0},
-                                    {"finish_reason", "tool_calls"},
-                                    {"message",
-                                     {{"role", "assistant"},
-                                      {"content", nullptr},
-                                      {"tool_calls",
-                                       json::array({{{"id", "c1"},
+  acc.on_completion(
+      {{"id", "cmpl"},
+       {"model", "m"},
+       {"choices",
+        json::array({{{"index", 0},
+                      {"finish_reason", "tool_calls"},
+                      {"message",
+                       {{"role", "assistant"},
+                        {"content", nullptr},
+                        {"tool_calls", json::array({{{"id", "c1"},
                                                      {"type", "function"},
                                                      {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}}}}})},
-                     {"usage", {{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}}}});
+       {"usage", {{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}}}});
   auto result = acc.finish();
   REQUIRE(result.tool_calls.size() == 1);
   CHECK(result.tool_calls[0].id == "c1");

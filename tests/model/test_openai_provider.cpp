@@ -108,7 +108,7 @@ json openai_error(const std::string& message, const std::string& type, const jso
 }
 
 std::string read_fixture(const std::string& name) {
-  std::ifstream f(std::filesystem::path(AGENTRT_SHARED_DIR) / "fixtures" / "openai-streams" / name, std::ios::binary);
+  std::ifstream f(std::filesystem::path(AGENTRT_FIXTURES_DIR) / "openai-streams" / name, std::ios::binary);
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -220,8 +220,11 @@ TEST_CASE("openai provider: roles, tool calls, tool results, tools, tool_choice 
       {{"role", "assistant"},
        {"content", nullptr},
        {"tool_calls",
-        json::array({{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "book_room"}, {"arguments", "{\"room\":\"A\"}"}}}},
-                     {{"id", "call_2"}, {"type", "function"}, {"function", {{"name", "ping"}, {"arguments", "{}"}}}}})}},
+        json::array(
+            {{{"id", "call_1"},
+              {"type", "function"},
+              {"function", {{"name", "book_room"}, {"arguments", "{\"room\":\"A\"}"}}}},
+             {{"id", "call_2"}, {"type", "function"}, {"function", {{"name", "ping"}, {"arguments", "{}"}}}}})}},
       {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "booked"}},
       {{"role", "tool"}, {"tool_call_id", "call_2"}, {"content", "ping failed"}},
   });
@@ -231,12 +234,13 @@ TEST_CASE("openai provider: roles, tool calls, tool results, tools, tool_choice 
   CHECK(body["top_p"] == 0.9);
   CHECK(body["max_tokens"] == 100);
   CHECK_FALSE(body.contains("seed"));  // null in the request's params removes the configured value
-  CHECK(body["tools"] == json::array({{{"type", "function"},
-                                       {"function",
-                                        {{"name", "book_room"},
-                                         {"description", "Books a room"},
-                                         {"parameters", {{"type", "object"}, {"properties", {{"room", {{"type", "string"}}}}}}}}}},
-                                      {{"type", "function"}, {"function", {{"name", "ping"}}}}}));
+  CHECK(body["tools"] ==
+        json::array({{{"type", "function"},
+                      {"function",
+                       {{"name", "book_room"},
+                        {"description", "Books a room"},
+                        {"parameters", {{"type", "object"}, {"properties", {{"room", {{"type", "string"}}}}}}}}}},
+                     {{"type", "function"}, {"function", {{"name", "ping"}}}}}));
   CHECK(body["tool_choice"] == "required");
   CHECK(body["parallel_tool_calls"] == false);
   CHECK(body["stream"] == true);
@@ -281,14 +285,16 @@ TEST_CASE("openai provider: image parts go on the wire as image_url parts, never
 
   const auto reqs = server.requests();
   REQUIRE(reqs.size() == 1);
-  CHECK(reqs[0].json_body()["messages"] ==
-        json::array({{{"role", "user"},
-                      {"content",
-                       json::array({{{"type", "text"}, {"text", "What is in these?"}},
-                                    {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,iVBORw0KGgo="}}}},
-                                    {{"type", "image_url"},
-                                     {"image_url", {{"url", "https://files.example/u/1/cat.jpg?sig=abc"}, {"detail", "low"}}}},
-                                    {{"type", "input_audio"}, {"input_audio", {{"data", "UklGRg=="}, {"format", "wav"}}}}})}}}));
+  CHECK(
+      reqs[0].json_body()["messages"] ==
+      json::array(
+          {{{"role", "user"},
+            {"content",
+             json::array({{{"type", "text"}, {"text", "What is in these?"}},
+                          {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,iVBORw0KGgo="}}}},
+                          {{"type", "image_url"},
+                           {"image_url", {{"url", "https://files.example/u/1/cat.jpg?sig=abc"}, {"detail", "low"}}}},
+                          {{"type", "input_audio"}, {"input_audio", {{"data", "UklGRg=="}, {"format", "wav"}}}}})}}}));
   // The raw body holds the base64 once, inside the data URL, not pasted into a text part.
   const std::string& raw = reqs[0].body;
   CHECK(raw.find("iVBORw0KGgo=") == raw.rfind("iVBORw0KGgo="));
@@ -552,8 +558,8 @@ TEST_CASE("openai provider: a 401 is unauthorized, names the missing key's varia
   }
   {
     MockOpenAIServer server;
-    server.push_chat(error_response(
-        401, openai_error(std::string("Incorrect API key provided: ") + kKey, "invalid_request_error", "invalid_api_key")));
+    server.push_chat(error_response(401, openai_error(std::string("Incorrect API key provided: ") + kKey,
+                                                      "invalid_request_error", "invalid_api_key")));
     Sink sink;
     auto provider = agentrt::make_openai_provider(config_for(server));
     Error e = complete_error(*provider, user_request("x"), sink);
@@ -806,21 +812,22 @@ TEST_CASE("openai provider: a server that ignores stream:true and answers JSON i
 }
 
 TEST_CASE("openai config: JSON keys are read, unknown keys and an api_key are refused") {
-  auto c = agentrt::openai_config_from_json(json{{"base_url", "http://localhost:8080/v1"},
-                                                 {"api_key_env", "MY_KEY"},
-                                                 {"model", "qwen"},
-                                                 {"params", {{"temperature", 0}}},
-                                                 {"stages", {{"intent", {{"model", "small"}, {"params", {{"max_tokens", 20}}}}}}},
-                                                 {"extra_headers", {{"X-A", "1"}}},
-                                                 {"connect_timeout_ms", 1500},
-                                                 {"request_timeout_ms", 90000},
-                                                 {"idle_timeout_ms", 30000},
-                                                 {"max_retries", 5},
-                                                 {"retry_base_backoff_ms", 100},
-                                                 {"retry_max_backoff_ms", 1000},
-                                                 {"max_retry_after_ms", 2000},
-                                                 {"transcription_model", "whisper-large"},
-                                                 {"max_audio_bytes", 1024}});
+  auto c = agentrt::openai_config_from_json(
+      json{{"base_url", "http://localhost:8080/v1"},
+           {"api_key_env", "MY_KEY"},
+           {"model", "qwen"},
+           {"params", {{"temperature", 0}}},
+           {"stages", {{"intent", {{"model", "small"}, {"params", {{"max_tokens", 20}}}}}}},
+           {"extra_headers", {{"X-A", "1"}}},
+           {"connect_timeout_ms", 1500},
+           {"request_timeout_ms", 90000},
+           {"idle_timeout_ms", 30000},
+           {"max_retries", 5},
+           {"retry_base_backoff_ms", 100},
+           {"retry_max_backoff_ms", 1000},
+           {"max_retry_after_ms", 2000},
+           {"transcription_model", "whisper-large"},
+           {"max_audio_bytes", 1024}});
   CHECK(c.base_url == "http://localhost:8080/v1");
   CHECK(c.api_key_env == "MY_KEY");
   CHECK(c.api_key.empty());

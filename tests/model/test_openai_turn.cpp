@@ -55,9 +55,10 @@ TEST_CASE("golden path B over the OpenAI protocol: streamed tool arguments, appr
   const std::vector<std::string> arg_pieces = {"{\"ro", "om\":\"A", "1\",\"d", "ay\":\"mon\"}"};
   const std::string full_args = R"({"room":"A1","day":"mon"})";
   server.push_chat(MockResponse::stream(MockOpenAIServer::text_stream({"wants a ", "room"}, 20, 4)));  // intent
-  MockResponse tool_call = MockResponse::stream(MockOpenAIServer::tool_call_stream("call_bk1", "book_room", arg_pieces));
+  MockResponse tool_call =
+      MockResponse::stream(MockOpenAIServer::tool_call_stream("call_bk1", "book_room", arg_pieces));
   tool_call.delay_between = 2ms;  // the pieces arrive as separate reads
-  server.push_chat(tool_call);                                                                          // execution
+  server.push_chat(tool_call);    // execution
   server.push_chat(MockResponse::stream(MockOpenAIServer::text_stream({"Booked ", "room A1 ", "for Monday."}, 40, 6)));
 
   OpenAIConfig oc;
@@ -119,8 +120,9 @@ TEST_CASE("golden path B over the OpenAI protocol: streamed tool arguments, appr
   REQUIRE(finished1.contains("usage"));
   CHECK(finished1["usage"].dump().find("openai-compatible") != std::string::npos);
 
-  json accepted = rt.resume(handle.turn_id, paused.approval_request_id,
-                            {Decision{interrupt["id"].get<std::string>(), Decision::Action::approve, std::nullopt, ""}});
+  json accepted =
+      rt.resume(handle.turn_id, paused.approval_request_id,
+                {Decision{interrupt["id"].get<std::string>(), Decision::Action::approve, std::nullopt, ""}});
   CHECK(accepted["status"] == "accepted");
   auto done = rt.wait(handle.turn_id, 10s);
   CHECK(done.status == TurnStatus::completed);

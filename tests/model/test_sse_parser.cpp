@@ -107,7 +107,10 @@ TEST_CASE("sse: a leading byte order mark is skipped, also when it is split acro
   auto cb = [&](const SseEvent& e) { out.push_back(e); };
   p.feed("\xEF", cb);
   p.feed("\xBB", cb);
-  p.feed("\xBF" "data: x\n\n", cb);
+  p.feed(
+      "\xBF"
+      "data: x\n\n",
+      cb);
   REQUIRE(out.size() == 1);
   CHECK(out[0].data == "x");
 }

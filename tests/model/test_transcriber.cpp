@@ -61,7 +61,8 @@ Error transcribe_error(agentrt::Transcriber& t, std::string_view audio, std::str
 
 TEST_CASE("transcriber: the multipart request carries the file with a filename and type, model, language, prompt") {
   MockOpenAIServer server;
-  server.push_transcription(MockResponse::json(200, {{"text", "hello world"}, {"usage", {{"type", "duration"}, {"seconds", 2}}}}));
+  server.push_transcription(
+      MockResponse::json(200, {{"text", "hello world"}, {"usage", {{"type", "duration"}, {"seconds", 2}}}}));
   auto t = agentrt::make_openai_transcriber(transcriber_config(server));
   const std::string audio = fake_audio(3000);
   TranscribeOptions o;
@@ -113,7 +114,8 @@ TEST_CASE("transcriber: text, srt and vtt answers are plain text; json answers c
   server.push_transcription(plain("plain words\n"));
   server.push_transcription(plain("1\n00:00:00,000 --> 00:00:01,000\nHi\n\n"));
   server.push_transcription(plain("WEBVTT\n\n00:00.000 --> 00:01.000\nHi\n"));
-  server.push_transcription(MockResponse::json(200, {{"task", "transcribe"}, {"duration", 1.5}, {"text", "verbose"}, {"segments", json::array()}}));
+  server.push_transcription(MockResponse::json(
+      200, {{"task", "transcribe"}, {"duration", 1.5}, {"text", "verbose"}, {"segments", json::array()}}));
   server.push_transcription(MockResponse::json(200, {{"text", "default json"}}));
   auto t = agentrt::make_openai_transcriber(transcriber_config(server));
   const std::string audio = fake_audio(100);
@@ -151,7 +153,8 @@ TEST_CASE("transcriber: size and type limits are clear errors and nothing is sen
   CHECK(empty.code() == ErrorCode::invalid_argument);
   Error type = transcribe_error(*t, fake_audio(10), "application/pdf", {});
   CHECK(type.code() == ErrorCode::invalid_argument);
-  CHECK(std::string(type.what()).rfind("audio of type 'application/pdf' cannot be transcribed; accepted types: audio/flac", 0) == 0);
+  CHECK(std::string(type.what())
+            .rfind("audio of type 'application/pdf' cannot be transcribed; accepted types: audio/flac", 0) == 0);
   TranscribeOptions o;
   o.response_format = "xml";
   CHECK(transcribe_error(*t, fake_audio(10), "audio/wav", o).code() == ErrorCode::invalid_argument);

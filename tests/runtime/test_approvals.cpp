@@ -99,7 +99,8 @@ TEST_CASE("two calls needing approval pause together and a resume must answer bo
   }
   try {
     h.rt->resume(t.id, t.approval_request_id,
-                 {Decision{"int_nope", Decision::Action::approve, {}, ""}, Decision{interrupt_id(t, 0), Decision::Action::approve, {}, ""}});
+                 {Decision{"int_nope", Decision::Action::approve, {}, ""},
+                  Decision{interrupt_id(t, 0), Decision::Action::approve, {}, ""}});
     FAIL("an unknown interrupt was accepted");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::invalid_argument);

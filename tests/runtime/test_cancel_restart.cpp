@@ -250,24 +250,24 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) try {
-    auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
-    Runtime rt(test_config(store, std::make_shared<ScriptedModel>(booking_script)));
-    ToolSpec spec;
-    spec.name = "book_room";
-    spec.approval = ApprovalPolicy::always();
-    spec.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json{{"ok", true}}, std::nullopt}; });
-    rt.tools().add(spec);
-    TurnInput in;
-    in.thread_id = "t-proc";
-    in.user_id = "u1";
-    in.message.content = "book";
-    auto h = rt.start_turn(in);
-    auto t = rt.wait(h.turn_id, std::chrono::seconds(5));
-    _exit(t.status == TurnStatus::waiting_approval ? 0 : 3);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "child 1: %s\n", e.what());
-    _exit(5);
-  }
+      auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
+      Runtime rt(test_config(store, std::make_shared<ScriptedModel>(booking_script)));
+      ToolSpec spec;
+      spec.name = "book_room";
+      spec.approval = ApprovalPolicy::always();
+      spec.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json{{"ok", true}}, std::nullopt}; });
+      rt.tools().add(spec);
+      TurnInput in;
+      in.thread_id = "t-proc";
+      in.user_id = "u1";
+      in.message.content = "book";
+      auto h = rt.start_turn(in);
+      auto t = rt.wait(h.turn_id, std::chrono::seconds(5));
+      _exit(t.status == TurnStatus::waiting_approval ? 0 : 3);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child 1: %s\n", e.what());
+      _exit(5);
+    }
   int status = 0;
   waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
@@ -279,29 +279,29 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
   pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) try {
-    close(ready[0]);
-    auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
-    RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
-    Runtime rt(c);
-    ToolSpec spec;
-    spec.name = "book_room";
-    spec.handler = [&](const ToolCallContext&, ToolCompletion) {
-      char x = 1;
-      (void)!write(ready[1], &x, 1);
-      pause();  // never completes: the parent kills us here
-    };
-    rt.tools().add(spec);
-    TurnInput in;
-    in.thread_id = "t-killed";
-    in.user_id = "u1";
-    in.message.content = "book";
-    rt.start_turn(in);
-    pause();
-    _exit(0);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "child 2: %s\n", e.what());
-    _exit(5);
-  }
+      close(ready[0]);
+      auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
+      RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
+      Runtime rt(c);
+      ToolSpec spec;
+      spec.name = "book_room";
+      spec.handler = [&](const ToolCallContext&, ToolCompletion) {
+        char x = 1;
+        (void)!write(ready[1], &x, 1);
+        pause();  // never completes: the parent kills us here
+      };
+      rt.tools().add(spec);
+      TurnInput in;
+      in.thread_id = "t-killed";
+      in.user_id = "u1";
+      in.message.content = "book";
+      rt.start_turn(in);
+      pause();
+      _exit(0);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child 2: %s\n", e.what());
+      _exit(5);
+    }
   close(ready[1]);
   char x = 0;
   REQUIRE(read(ready[0], &x, 1) == 1);
@@ -326,7 +326,8 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
   auto paused = store->active_turn("t-proc");
   REQUIRE(paused);
   REQUIRE(paused->status == TurnStatus::waiting_approval);
-  rt->resume(paused->id, paused->approval_request_id, {Decision{paused->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
+  rt->resume(paused->id, paused->approval_request_id,
+             {Decision{paused->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
   CHECK(rt->wait(paused->id, std::chrono::seconds(5)).status == TurnStatus::completed);
   CHECK(runs == 1);
 

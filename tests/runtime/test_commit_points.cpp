@@ -113,7 +113,8 @@ TEST_CASE("start_turn's handle and resume's 'accepted' are committed when the ca
   REQUIRE(other_connection(path)->get_turn(h.turn_id).has_value());
   auto t = rt.wait(h.turn_id, std::chrono::seconds(10));
   REQUIRE(t.status == TurnStatus::waiting_approval);
-  auto answer = rt.resume(t.id, t.approval_request_id, {Decision{t.interrupts[0]["id"], Decision::Action::approve, {}, ""}});
+  auto answer =
+      rt.resume(t.id, t.approval_request_id, {Decision{t.interrupts[0]["id"], Decision::Action::approve, {}, ""}});
   CHECK(answer["status"] == "accepted");
   {
     auto other = other_connection(path);
@@ -205,31 +206,32 @@ void crash_after_tool(int flush_ms, LedgerStatus expected) {
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) try {
-    close(ran[0]);
-    auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
-    auto script = [&](const ModelRequest& req) {
-      if (tool_results_since_last_user(req) > 0) pause();  // killed here, after the tool
-      return booking_script(req);
-    };
-    RuntimeConfig c = quiet_config(store, std::make_shared<ScriptedModel>(script));
-    c.flush_interval = std::chrono::milliseconds(flush_ms);
-    Runtime rt(c);
-    ToolSpec spec;
-    spec.name = "book_room";
-    spec.approval = ApprovalPolicy::always();
-    spec.handler = sync_tool([&](const ToolCallContext&) {
-      char x = 1;
-      (void)!write(ran[1], &x, 1);
-      return ToolResult{json{{"ok", true}}, std::nullopt};
-    });
-    rt.tools().add(spec);
-    auto t = store->get_turn(turn_id);
-    rt.resume_turn(t->id, t->approval_request_id, {Decision{t->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
-    _exit(0);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "child: %s\n", e.what());
-    _exit(5);
-  }
+      close(ran[0]);
+      auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
+      auto script = [&](const ModelRequest& req) {
+        if (tool_results_since_last_user(req) > 0) pause();  // killed here, after the tool
+        return booking_script(req);
+      };
+      RuntimeConfig c = quiet_config(store, std::make_shared<ScriptedModel>(script));
+      c.flush_interval = std::chrono::milliseconds(flush_ms);
+      Runtime rt(c);
+      ToolSpec spec;
+      spec.name = "book_room";
+      spec.approval = ApprovalPolicy::always();
+      spec.handler = sync_tool([&](const ToolCallContext&) {
+        char x = 1;
+        (void)!write(ran[1], &x, 1);
+        return ToolResult{json{{"ok", true}}, std::nullopt};
+      });
+      rt.tools().add(spec);
+      auto t = store->get_turn(turn_id);
+      rt.resume_turn(t->id, t->approval_request_id,
+                     {Decision{t->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
+      _exit(0);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child: %s\n", e.what());
+      _exit(5);
+    }
   close(ran[1]);
   char x = 0;
   REQUIRE(read(ran[0], &x, 1) == 1);  // the tool ran once

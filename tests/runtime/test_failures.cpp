@@ -36,7 +36,8 @@ TEST_CASE("a model failure ends the run with RUN_ERROR and an ERROR message the 
   auto b = h.start("t-fail", "second");
   CHECK(h.wait(b.turn_id).status == TurnStatus::completed);
   bool saw_error = false;
-  for (const auto& s : seen_by_second) saw_error = saw_error || s == "system:ERROR model_error: upstream 503: overloaded";
+  for (const auto& s : seen_by_second)
+    saw_error = saw_error || s == "system:ERROR model_error: upstream 503: overloaded";
   CHECK(saw_error);
 }
 

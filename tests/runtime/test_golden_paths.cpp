@@ -23,11 +23,11 @@ TEST_CASE("golden path A: a turn without tools runs three stages and streams the
 
   auto evs = h.events("t-a");
   check_agui(evs);
-  std::vector<std::string> expected = {"RUN_STARTED",         "STEP_STARTED",         "CUSTOM",
-                                       "STEP_FINISHED",       "STEP_STARTED",         "TEXT_MESSAGE_START",
+  std::vector<std::string> expected = {"RUN_STARTED",          "STEP_STARTED",         "CUSTOM",
+                                       "STEP_FINISHED",        "STEP_STARTED",         "TEXT_MESSAGE_START",
                                        "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT",
                                        "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",     "STEP_FINISHED",
-                                       "STEP_STARTED",        "STEP_FINISHED",        "RUN_FINISHED"};
+                                       "STEP_STARTED",         "STEP_FINISHED",        "RUN_FINISHED"};
   CHECK(types_of(evs) == expected);
   CHECK(evs[0]["threadId"] == "t-a");
   CHECK(evs[0]["runId"] == handle.run_id);
@@ -66,9 +66,9 @@ TEST_CASE("golden path B: a tool call pauses for approval and the resumed run ex
 
   auto run1 = h.events("t-b");
   check_agui(run1);
-  std::vector<std::string> expected1 = {"RUN_STARTED",     "STEP_STARTED",  "CUSTOM",         "STEP_FINISHED",
-                                        "STEP_STARTED",    "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS",
-                                        "TOOL_CALL_END",   "STEP_FINISHED", "RUN_FINISHED"};
+  std::vector<std::string> expected1 = {"RUN_STARTED",   "STEP_STARTED",    "CUSTOM",         "STEP_FINISHED",
+                                        "STEP_STARTED",  "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS",
+                                        "TOOL_CALL_END", "STEP_FINISHED",   "RUN_FINISHED"};
   CHECK(types_of(run1) == expected1);
   const json& fin = run1.back();
   REQUIRE(fin["outcome"]["type"] == "interrupt");
@@ -94,10 +94,9 @@ TEST_CASE("golden path B: a tool call pauses for approval and the resumed run ex
   auto all = h.events("t-b", 2);
   check_agui(all);
   std::vector<json> run2(all.begin() + static_cast<long>(run1.size()), all.end());
-  std::vector<std::string> expected2 = {"RUN_STARTED",        "STEP_STARTED",         "TOOL_CALL_RESULT",
-                                        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-                                        "STEP_FINISHED",      "STEP_STARTED",         "STEP_FINISHED",
-                                        "RUN_FINISHED"};
+  std::vector<std::string> expected2 = {
+      "RUN_STARTED",      "STEP_STARTED",  "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+      "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED",     "STEP_FINISHED",      "RUN_FINISHED"};
   CHECK(types_of(run2) == expected2);
   CHECK(run2[0]["runId"] == run2_id);
   CHECK(run2[0]["parentRunId"] == handle.run_id);

@@ -50,8 +50,8 @@ struct JobHarness {
   std::unique_ptr<Runtime> rt;
   std::atomic<int> render_calls{0}, costly_calls{0}, confirmed_calls{0};
   std::mutex mutex;
-  std::vector<std::string> job_ids;       // ToolCallContext::job_id of each call
-  std::vector<JobRecord> hooked;          // what the cancel hook saw
+  std::vector<std::string> job_ids;                                              // ToolCallContext::job_id of each call
+  std::vector<JobRecord> hooked;                                                 // what the cancel hook saw
   std::function<void(const ToolCallContext&, ToolCompletion)> render_behaviour;  // default: start_job
 
   explicit JobHarness(std::function<void(RuntimeConfig&)> tweak = {}, std::shared_ptr<Store> use_store = nullptr) {
@@ -209,9 +209,9 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   const int64_t seq_before = h.rt->thread("t-job")->last_seq;
   JobRecord done;
   std::thread host([&] {
-    done = h.rt->complete_job(job.id, JobResult{json{{"url", "https://cdn.example/beach.png"}},
-                                                 json::array({{{"key", "renders/beach.png"}, {"mimeType", "image/png"}}}),
-                                                 ""});
+    done = h.rt->complete_job(job.id,
+                              JobResult{json{{"url", "https://cdn.example/beach.png"}},
+                                        json::array({{{"key", "renders/beach.png"}, {"mimeType", "image/png"}}}), ""});
   });
   host.join();
   CHECK(done.status == JobStatus::succeeded);
@@ -222,8 +222,7 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   // The delivery is a run of its own: RUN_STARTED, TOOL_CALL_RESULT, CUSTOM, RUN_FINISHED.
   std::vector<json> delivery;
   for (const auto& e : h.rt->store().events_after("t-job", seq_before, 100)) delivery.push_back(json::parse(e.json));
-  CHECK(types_of(delivery) ==
-        std::vector<std::string>{"RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"});
+  CHECK(types_of(delivery) == std::vector<std::string>{"RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"});
   CHECK(delivery[1]["toolCallId"] == "call_r");
   CHECK(delivery[1]["content"].get<std::string>().find("beach.png") != std::string::npos);
   CHECK(delivery[2]["name"] == "agentrt.job");
@@ -252,7 +251,8 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   const ModelRequest& last = reqs.back();
   bool seen = false;
   for (const auto& m : last.messages)
-    if (m.role == Role::system && m.content.find("Job " + job.id + " (render) succeeded") != std::string::npos) seen = true;
+    if (m.role == Role::system && m.content.find("Job " + job.id + " (render) succeeded") != std::string::npos)
+      seen = true;
   CHECK(seen);
   for (const auto& m : last.messages) CHECK_FALSE((m.role == Role::tool && m.content.rfind("Job ", 0) == 0));
   auto final_hist = h.rt->history("t-job");
@@ -281,14 +281,19 @@ TEST_CASE("job failure and bad host input") {
     }
     return ErrorCode::ok;
   };
-  CHECK(code([&] { h.rt->update_job(id, JobProgress{std::nullopt, 1.5, std::nullopt}); }) == ErrorCode::invalid_argument);
-  CHECK(code([&] { h.rt->update_job(id, JobProgress{JobStatus::succeeded, std::nullopt, std::nullopt}); }) ==
-        ErrorCode::invalid_argument);
-  CHECK(code([&] { h.rt->update_job(id, JobProgress{JobStatus::queued, std::nullopt, std::nullopt}); }) ==
-        ErrorCode::invalid_state);
+  CHECK(code([&] {
+          h.rt->update_job(id, JobProgress{std::nullopt, 1.5, std::nullopt});
+        }) == ErrorCode::invalid_argument);
+  CHECK(code([&] {
+          h.rt->update_job(id, JobProgress{JobStatus::succeeded, std::nullopt, std::nullopt});
+        }) == ErrorCode::invalid_argument);
+  CHECK(code([&] {
+          h.rt->update_job(id, JobProgress{JobStatus::queued, std::nullopt, std::nullopt});
+        }) == ErrorCode::invalid_state);
   CHECK(code([&] { h.rt->complete_job(id, JobResult{json(1), json::object(), ""}); }) == ErrorCode::invalid_argument);
-  CHECK(code([&] { h.rt->complete_job(id, JobResult{json(std::string(2 << 20, 'x')), json::array(), ""}); }) ==
-        ErrorCode::too_large);
+  CHECK(code([&] {
+          h.rt->complete_job(id, JobResult{json(std::string(2 << 20, 'x')), json::array(), ""});
+        }) == ErrorCode::too_large);
   CHECK(code([&] { h.rt->complete_job("job_nope", JobResult{}); }) == ErrorCode::not_found);
   CHECK(code([&] { h.rt->cancel_job(""); }) == ErrorCode::invalid_argument);
   CHECK_FALSE(h.rt->job("job_nope").has_value());
@@ -428,8 +433,8 @@ TEST_CASE("a confirmation interrupt, cancelled: the job ends cancelled and the t
   auto rec = h.wait(t.turn_id);
   REQUIRE(rec.status == TurnStatus::waiting_approval);
   const std::string job_id = rec.interrupts[0]["metadata"]["jobId"];
-  auto decisions = decisions_from_agui_resume(
-      json::array({{{"interruptId", rec.interrupts[0]["id"]}, {"status", "cancelled"}}}));
+  auto decisions =
+      decisions_from_agui_resume(json::array({{{"interruptId", rec.interrupts[0]["id"]}, {"status", "cancelled"}}}));
   auto after = h.rt->resume_turn(t.turn_id, rec.approval_request_id, decisions);
   CHECK(after.status == TurnStatus::completed);
   CHECK(h.costly_calls == 1);
@@ -437,7 +442,7 @@ TEST_CASE("a confirmation interrupt, cancelled: the job ends cancelled and the t
   CHECK(job->status == JobStatus::cancelled);
   CHECK(job->confirmation == JobConfirmation::declined);
   CHECK(job->error_code == "declined");
-  CHECK(job->delivered);  // the call's tool result is the record
+  CHECK(job->delivered);    // the call's tool result is the record
   CHECK(h.hooked.empty());  // nothing was started, nothing to stop
   auto evs = h.all_events("t-decline");
   check_agui(evs);

@@ -10,10 +10,12 @@ using namespace agentrt;
 using namespace agentrt::testing;
 
 TEST_CASE("a subscriber from any sequence number gets the replay, then the live tail, each event once") {
-  Harness h([](const ModelRequest& req) {
-    if (req.stage == "intent") return text_result("x");
-    return text_result(std::string(60, 'z'));
-  }, {}, ScriptedModelOptions{3, std::chrono::milliseconds(2), true});
+  Harness h(
+      [](const ModelRequest& req) {
+        if (req.stage == "intent") return text_result("x");
+        return text_result(std::string(60, 'z'));
+      },
+      {}, ScriptedModelOptions{3, std::chrono::milliseconds(2), true});
   auto first = h.rt->run_turn(turn_input("t-sub", user_message("one")));
   REQUIRE(first.status == TurnStatus::completed);
   auto all1 = h.events("t-sub");
@@ -43,10 +45,12 @@ TEST_CASE("a subscriber from any sequence number gets the replay, then the live 
 }
 
 TEST_CASE("token deltas are group-committed: a long streamed answer costs few transactions") {
-  Harness h([](const ModelRequest& req) {
-    if (req.stage == "intent") return text_result("x");
-    return text_result(std::string(400, 'y'));
-  }, {}, ScriptedModelOptions{2, std::chrono::milliseconds(0), true});
+  Harness h(
+      [](const ModelRequest& req) {
+        if (req.stage == "intent") return text_result("x");
+        return text_result(std::string(400, 'y'));
+      },
+      {}, ScriptedModelOptions{2, std::chrono::milliseconds(0), true});
   const int64_t before = h.store->write_transactions();
   auto t = h.rt->run_turn(turn_input("t-gc", user_message("talk")));
   REQUIRE(t.status == TurnStatus::completed);
@@ -61,7 +65,8 @@ TEST_CASE("token deltas are group-committed: a long streamed answer costs few tr
 
 TEST_CASE("the context keeps system prompt and new input, then the newest history that fits, tool calls whole") {
   std::vector<MessageRecord> hist;
-  auto add = [&](Role role, std::string text, std::string turn, std::vector<ToolCall> calls = {}, std::string tcid = {}) {
+  auto add = [&](Role role, std::string text, std::string turn, std::vector<ToolCall> calls = {},
+                 std::string tcid = {}) {
     Message m;
     m.id = "m" + std::to_string(hist.size());
     m.role = role;
@@ -137,7 +142,8 @@ TEST_CASE("the host's log sink gets records; usage is summed per run and per tur
   for (const auto& l : logs) CHECK(l.find("error") == std::string::npos);
 }
 
-TEST_CASE("stage policies: tools are offered per stage, and an organization stage that calls the model writes the answer") {
+TEST_CASE(
+    "stage policies: tools are offered per stage, and an organization stage that calls the model writes the answer") {
   std::vector<std::pair<std::string, size_t>> offered;
   std::mutex m;
   Harness h(
@@ -149,7 +155,8 @@ TEST_CASE("stage policies: tools are offered per stage, and an organization stag
         if (req.stage == "intent") return text_result("wants a room");
         if (req.stage == "organization") {
           bool saw_draft = false;
-          for (const auto& msg : req.messages) saw_draft = saw_draft || msg.content.find("draft text") != std::string::npos;
+          for (const auto& msg : req.messages)
+            saw_draft = saw_draft || msg.content.find("draft text") != std::string::npos;
           return text_result(saw_draft ? "final from draft" : "no draft seen");
         }
         return text_result("draft text");
@@ -199,8 +206,9 @@ TEST_CASE("the JSON config opens either message layout and refuses unknown keys 
                        doctest::Contains("unknown key 'wrkers'"), Error);
   CHECK_THROWS_WITH_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"workers", 0}}),
                        doctest::Contains("workers"), Error);
-  CHECK_THROWS_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"store", {{"layout", "document"}}},
-                                                {"objects", nullptr}}),
+  CHECK_THROWS_AS(runtime_config_from_json(
+                      json{{"data_dir", dir.file("c")}, {"store", {{"layout", "document"}}}, {"objects", nullptr}}),
                   Error);
-  CHECK_THROWS_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"model", {{"type", "gpt-magic"}}}}), Error);
+  CHECK_THROWS_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"model", {{"type", "gpt-magic"}}}}),
+                  Error);
 }

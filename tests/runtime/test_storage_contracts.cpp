@@ -1,9 +1,9 @@
 #include <doctest/doctest.h>
 
 #include "agentrt/attachments.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "store/fs_object_store.hpp"
 #include "support/runtime_fixture.hpp"
-#include "runtime/runtime_impl.hpp"
 #include "util/crypto.hpp"
 
 using namespace agentrt;
@@ -77,7 +77,8 @@ struct FlakyStore final : Store {
 
 ModelResult one_tool_script(const ModelRequest& req) {
   if (req.stage == "intent") return text_result("x");
-  if (tool_results_since_last_user(req) == 0) return tool_call_result("call_1", "book_room", R"({"room":"A1","day":"mon"})");
+  if (tool_results_since_last_user(req) == 0)
+    return tool_call_result("call_1", "book_room", R"({"room":"A1","day":"mon"})");
   return text_result("booked");
 }
 

@@ -218,7 +218,8 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     auto s = make();
     auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));
     for (int i = 0; i < 1000; ++i)
-      b.events.push_back(StoredEvent{0, "run_t1", to_json_string(events::text_content("m", "d" + std::to_string(i) + " é\"\\"))});
+      b.events.push_back(
+          StoredEvent{0, "run_t1", to_json_string(events::text_content("m", "d" + std::to_string(i) + " é\"\\"))});
     s->commit(b);
     auto evs = s->events_after("th1", 0, 5000);
     REQUIRE(evs.size() == 1001);

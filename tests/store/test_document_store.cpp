@@ -207,7 +207,8 @@ TEST_CASE("document layout: messages live in one versioned document per thread, 
 
 TEST_CASE("document keys stay under agent-conversations/ whatever the thread id") {
   CHECK(conversation_document_key("th:1.x_y-Z", 7) == "agent-conversations/th:1.x_y-Z/v7.json");
-  for (const std::string& bad : std::vector<std::string>{"..", ".", "a/b", "../x", "", ".agentrt-tmp", "a\\b", "x y", std::string(129, 'a')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"..", ".", "a/b", "../x", "", ".agentrt-tmp", "a\\b", "x y", std::string(129, 'a')}) {
     CAPTURE(bad);
     try {
       conversation_document_key(bad, 1);
@@ -231,7 +232,8 @@ TEST_CASE("document keys stay under agent-conversations/ whatever the thread id"
   CHECK(s.store->messages("..").empty());
 }
 
-TEST_CASE("the document size cap: 2 MiB by default; a document at the cap is written and read, one past it is refused") {
+TEST_CASE(
+    "the document size cap: 2 MiB by default; a document at the cap is written and read, one past it is refused") {
   CHECK(DocumentStoreOptions{}.max_document_bytes == 2 * 1024 * 1024);
   const uint64_t cap = 4096;
   // The size of the second document for a message of empty text, found on a store without a small cap (the
@@ -381,7 +383,8 @@ TEST_CASE("a document written by a commit that died before its inner commit is n
     CHECK_THROWS_AS(s.store->commit(loser), Error);
     CHECK_FALSE(s.objects->head("agent-conversations/th1/v2.json"));
     // Dying between writing v2 and the inner commit would have left it there.
-    s.objects->put("agent-conversations/th1/v2.json", rec->written("agent-conversations/th1/v2.json"), "application/json");
+    s.objects->put("agent-conversations/th1/v2.json", rec->written("agent-conversations/th1/v2.json"),
+                   "application/json");
   }
   SUBCASE("turn proof") {
     CommitBatch stale;  // a message with a lost compare-and-set and no events
@@ -390,7 +393,8 @@ TEST_CASE("a document written by a commit that died before its inner commit is n
     stale.expected_version = 5;
     stale.messages.push_back(text_message("m_lost", "never"));
     CHECK_THROWS_AS(s.store->commit(stale), Error);
-    s.objects->put("agent-conversations/th1/v2.json", rec->written("agent-conversations/th1/v2.json"), "application/json");
+    s.objects->put("agent-conversations/th1/v2.json", rec->written("agent-conversations/th1/v2.json"),
+                   "application/json");
   }
   SUBCASE("no proof: messages alone") {
     // A commit of messages alone whose pointer commit never happened.

@@ -91,7 +91,8 @@ TEST_CASE("the active-turn queries read the partial index, not the table") {
   REQUIRE(sqlite3_open(dir.file("plan.db").c_str(), &db) == SQLITE_OK);
   const std::string active = "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')";
   for (const std::string& where :
-       {"thread_id='t' AND " + active, "status='WAITING_APPROVAL' AND " + active + " AND expires_at > 0 AND expires_at <= 5",
+       {"thread_id='t' AND " + active,
+        "status='WAITING_APPROVAL' AND " + active + " AND expires_at > 0 AND expires_at <= 5",
         "status='RUNNING' AND " + active}) {
     CAPTURE(where);
     const std::string plan = one_text(db, "EXPLAIN QUERY PLAN SELECT id FROM turns WHERE " + where);

@@ -1,5 +1,5 @@
 // Test support: an AG-UI 1.0 stream checker, as strict as @ag-ui/client 1.0 and the closed protocol schema
-// (/work/shared/protocols/AGUI.md §1, §2 and §6).
+// (the AG-UI 1.0 specification, §1, §2 and §6).
 #pragma once
 
 #include <cstddef>

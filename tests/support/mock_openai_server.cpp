@@ -241,13 +241,12 @@ std::vector<std::string> MockOpenAIServer::text_stream(const std::vector<std::st
 std::vector<std::string> MockOpenAIServer::tool_call_stream(const std::string& id, const std::string& name,
                                                             const std::vector<std::string>& argument_pieces) {
   std::vector<std::string> out;
-  out.push_back(sse(chunk({{"role", "assistant"},
-                           {"content", nullptr},
-                           {"tool_calls",
-                            agentrt::json::array({{{"index", 0},
-                                                   {"id", id},
-                                                   {"type", "function"},
-                                                   {"function", {{"name", name}, {"arguments", ""}}}}})}})));
+  out.push_back(sse(chunk(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        agentrt::json::array(
+            {{{"index", 0}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", ""}}}}})}})));
   for (const auto& p : argument_pieces) {
     out.push_back(
         sse(chunk({{"tool_calls", agentrt::json::array({{{"index", 0}, {"function", {{"arguments", p}}}}})}})));

@@ -111,7 +111,8 @@ struct Harness {
         tool_args.push_back(c.args);
       }
       ToolResult r;
-      r.result = json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", c.args["room"]}, {"day", c.args["day"]}};
+      r.result =
+          json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", c.args["room"]}, {"day", c.args["day"]}};
       r.ui = UiSchema{"booking_card", "v1", json{{"room", c.args["room"]}}, json::array()};
       return r;
     });

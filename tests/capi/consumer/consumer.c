@@ -5,10 +5,10 @@
 
 #include <agentrt.h>
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   char config[512];
-  char *out = NULL;
-  agentrt_runtime *rt = NULL;
+  char* out = NULL;
+  agentrt_runtime* rt = NULL;
   int ok;
   if (argc != 2) return 2;
   if (agentrt_abi_version() != AGENTRT_ABI_VERSION) {
@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
   }
   {
     char turn_id[128] = "";
-    const char *p = strstr(out, "\"turnId\":\"");
+    const char* p = strstr(out, "\"turnId\":\"");
     if (p) sscanf(p + 10, "%127[^\"]", turn_id);
     agentrt_free(out);
     out = NULL;
