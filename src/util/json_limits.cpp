@@ -69,7 +69,8 @@ json parse_json_text(std::string_view text, size_t max_depth, std::string_view w
   if (out.is_discarded()) {
     // nlohmann's message says where; parse again with exceptions only for it (the rare, failing case).
     try {
-      (void)json::parse(text);
+      json again = json::parse(text);
+      (void)again;
     } catch (const json::parse_error& e) {
       throw Error(ErrorCode::invalid_argument, fmt::format("{} is not valid JSON: {}", what, e.what()));
     }
