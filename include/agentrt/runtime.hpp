@@ -38,6 +38,11 @@ struct RuntimeConfig {
   std::chrono::milliseconds sweep_interval{500};   // expiry and crash-recovery sweeper period
   std::chrono::milliseconds instance_lease{5000};  // a runtime whose heartbeat is older is dead
   size_t max_input_bytes = 1 << 20;                // a turn's input message, serialised
+  // A commit that fails for a transient reason (an I/O error, a full disk, a busy database) is tried this many
+  // more times, commit_retry_backoff apart (doubled each time), before its run ends with RUN_ERROR
+  // {code:"storage"}. The run holds its events meanwhile: none is shown before it is committed.
+  int commit_retries = 2;
+  std::chrono::milliseconds commit_retry_backoff{20};
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::shared_ptr<Summarizer> summarizer;  // default: Summarizer{}
@@ -112,7 +117,8 @@ std::vector<Decision> decisions_from_agui_resume(const json& resume);
 class Subscription {
  public:
   virtual ~Subscription() = default;
-  // The next event, or nullopt when the timeout passes first or the subscription is closed.
+  // The next event, or nullopt when the timeout passes first or the subscription is closed. Throws Error(io) when
+  // the store cannot be read (the subscription stays usable: a later call reads again from where it was).
   virtual std::optional<StoredEvent> next(std::chrono::milliseconds timeout) = 0;
   virtual void close() = 0;
   virtual bool closed() const = 0;
@@ -171,6 +177,10 @@ class Runtime {
   std::optional<TurnRecord> active_turn(std::string_view thread_id);
   std::optional<ThreadRecord> thread(std::string_view thread_id);
   std::vector<ThreadRecord> threads(std::string_view user_id);
+  // Soft-deletes a user's thread: an active turn is cancelled first, and no turn can start on it afterwards
+  // (the store checks both in the delete's transaction and refuses a start on a deleted thread). Error(not_found)
+  // for an unknown, deleted or another user's thread.
+  void delete_thread(std::string_view thread_id, std::string_view user_id);
 
   // Blocks until the turn is not RUNNING/RESUMING (or the timeout passes); returns its record.
   TurnRecord wait(std::string_view turn_id, std::chrono::milliseconds timeout);

@@ -141,6 +141,9 @@ class Store {
   // Newest first; soft-deleted threads are left out unless include_deleted.
   virtual std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted = false) = 0;
   virtual void set_thread_title(std::string_view thread_id, std::string_view title) = 0;
+  // Marks the thread deleted. Error(conflict) while it has an active (RUNNING, WAITING_APPROVAL, RESUMING)
+  // turn, checked in the same transaction; a commit that would create or continue a deleted thread's row
+  // (CommitBatch::create_thread) is refused with Error(conflict) too, so a start and a delete never interleave.
   virtual void soft_delete_thread(std::string_view thread_id) = 0;
 
   virtual std::optional<TurnRecord> get_turn(std::string_view turn_id) = 0;

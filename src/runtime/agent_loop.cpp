@@ -32,6 +32,17 @@ const StagePolicy& policy_of(const StagePolicies& p, std::string_view s) {
 
 enum class Visibility { hidden, reasoning, text };
 
+bool is_size_limit(const std::exception& e) {
+  auto* err = dynamic_cast<const Error*>(&e);
+  return err && err->code() == ErrorCode::too_large;
+}
+
+// What a run that storage stopped tells the client and the next turn's model (the details go to the log).
+constexpr const char* kStorageFailed = "storage failed: the run could not be saved and was stopped";
+// What history says of a call that was started and whose result was never stored (its runtime stopped).
+constexpr const char* kOutcomeUnknown =
+    "the runtime stopped while this call was running; it may have taken effect, and it was not run again";
+
 void add_usage(std::vector<TokenUsage>& acc, const TokenUsage& u) {
   for (auto& a : acc)
     if (a.provider == u.provider && a.model == u.model) {
@@ -530,7 +541,11 @@ class TurnRunner {
       out.timings.started_at_ms = r.started_ms;
       out.timings.finished_at_ms = now_ms();
       out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
+      const bool started_job = oc.ok && oc.job;
       record_result(r.id, std::move(out), summary);
+      // A started job's record goes with the result: if that commit is lost, so is the job's record, and the
+      // call's outcome is not known to the store (it is not written again from memory).
+      if (started_job) ctx_.recorded.erase(r.id);
     }
     // The results are not a commit of their own: they go with the run's next one (the next pause or end,
     // or the group-commit flusher's within flush_interval while the model works). Dying before that
@@ -727,6 +742,7 @@ class TurnRunner {
                                           : rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result,
                                                                           out.error ? &err : nullptr);
     out.summary_version = kSummaryVersion;
+    ctx_.recorded[id] = out;
     const std::string out_str = to_json_string(out);
     // Filled key by key: an initializer list builds every pair twice (as arrays, then as members).
     json index = json::object();
@@ -884,17 +900,54 @@ class TurnRunner {
   }
 
   // Gives every call of this turn that has no outcome yet one, so the history never holds an assistant
-  // tool call without its result.
+  // tool call without its result: the ledger's open calls, and calls of the turn's assistant messages that
+  // have no ledger entry (a group commit may have stored the message before the run staged the entries).
+  // A call this run has an outcome for (`ctx_.recorded`: its result was in a batch that was lost) gets that
+  // outcome again; a call found `started` has an unknown outcome (it may have taken effect: it is not run
+  // again); any other call was not run.
   void close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status) {
-    for (auto& l : ctx_.ledger) {
-      if (l.has_output()) continue;
+    std::set<std::string> answered;
+    for (const auto& m : ctx_.history)
+      if (m.turn_id == ctx_.turn.id && m.message.role == Role::tool) answered.insert(m.message.tool_call_id);
+    for (const auto& m : ctx_.history) {
+      if (m.turn_id != ctx_.turn.id || m.message.role != Role::assistant) continue;
+      for (const auto& c : m.message.tool_calls) {
+        if (answered.count(c.id) || ctx_.find_ledger(c.id)) continue;
+        LedgerEntry l;
+        l.tool_call_id = c.id;
+        l.turn_id = ctx_.turn.id;
+        l.thread_id = ctx_.turn.thread_id;
+        l.run_id = m.run_id;
+        l.tool_name = c.name;
+        l.stage = ctx_.turn.stage;
+        l.arguments = c.arguments;
+        ctx_.ledger.push_back(std::move(l));
+        ctx_.em->put_ledger(ctx_.ledger.back());
+      }
+    }
+    std::vector<std::string> open;
+    for (const auto& l : ctx_.ledger)
+      if (!l.has_output() && !answered.count(l.tool_call_id)) open.push_back(l.tool_call_id);
+    for (const auto& id : open) {
+      LedgerEntry* l = ctx_.find_ledger(id);
+      if (auto known = ctx_.recorded.find(id); known != ctx_.recorded.end()) {
+        ToolAgentOutput out = known->second;
+        record_result(id, std::move(out));
+        continue;
+      }
       ToolAgentOutput out;
-      out.tool_call_id = l.tool_call_id;
-      out.tool_name = l.tool_name;
-      out.args = parse_args(l.arguments);
-      out.status = l.status == LedgerStatus::started ? ToolStatus::interrupted : not_run_status;
-      out.error = ToolError{code, message};
-      record_result(l.tool_call_id, std::move(out));
+      out.tool_call_id = id;
+      out.tool_name = l->tool_name;
+      out.args = parse_args(l->arguments);
+      if (l->status == LedgerStatus::started) {
+        out.status = ToolStatus::interrupted;
+        out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
+        record_result(id, std::move(out), fmt::format("{}: outcome unknown: {}", l->tool_name, kOutcomeUnknown));
+      } else {
+        out.status = not_run_status;
+        out.error = ToolError{code, message};
+        record_result(id, std::move(out));
+      }
     }
   }
 
@@ -949,41 +1002,8 @@ class TurnRunner {
   }
 
   void commit() {
-    const bool start = ctx_.start_pending();
-    try {
-      ctx_.em->flush();
-    } catch (...) {
-      if (start) start_failed_ = true;
-      throw;
-    }
+    ctx_.em->flush();
     committed_status_ = ctx_.turn.status;
-  }
-
-  // The run's deferred start could not be committed: nothing of the run is stored, and nothing may be
-  // (no failure record for a turn that does not exist, or for a decision that lost its race).
-  // (Any other failure is recorded as usual: its commit carries the start with it.) A fresh run whose start
-  // failed for another reason than a conflict stages the start again and records the failure with it.
-  bool start_lost() {
-    if (!start_failed_) return false;
-    start_failed_ = false;
-    bool conflict = false;
-    try {
-      throw;
-    } catch (const Error& e) {
-      conflict = e.code() == ErrorCode::conflict;
-    } catch (...) {
-    }
-    ctx_.em->discard();  // what a group commit left staged after the failed one goes too
-    if (!conflict && deferred_ && deferred_->restage) {
-      // What the failed commit held is gone: the run is its start, then its failure.
-      auto restage = std::move(deferred_->restage);
-      restage(*ctx_.em);
-      ctx_.ledger.clear();
-      ctx_.open_step.clear();
-      return false;
-    }
-    if (deferred_) deferred_->error = std::current_exception();
-    return true;
   }
 
   // Runs the body and ends the run the way its outcome says.
@@ -992,38 +1012,86 @@ class TurnRunner {
     try {
       body();
       return;
-    } catch (const Error& e) {
-      if (start_lost()) return;
-      // A status set in memory whose commit failed never happened.
-      ctx_.turn.status = committed_status_;
+    } catch (...) {
+      end_after(std::current_exception());
+    }
+  }
+
+  // Ends a run whose body threw. A commit of the run that failed for good comes first, whatever the body
+  // threw after it (a flush, or the cancel the failed group commit sent): the run cannot go on as if the lost
+  // batch were stored.
+  void end_after(std::exception_ptr thrown) {
+    if (auto f = ctx_.em->failure()) return commit_failed(*f);
+    // A status set in memory whose commit failed never happened.
+    ctx_.turn.status = committed_status_;
+    try {
       try {
+        std::rethrow_exception(thrown);
+      } catch (const Error& e) {
         if (e.code() == ErrorCode::cancelled && ctx_.handle->cancel.cancelled()) {
           finish_cancelled();
         } else if (e.code() == ErrorCode::conflict) {
           rt_.log(LogLevel::warn, "runtime", fmt::format("turn {} changed under its run: {}", ctx_.turn.id, e.what()));
+        } else if (e.code() == ErrorCode::io) {
+          // Storage failed outside a commit (a read): the details are for the log, not for the client.
+          rt_.log(LogLevel::error, "runtime", fmt::format("turn {}: storage failed: {}", ctx_.turn.id, e.what()));
+          fail("storage", kStorageFailed);
         } else {
           std::string code = e.code() == ErrorCode::model           ? "model_error"
                              : e.code() == ErrorCode::timeout       ? "timeout"
                              : e.code() == ErrorCode::invalid_state ? "step_limit"
-                             : e.code() == ErrorCode::io            ? "storage_error"
                                                                     : std::string(to_string(e.code()));
           fail(code, e.message());
         }
-      } catch (const std::exception& e2) {
-        if (start_lost()) return;
-        rt_.log(LogLevel::error, "runtime",
-                fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
+      } catch (const std::exception& e) {
+        fail("internal", e.what());  // host code's own exception (a tool, a model provider): its words
+      } catch (...) {
+        rt_.log(LogLevel::error, "runtime", fmt::format("turn {}: a non-standard exception", ctx_.turn.id));
+        fail("internal", "the run failed with an internal error");
       }
+    } catch (const std::exception& e2) {
+      if (auto f = ctx_.em->failure()) return commit_failed(*f);
+      rt_.log(LogLevel::error, "runtime",
+              fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
+    }
+  }
+
+  // A commit of this run failed for good (after its retries); its batch is gone. A start that was never
+  // committed leaves nothing (the blocking call that deferred it reports the error). Otherwise the run's end
+  // is recorded from what is durable, with the outcomes of the calls this run has (their results were in the
+  // lost batch); if even that cannot be written now, the sweeper writes it later.
+  void commit_failed(const Error& f) {
+    ctx_.em->discard();
+    rt_.log(LogLevel::error, "pipeline",
+            fmt::format("turn {}: a commit of run {} failed: {}", ctx_.turn.id, ctx_.turn.run_id, f.what()));
+    if (ctx_.start_pending()) {
+      if (deferred_)
+        deferred_->error = std::make_exception_ptr(
+            f.code() == ErrorCode::conflict || f.code() == ErrorCode::too_large
+                ? f
+                : Error(ErrorCode::io, std::string("the turn could not be stored: ") + kStorageFailed));
+      return;
+    }
+    if (f.code() == ErrorCode::conflict) {
+      rt_.log(LogLevel::warn, "runtime", fmt::format("turn {} changed under its run: {}", ctx_.turn.id, f.what()));
+      return;
+    }
+    try {
+      const bool size = f.code() == ErrorCode::too_large;
+      if (auto ended = rt_.fail_from_store(ctx_.turn.id, size ? "too_large" : "storage",
+                                           size ? f.message() : std::string(kStorageFailed), &ctx_.recorded))
+        ctx_.turn = std::move(*ended);
     } catch (const std::exception& e) {
-      if (start_lost()) return;
-      ctx_.turn.status = committed_status_;
-      try {
-        fail("internal", e.what());
-      } catch (const std::exception& e2) {
-        if (start_lost()) return;
-        rt_.log(LogLevel::error, "runtime",
-                fmt::format("turn {}: could not record the end of the run: {}", ctx_.turn.id, e2.what()));
-      }
+      rt_.log(LogLevel::error, "pipeline",
+              fmt::format("turn {}: its failure could not be recorded yet (the sweeper tries again): {}", ctx_.turn.id,
+                          e.what()));
+      // Storage may work again (a full disk): the sweeper tries again. A size limit would refuse it every time.
+      if (!is_size_limit(e)) rt_.remember_unrecorded(ctx_.turn.id);
+      if (deferred_)
+        deferred_->error = std::make_exception_ptr(Error(
+            ErrorCode::io, fmt::format("turn {} failed and its end could not be stored yet: {}; it is recorded failed "
+                                       "once storage works again",
+                                       ctx_.turn.id, kStorageFailed)));
     }
   }
 
@@ -1036,7 +1104,6 @@ class TurnRunner {
   Runtime::Impl& rt_;
   RunCtx& ctx_;
   TurnStatus committed_status_;
-  bool start_failed_ = false;
 };
 
 void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_ledger = nullptr,
@@ -1067,7 +1134,7 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
     ctx.em = deferred->em;
     ctx.deferred_start = ctx.em->turn_version();
   } else {
-    ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+    ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true, handle);
   }
   TurnRunner runner(*this, ctx);
   runner.deferred_ = deferred;
@@ -1099,7 +1166,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
     ctx.em = deferred->em;
     ctx.deferred_start = ctx.em->turn_version();
   } else {
-    ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true);
+    ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true, handle);
   }
   TurnRunner runner(*this, ctx);
   runner.decision_pending_ = deferred != nullptr;
@@ -1152,9 +1219,11 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
           ToolAgentOutput out;
           out.tool_call_id = l.tool_call_id;
           out.tool_name = l.tool_name;
+          out.args = parse_args(l.arguments);
           out.status = ToolStatus::interrupted;
-          out.error = ToolError{"interrupted", "the runtime stopped while this call ran; it was not run again"};
-          runner.record_result(l.tool_call_id, std::move(out));
+          out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
+          runner.record_result(l.tool_call_id, std::move(out),
+                               fmt::format("{}: outcome unknown: {}", l.tool_name, kOutcomeUnknown));
         }
       }
     }
@@ -1238,17 +1307,49 @@ void Runtime::Impl::recover_running_turn(TurnRecord turn) {
     enqueue([this, handle, tid] { run_continuation(handle, tid); });
     return;
   }
-  RunCtx ctx;
-  ctx.turn = turn;
-  ctx.handle = std::make_shared<RunHandle>();
-  ctx.em = make_emitter(turn.thread_id, turn.run_id, turn.version, false);
-  load_run_state(*cfg.store, ctx);
-  TurnRunner runner(*this, ctx);
   log(LogLevel::warn, "recovery",
       fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
                   turn.owner.empty() ? "unknown" : turn.owner));
-  // A tool that was started and not finished is recorded interrupted and not run again.
-  runner.fail("runtime_restarted", "the runtime running this turn stopped before the turn finished");
+  // A tool that was started and not finished is recorded with an unknown outcome and not run again.
+  fail_from_store(turn.id, "runtime_restarted", "the runtime running this turn stopped before the turn finished");
+}
+
+std::optional<TurnRecord> Runtime::Impl::fail_from_store(const std::string& turn_id, const std::string& code,
+                                                         const std::string& message,
+                                                         const std::map<std::string, ToolAgentOutput>* known) {
+  auto turn = cfg.store->get_turn(turn_id);
+  if (!turn || (turn->status != TurnStatus::running && turn->status != TurnStatus::resuming)) return std::nullopt;
+  RunCtx ctx;
+  ctx.turn = std::move(*turn);
+  ctx.handle = std::make_shared<RunHandle>();
+  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, false);
+  load_run_state(*cfg.store, ctx);
+  if (known) ctx.recorded = *known;
+  TurnRunner runner(*this, ctx);
+  runner.fail(code, message);
+  return std::move(ctx.turn);
+}
+
+void Runtime::Impl::remember_unrecorded(const std::string& turn_id) {
+  std::lock_guard<std::mutex> lock(unrecorded_mutex);
+  unrecorded.insert(turn_id);
+}
+
+void Runtime::Impl::record_unrecorded() {
+  std::set<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(unrecorded_mutex);
+    pending.swap(unrecorded);
+  }
+  for (const auto& id : pending) {
+    try {
+      fail_from_store(id, "storage", kStorageFailed);
+      log(LogLevel::info, "recovery", fmt::format("turn {}: its failure is recorded now", id));
+    } catch (const std::exception& e) {
+      remember_unrecorded(id);
+      throw;
+    }
+  }
 }
 
 std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {

@@ -62,7 +62,26 @@ Upload Runtime::Impl::upload(std::string_view user_id, std::string_view thread_i
   return u;
 }
 
-Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg) {
+Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg,
+                                         std::vector<std::string>& written) {
+  try {
+    return store_parts(user_id, thread_id, std::move(msg), written);
+  } catch (...) {
+    // A part further on was refused: the inline data stored for the parts before it goes again.
+    for (const auto& key : written) {
+      try {
+        cfg.objects->remove(key);
+      } catch (const std::exception& e) {
+        log(LogLevel::warn, "objects", fmt::format("upload {} not removed: {}", key, e.what()));
+      }
+    }
+    written.clear();
+    throw;
+  }
+}
+
+Message Runtime::Impl::store_parts(const std::string& user_id, const std::string& thread_id, Message msg,
+                                   std::vector<std::string>& written) {
   size_t media = 0;
   for (auto& part : msg.parts) {
     if (!part.is_media()) continue;
@@ -80,6 +99,7 @@ Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::
         throw Error(ErrorCode::invalid_argument, fmt::format("{} part: data is not valid base64", part.type));
       }
       Upload u = upload(user_id, thread_id, bytes, src.mime_type);
+      written.push_back(u.key);
       part = stored_part(part, bucket, u.key, u.mime_type);
       part.type = media_type_of(u.mime_type);
     } else if (src.type == "url") {

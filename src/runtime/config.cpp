@@ -1,6 +1,8 @@
 #include "agentrt/config.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +49,8 @@ int64_t num(const json& j, const char* key, int64_t dflt, int64_t lo, int64_t hi
   return v;
 }
 
+// The URL-signing key: created readable by its owner only from its first byte (O_EXCL, mode 0600), then moved
+// into place, so no other user can read it even for a moment.
 std::string load_or_create_secret(const std::filesystem::path& dir) {
   auto p = dir / "signing.key";
   std::ifstream in(p, std::ios::binary);
@@ -55,17 +59,28 @@ std::string load_or_create_secret(const std::filesystem::path& dir) {
     if (s.size() >= 32) return s;
   }
   std::string secret = crypto::random_hex(32);
-  std::string tmp = (dir / ".signing.key.tmp").string();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorCode::io, fmt::format("config: cannot write {}", tmp));
-    out << secret;
-  }
-  ::chmod(tmp.c_str(), 0600);
+  const std::string tmp = (dir / fmt::format(".signing.key.{}.tmp", ::getpid())).string();
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(ErrorCode::io, fmt::format("config: cannot create the signing key in {}", dir.string()));
+  bool ok = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) && ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
   std::error_code ec;
-  std::filesystem::rename(tmp, p, ec);
-  if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create {}: {}", p.string(), ec.message()));
+  if (ok) std::filesystem::rename(tmp, p, ec);
+  if (!ok || ec) {
+    ::unlink(tmp.c_str());
+    throw Error(ErrorCode::io, fmt::format("config: cannot write the signing key {}", p.string()));
+  }
   return secret;
+}
+
+// The data directory holds every user's conversations: created for its owner only (0700).
+void create_private_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) return;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create data_dir {}: {}", dir.string(), ec.message()));
+  ::chmod(dir.c_str(), 0700);
 }
 
 bool env_set(const char* name) {
@@ -79,13 +94,11 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   only_keys(j,
             {"data_dir", "store", "objects", "model", "stages", "workers", "max_steps", "approval_timeout_ms",
              "context_budget_chars", "flush_interval_ms", "sweep_interval_ms", "instance_lease_ms", "max_input_bytes",
-             "summary_max_chars", "job_timeout_ms"},
+             "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
-  std::error_code ec;
-  std::filesystem::create_directories(data, ec);
-  if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create data_dir {}: {}", data.string(), ec.message()));
+  create_private_dir(data);
 
   json store = j.value("store", json::object());
   only_keys(store, {"type", "path", "synchronous", "layout", "document_max_bytes", "document_index_path"}, "store");
@@ -167,6 +180,9 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.instance_lease = std::chrono::milliseconds(num(j, "instance_lease_ms", c.instance_lease.count(), 10, 3600000));
   c.max_input_bytes =
       static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1, int64_t{1} << 32));
+  c.commit_retries = static_cast<int>(num(j, "commit_retries", c.commit_retries, 0, 10));
+  c.commit_retry_backoff =
+      std::chrono::milliseconds(num(j, "commit_retry_backoff_ms", c.commit_retry_backoff.count(), 0, 10000));
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

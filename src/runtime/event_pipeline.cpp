@@ -1,6 +1,7 @@
 #include "runtime/event_pipeline.hpp"
 
 #include <algorithm>
+#include <thread>
 
 namespace agentrt {
 inline namespace v1 {
@@ -138,32 +139,42 @@ bool SubscriptionImpl::closed() const {
   return closed_;
 }
 
-RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit)
+RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit,
+                       CommitRetry retry, Failed on_failed)
     : store_(store),
       hub_(hub),
       thread_id_(std::move(thread_id)),
       run_id_(std::move(run_id)),
-      on_commit_(std::move(on_commit)) {
+      on_commit_(std::move(on_commit)),
+      retry_(retry),
+      on_failed_(std::move(on_failed)) {
   batch_->thread_id = thread_id_;
+}
+
+void RunEmitter::note_pending() {
+  if (batch_->empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
 }
 
 void RunEmitter::emit(const Event& e) { emit_json(to_json_string(e)); }
 
 void RunEmitter::emit_json(std::string body) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_->empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
+  if (!staging()) return;
+  note_pending();
   batch_->events.push_back(StoredEvent{0, run_id_, std::move(body)});
 }
 
 void RunEmitter::add_message(MessageRecord m) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  if (!staging()) return;
+  note_pending();
   batch_->messages.push_back(std::move(m));
 }
 
 void RunEmitter::put_ledger(const LedgerEntry& l) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  if (!staging()) return;
+  note_pending();
   for (auto& x : batch_->ledger)
     if (x.tool_call_id == l.tool_call_id && x.turn_id == l.turn_id) {
       x = l;
@@ -184,24 +195,30 @@ int64_t RunEmitter::turn_version() const {
 
 void RunEmitter::set_turn(const TurnRecord& t) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  if (!staging()) return;
+  note_pending();
   batch_->expected_version = turn_version_;
   batch_->turn = t;
 }
 
 void RunEmitter::create_thread(ThreadRecord t) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  note_pending();
   batch_->create_thread = std::move(t);
 }
 
 void RunEmitter::set_approval(ApprovalRecord a) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  note_pending();
   batch_->approval = std::move(a);
 }
 
 void RunEmitter::put_job(const JobWrite& w) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (batch_->empty()) pending_since_ = std::chrono::steady_clock::now();
+  if (!staging()) return;
+  note_pending();
   for (auto& x : batch_->jobs)
     if (x.job.id == w.job.id) {
       x.job = w.job;
@@ -211,7 +228,17 @@ void RunEmitter::put_job(const JobWrite& w) {
 }
 
 void RunEmitter::add_compensation(std::function<void()> undo) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!staging()) {
+    // Nothing of this emitter is committed any more: the object goes at once.
+    lock.unlock();
+    try {
+      undo();
+    } catch (...) {
+    }
+    return;
+  }
+  note_pending();
   undo_.push_back(std::move(undo));
 }
 
@@ -237,55 +264,87 @@ void RunEmitter::drop_batch() {
   batch_->thread_id = thread_id_;
 }
 
-CommitBatch RunEmitter::flush(bool background) {
-  std::lock_guard<std::mutex> lock(mutex_);
+namespace {
+
+// Worth another attempt: the database was busy or an I/O call failed (a full disk may have room again). A
+// conflict, bad data or a size limit fails the same way every time.
+bool transient(const Error& e) { return e.code() == ErrorCode::io || e.code() == ErrorCode::timeout; }
+
+}  // namespace
+
+CommitBatch RunEmitter::commit_locked() {
+  if (failure_) throw *failure_;
   CommitBatch out;
   out.thread_id = thread_id_;
-  if (!failure_.empty()) {
-    // What that commit held is gone: the run cannot go on as if it were stored.
-    std::string why = std::move(failure_);
-    failure_.clear();
-    throw Error(failure_code_, "an earlier commit of this run failed: " + why);
-  }
   if (batch_->empty()) {
     undo_.clear();
     return out;
   }
-  // On failure: undo the objects written for this batch, drop the batch (nothing of it was stored), and
-  // when the flusher was the one committing, leave the failure for the run to find.
-  auto roll_back = [&](std::string why, ErrorCode code = ErrorCode::io) {
-    if (background) {
-      failure_ = std::move(why);
-      failure_code_ = code;
+  std::chrono::milliseconds backoff = retry_.backoff;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      // The store writes seq numbers, indexes and versions into the batch only as it goes: a failed attempt
+      // leaves values that the next attempt assigns again.
+      store_.commit(*batch_);
+      break;
+    } catch (const Error& e) {
+      if (transient(e) && attempt < retry_.retries) {
+        std::this_thread::sleep_for(backoff);
+        backoff *= 2;
+        continue;
+      }
+      failure_ = e;  // its code stays: a conflict, a size limit (too_large) or storage (io)
+    } catch (const std::exception& e) {
+      failure_ = Error(ErrorCode::io, e.what());
+    } catch (...) {
+      failure_ = Error(ErrorCode::io, "a commit failed with a non-standard exception");
     }
+    // What the batch held is gone: its objects with it. Nothing staged from now on is committed.
     drop_batch();
-  };
-  try {
-    store_.commit(*batch_);
-  } catch (const Error& e) {
-    // A conflict stays a conflict (a turn insert refused, a version changed): the run ends as it would have.
-    roll_back(e.what(), e.code() == ErrorCode::conflict ? ErrorCode::conflict : ErrorCode::io);
-    throw;
-  } catch (const std::exception& e) {
-    roll_back(e.what());
-    throw;
-  } catch (...) {
-    roll_back("unknown error");
-    throw;
+    throw *failure_;
   }
   undo_.clear();
   if (batch_->turn) turn_version_ = batch_->turn->version;
   out = std::move(*batch_);
   *batch_ = CommitBatch{};
   batch_->thread_id = thread_id_;
-  if (on_commit_) on_commit_(out);
-  if (!out.events.empty()) hub_.publish(thread_id_, out.events);
   return out;
+}
+
+CommitBatch RunEmitter::flush() {
+  CommitBatch out;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool was_failed = failure_.has_value();
+    try {
+      out = commit_locked();
+    } catch (...) {
+      if (!was_failed && failure_ && on_failed_) on_failed_();
+      throw;
+    }
+    // Published under the lock: a later batch of this run (the flusher's) is never published before this one.
+    if (on_commit_) on_commit_(out);
+    if (!out.events.empty()) hub_.publish(thread_id_, out.events);
+  }
+  return out;
+}
+
+void RunEmitter::flush_in_background() noexcept {
+  try {
+    flush();
+  } catch (...) {
+    // The failure stays in failure_ for the run; the Failed callback has told it.
+  }
+}
+
+std::optional<Error> RunEmitter::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
 }
 
 bool RunEmitter::has_pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !batch_->empty();
+  return !batch_->empty() && !failure_;
 }
 
 std::chrono::steady_clock::time_point RunEmitter::pending_since() const {

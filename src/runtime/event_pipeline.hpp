@@ -9,9 +9,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/runtime.hpp"
 #include "agentrt/storage.hpp"
@@ -63,11 +65,26 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   std::deque<StoredEvent> live_;
 };
 
-// A run's write buffer. Thread-safe: the run's thread emits, the flusher thread may flush.
+// How a commit that fails for a transient reason (I/O, a busy database) is tried again before the run gives up.
+struct CommitRetry {
+  int retries = 2;                        // further attempts after the first
+  std::chrono::milliseconds backoff{20};  // before the first retry; doubled before each further one
+};
+
+// A run's write buffer: events with the rows they change, committed in order, all or nothing per batch.
+// Thread-safe: the run's thread stages and flushes; the group-commit flusher may flush too.
+//
+// A batch that cannot be committed (after CommitRetry's attempts) is dropped, and the emitter is failed for
+// good: nothing staged later is committed by it, so no later event commits past a lost one (a subscriber
+// never sees a gap), and every flush() after that throws the same error to the run, whichever thread's flush
+// failed first. The run then records its end from what is durable (TurnRunner::fail_from_store).
 class RunEmitter {
  public:
   using Committed = std::function<void(const CommitBatch&)>;
-  RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit = {});
+  // Called once, on the thread whose flush failed for good (the flusher's too): how the run learns at once.
+  using Failed = std::function<void()>;
+  RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit = {},
+             CommitRetry retry = {}, Failed on_failed = {});
 
   void emit(const Event& e);
   void emit_json(std::string event_json);  // an event already serialised (one line of AG-UI JSON)
@@ -90,20 +107,31 @@ class RunEmitter {
   void discard();
 
   // Commits everything pending in one transaction, then publishes the events. Returns the committed batch
-  // (seq numbers filled in). Throws what the store throws; nothing is published then.
-  // `background`: the group-commit flusher calling; its failure is reported to the run's next flush.
-  CommitBatch flush(bool background = false);
+  // (seq numbers filled in). Throws Error: the store's (after the retries, for transient ones), or, once a
+  // commit failed, that failure again; nothing is published then.
+  CommitBatch flush();
+  // The group-commit flusher's flush: the same, but a failure is left for the run (failure(), the next
+  // flush(), the Failed callback) instead of thrown.
+  void flush_in_background() noexcept;
+  // Set once a commit failed for good: why (the store's code: io for storage, conflict when the turn changed
+  // under the run, too_large for a size limit).
+  std::optional<Error> failure() const;
   bool has_pending() const;
   std::chrono::steady_clock::time_point pending_since() const;
   const std::string& thread_id() const { return thread_id_; }
 
  private:
-  void drop_batch();  // undoes the batch's objects and empties it (under mutex_)
+  void drop_batch();                          // undoes the batch's objects and empties it (under mutex_)
+  bool staging() const { return !failure_; }  // under mutex_: a failed emitter takes nothing more
+  void note_pending();                        // under mutex_
+  CommitBatch commit_locked();                // under mutex_; throws
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;
   std::string run_id_;
   Committed on_commit_;
+  CommitRetry retry_;
+  Failed on_failed_;
   mutable std::mutex mutex_;
   // On the heap, apart: with it inline the emitter is over 1 KiB, a size glibc's malloc serves only after
   // consolidating every small chunk freed since its last such request (measurably, once per run).
@@ -111,8 +139,7 @@ class RunEmitter {
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
-  std::string failure_;  // a group commit by another thread failed: the run must fail at its next flush
-  ErrorCode failure_code_ = ErrorCode::io;
+  std::optional<Error> failure_;
 };
 
 }  // namespace v1

@@ -203,7 +203,10 @@ Runtime::Impl::~Impl() {
   }
   flush_cv.notify_all();
   flusher.join();
-  { std::lock_guard<std::mutex> lock(sweep_mutex); }
+  {
+    std::lock_guard<std::mutex> lock(sweep_mutex);
+    sweeper_stop = true;
+  }
   sweep_cv.notify_all();
   sweeper.join();
   try {
@@ -251,9 +254,16 @@ void Runtime::Impl::worker_loop() {
 }
 
 std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& thread_id, const std::string& run_id,
-                                                        int64_t turn_version, bool live) {
-  auto em =
-      std::make_shared<RunEmitter>(*cfg.store, hub, thread_id, run_id, [this](const CommitBatch& b) { on_commit(b); });
+                                                        int64_t turn_version, bool live,
+                                                        const std::shared_ptr<RunHandle>& run) {
+  RunEmitter::Failed failed;
+  if (run)
+    failed = [weak = std::weak_ptr<RunHandle>(run)] {
+      if (auto h = weak.lock()) h->cancel.cancel();
+    };
+  auto em = std::make_shared<RunEmitter>(
+      *cfg.store, hub, thread_id, run_id, [this](const CommitBatch& b) { on_commit(b); },
+      CommitRetry{cfg.commit_retries, cfg.commit_retry_backoff}, std::move(failed));
   em->set_turn_version(turn_version);
   if (live) {
     std::lock_guard<std::mutex> lock(flush_mutex);
@@ -305,13 +315,8 @@ void Runtime::Impl::flusher_loop() {
       if (auto em = w.lock(); em && em->has_pending() && now - em->pending_since() >= cfg.flush_interval)
         due.push_back(std::move(em));
     lock.unlock();
-    for (auto& em : due) {
-      try {
-        em->flush(true);
-      } catch (const std::exception& e) {
-        log(LogLevel::error, "pipeline", fmt::format("group commit failed: {}", e.what()));
-      }
-    }
+    // A failure stays with the emitter (its run ends with it); the flusher goes on with the others.
+    for (auto& em : due) em->flush_in_background();
     due.clear();
     lock.lock();
   }
@@ -320,19 +325,23 @@ void Runtime::Impl::flusher_loop() {
 void Runtime::Impl::sweeper_loop() {
   std::unique_lock<std::mutex> lock(sweep_mutex);
   for (;;) {
-    sweep_cv.wait_for(lock, cfg.sweep_interval);
-    {
-      std::lock_guard<std::mutex> q(queue_mutex);
-      if (stopping) return;
-    }
+    // A predicate, not a bare wait: a stop signalled while a sweep ran is not lost.
+    if (sweep_cv.wait_for(lock, cfg.sweep_interval, [&] { return sweeper_stop; })) return;
     lock.unlock();
-    try {
-      tail_external_commits();
-      cfg.store->heartbeat(cfg.instance_id, now_ms());
-      sweep();
-    } catch (const std::exception& e) {
-      log(LogLevel::error, "sweeper", e.what());
-    }
+    // Each step on its own: a failing heartbeat (a full disk) must not keep expiry or recovery from running.
+    auto step = [&](const char* what, const std::function<void()>& f) {
+      try {
+        f();
+      } catch (const std::exception& e) {
+        log(LogLevel::error, "sweeper", fmt::format("{}: {}", what, e.what()));
+      } catch (...) {
+        log(LogLevel::error, "sweeper", fmt::format("{}: a non-standard exception", what));
+      }
+    };
+    step("live tail", [&] { tail_external_commits(); });
+    step("heartbeat", [&] { cfg.store->heartbeat(cfg.instance_id, now_ms()); });
+    step("failed runs", [&] { record_unrecorded(); });
+    step("sweep", [&] { sweep(); });
     lock.lock();
   }
 }
@@ -415,7 +424,8 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   if (!client_id.empty()) {
     if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
   }
-  msg = store_input_parts(input.user_id, input.thread_id, std::move(msg));
+  std::vector<std::string> uploads;  // inline data stored for this message: removed if the start is not stored
+  msg = store_input_parts(input.user_id, input.thread_id, std::move(msg), uploads);
 
   TurnRecord turn;
   turn.id = new_id("turn");
@@ -433,13 +443,19 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     // The run's history, read before its start is staged where the group-commit flusher can commit it. A
     // thread that does not exist has none (its row is written with its first message).
     std::vector<MessageRecord> history;
-    if (thread) history = cfg.store->messages(input.thread_id);
+    try {
+      if (thread) history = cfg.store->messages(input.thread_id);
+    } catch (...) {
+      for (const auto& key : uploads) cfg.objects->remove(key);
+      throw;
+    }
     user.index = static_cast<int64_t>(history.size());
     history.push_back(user);
     deferred.history = std::move(history);
   }
   auto handle = register_run(turn.id);
-  auto em = make_emitter(turn.thread_id, turn.run_id, -1, true);
+  // run_turn's start may ride on a group commit (live); start_turn's is committed here, before it returns.
+  auto em = make_emitter(turn.thread_id, turn.run_id, -1, inline_run != nullptr, handle);
   ThreadRecord th;
   th.id = turn.thread_id;
   th.user_id = turn.user_id;
@@ -450,6 +466,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     e.emit(events::run_started(turn.thread_id, turn.run_id));
   };
   stage_start(*em);
+  for (const auto& key : uploads) em->add_compensation([objects = cfg.objects, key] { objects->remove(key); });
   auto refused = [&](const Error& e) -> std::optional<TurnHandle> {
     if (e.code() == ErrorCode::conflict) {
       // A concurrent start with the same client message id won the race: answer with its turn.
@@ -465,7 +482,6 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     // the group-commit flusher's within flush_interval. Refused there, the run stores nothing.
     runs_started.fetch_add(1, std::memory_order_relaxed);
     deferred.em = em;
-    deferred.restage = stage_start;
     *inline_run = run_fresh(handle, turn, &deferred);
     if (!deferred.error) return TurnHandle{turn.thread_id, turn.id, turn.run_id, false, 0, {}};
     runs_started.fetch_sub(1, std::memory_order_relaxed);
@@ -652,7 +668,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   next.interrupts = json::array();
 
   auto handle = register_run(turn->id);
-  auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr);
+  auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   em->set_turn(next);
   for (const auto& l : updates) em->put_ledger(l);
   for (const auto& j : job_updates) em->put_job(j);
@@ -680,7 +696,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     // `started` records), or at the run's pause or end. Refused there (another resume won, the turn was
     // cancelled or expired), the run stores nothing and this call answers as a lost race does.
     runs_started.fetch_add(1, std::memory_order_relaxed);
-    DeferredStart deferred{em, std::nullopt, {}, nullptr};
+    DeferredStart deferred{em, std::nullopt, nullptr};
     *inline_run = run_continuation(handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))),
                                    &deferred);
     if (!deferred.error) return answer;
@@ -830,6 +846,28 @@ std::optional<ThreadRecord> Runtime::thread(std::string_view thread_id) {
   return impl_->cfg.store->get_thread(thread_id);
 }
 std::vector<ThreadRecord> Runtime::threads(std::string_view user_id) { return impl_->cfg.store->list_threads(user_id); }
+
+void Runtime::delete_thread(std::string_view thread_id, std::string_view user_id) {
+  require_id(thread_id, "thread id");
+  Store& store = *impl_->cfg.store;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto t = store.get_thread(thread_id);
+    if (!t || t->deleted || t->user_id != user_id)
+      throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    if (auto active = store.active_turn(thread_id)) {
+      cancel(active->id);
+      wait(active->id, std::chrono::seconds(5));
+    }
+    try {
+      store.soft_delete_thread(thread_id);
+      return;
+    } catch (const Error& e) {
+      // A turn started (or was still ending) in between: cancel it too, then try again.
+      if (e.code() != ErrorCode::conflict || std::chrono::steady_clock::now() >= deadline) throw;
+    }
+  }
+}
 
 TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

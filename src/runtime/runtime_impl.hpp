@@ -55,6 +55,8 @@ struct RunCtx {
   std::map<std::string, Outcome> outcomes;          // by tool call id
   std::map<std::string, std::string> full_results;  // the whole result as the model reads it, this turn
   std::map<std::string, JobRecord> jobs;            // jobs this run started or asked to confirm, by tool call id
+  // Every outcome this run recorded, whole, by tool call id: what a run whose batch was lost writes again.
+  std::map<std::string, ToolAgentOutput> recorded;
   void note_outcome(const std::string& id, const ToolAgentOutput& out);
 
   LedgerEntry* find_ledger(const std::string& id);
@@ -69,12 +71,11 @@ struct RunCtx {
 // `em` and rides on the run's first commit (see start_turn and resume_once).
 struct DeferredStart {
   std::shared_ptr<RunEmitter> em;  // live; holds the staged start
-  // run_turn: the thread's history with the new user message (read before the start was staged), and what
-  // stages the start again when its commit failed for another reason than a conflict, so that the failure
-  // is recorded as that of a started run.
+  // run_turn: the thread's history with the new user message (read before the start was staged).
   std::optional<std::vector<MessageRecord>> history;
-  std::function<void(RunEmitter&)> restage;
-  std::exception_ptr error;  // the start could not be committed: nothing of the run was stored
+  // The start could not be committed (nothing of the run was stored), or the run failed and its end could
+  // not be stored yet: what the blocking call throws.
+  std::exception_ptr error;
 };
 
 struct Runtime::Impl {
@@ -106,6 +107,7 @@ struct Runtime::Impl {
 
   std::mutex sweep_mutex;
   std::condition_variable sweep_cv;
+  bool sweeper_stop = false;  // under sweep_mutex
   std::thread sweeper;
   std::mutex sweep_run_mutex;  // one sweep at a time
 
@@ -121,8 +123,11 @@ struct Runtime::Impl {
   void worker_loop();
   void flusher_loop();
   void sweeper_loop();
+  // `live`: the group-commit flusher commits what it stages in time. `run`: the run it writes for, cancelled
+  // when a commit fails for good (so that the run ends at once, not at its next commit).
   std::shared_ptr<RunEmitter> make_emitter(const std::string& thread_id, const std::string& run_id,
-                                           int64_t turn_version, bool live);
+                                           int64_t turn_version, bool live,
+                                           const std::shared_ptr<RunHandle>& run = nullptr);
   void on_commit(const CommitBatch& b);
   std::shared_ptr<RunHandle> register_run(const std::string& turn_id);
   void unregister_run(const std::string& turn_id);
@@ -152,6 +157,18 @@ struct Runtime::Impl {
                               DeferredStart* deferred = nullptr);
   void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
   void recover_running_turn(TurnRecord turn);
+  // Ends a RUNNING or RESUMING turn whose run cannot go on (its runtime stopped, or a commit of its run failed
+  // for good) from what is durable: every tool call in its history gets a result (`known`: the outcomes the
+  // run had, written again), then RUN_ERROR {code} and the ERROR message, in one commit. Returns the failed
+  // turn as committed, or nullopt when the turn is not running any more. Throws what the commit throws.
+  std::optional<TurnRecord> fail_from_store(const std::string& turn_id, const std::string& code,
+                                            const std::string& message,
+                                            const std::map<std::string, ToolAgentOutput>* known = nullptr);
+  // Turns whose run failed and whose end could not be stored: the sweeper records them (fail_from_store).
+  std::mutex unrecorded_mutex;
+  std::set<std::string> unrecorded;
+  void remember_unrecorded(const std::string& turn_id);
+  void record_unrecorded();
   std::vector<Message> history(std::string_view thread_id);
   Message history_view(Message m);  // as history() shows a stored message (signed URLs, tool ui)
 
@@ -187,7 +204,12 @@ struct Runtime::Impl {
 
   // attachment_flow.cpp
   // Validates the input's media parts and stores each as bucket/path/mime (inline data becomes an upload).
-  Message store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg);
+  // `written`: the keys of the objects it stored (removed again if it throws; the caller removes them when
+  // the turn that carries them is not stored).
+  Message store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg,
+                            std::vector<std::string>& written);
+  Message store_parts(const std::string& user_id, const std::string& thread_id, Message msg,
+                      std::vector<std::string>& written);
   Upload upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
                 std::string_view mime_type);
   // History view of stored parts: a fresh signed URL in place of the path.

@@ -196,7 +196,7 @@ std::optional<DirChain> open_dirs(int root_fd, std::string_view root, const std:
       const int err = errno;
       if (err == ENOENT) {
         if (!create || made) return std::nullopt;
-        if (::mkdirat(at, name.c_str(), 0755) != 0) {
+        if (::mkdirat(at, name.c_str(), 0700) != 0) {
           const int mkdir_err = errno;
           if (mkdir_err == ENOENT) return std::nullopt;
           if (mkdir_err != EEXIST) throw_io("cannot create directory", path, mkdir_err);
@@ -495,7 +495,10 @@ FsObjectStore::FsObjectStore(FsObjectStoreOptions options) : options_(std::move(
 
   if (options_.root.empty()) throw Error(ErrorCode::invalid_argument, "the object store's root must not be empty");
   std::error_code ec;
+  const bool existed = std::filesystem::exists(options_.root, ec);
   std::filesystem::create_directories(options_.root, ec);
+  // Users' uploads and tool payloads: a new root is its owner's only (an existing one keeps its mode).
+  if (!ec && !existed) ::chmod(options_.root.c_str(), 0700);
   if (ec) {
     throw Error(ErrorCode::io,
                 fmt::format("cannot create the object store root '{}': {}", options_.root, ec.message()));
@@ -539,7 +542,7 @@ bool FsObjectStore::write_object(std::string_view key, std::string_view bytes, s
     if (!chain) continue;
     const int dir = chain->parent(root_fd_);
     const std::string tmp = fmt::format("{}tmp-{}", kReservedPrefix, crypto::random_hex(12));
-    Fd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    Fd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd) {
       if (errno == ENOENT) continue;  // the directory was pruned after we opened it
       throw_io("cannot create a temporary file next to", path, errno);

@@ -1,6 +1,8 @@
 #include "store/sqlite_store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -10,7 +12,6 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
-#include "store/sqlite_wal_vfs.hpp"
 #include "util/json_fast.hpp"
 
 namespace agentrt {
@@ -87,6 +88,14 @@ CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
 // word for word, or the planner cannot use the index.
 #define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')"
 
+// The database holds every user's conversations: a new file is created readable by its owner only (SQLite
+// gives its -wal and -shm files the database file's permissions).
+void create_private_file(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // EEXIST: an existing file keeps the permissions it has
+}
+
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, std::string_view what) {
   int ext = db ? sqlite3_extended_errcode(db) : rc;
   std::string msg = fmt::format("sqlite: {}: {} ({})", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), ext);
@@ -145,7 +154,7 @@ class SqliteStore::Statement {
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw_sqlite(db_, rc, sqlite3_sql(s_));
+    throw_sqlite(db_, rc, "statement");  // no SQL text: messages may reach clients
   }
   void run() {
     while (step()) {
@@ -187,7 +196,8 @@ class SqliteStore::Statement {
 // wholly written back after a thread's checkpoint and SQLite starts it over by itself, without a stall.
 struct SqliteStore::Checkpointer {
   Checkpointer(const std::string& path, const SqliteStoreOptions& o) : pages(o.wal_autocheckpoint) {
-    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, wal_vfs_name());
+    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                             o.vfs.empty() ? nullptr : o.vfs.c_str());
     if (rc == SQLITE_OK) {
       sqlite3_busy_timeout(db, o.busy_timeout_ms);
       rc = sqlite3_exec(db, fmt::format("PRAGMA synchronous={}", o.synchronous).c_str(), nullptr, nullptr, nullptr);
@@ -271,10 +281,10 @@ SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(option
   if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("sqlite: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
-  // Through the VFS that writes a commit's WAL frames with one write (null if it could not be registered:
-  // then the default VFS, which writes two per frame).
-  int rc = sqlite3_open_v2(options_.path.c_str(), &db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, wal_vfs_name());
+  create_private_file(options_.path);
+  int rc =
+      sqlite3_open_v2(options_.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      options_.vfs.empty() ? nullptr : options_.vfs.c_str());
   if (rc != SQLITE_OK) {
     std::string msg = fmt::format("sqlite: cannot open '{}': {}", options_.path, db_ ? sqlite3_errmsg(db_) : "?");
     sqlite3_close_v2(db_);
@@ -399,10 +409,17 @@ void SqliteStore::commit(CommitBatch& b) {
       const auto& t = *b.create_thread;
       auto ins = stmt(
           "INSERT INTO threads(id,user_id,title,deleted,created_at,updated_at) VALUES(?,?,?,0,?,?) "
-          "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at WHERE threads.user_id=excluded.user_id");
+          "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at "
+          "WHERE threads.user_id=excluded.user_id AND threads.deleted=0");
       ins.bind(1, t.id).bind(2, t.user_id).bind(3, t.title).bind(4, now).bind(5, now).run();
-      if (sqlite3_changes(db_) == 0)
-        throw Error(ErrorCode::conflict, fmt::format("thread {} belongs to another user", t.id));
+      if (sqlite3_changes(db_) == 0) {
+        // In this transaction: a delete that committed before it is seen, and none can come between.
+        auto who = stmt("SELECT user_id FROM threads WHERE id=?");
+        who.bind(1, t.id);
+        const bool mine = who.step() && who.text(0) == t.user_id;
+        throw Error(ErrorCode::conflict, mine ? fmt::format("thread {} was deleted", t.id)
+                                              : fmt::format("thread {} belongs to another user", t.id));
+      }
     }
     if (b.turn) {
       auto& t = *b.turn;
@@ -587,6 +604,13 @@ void SqliteStore::soft_delete_thread(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   begin_write();
   try {
+    // In the same write transaction as the check: no turn can start between them (a start's commit on a
+    // deleted thread is refused).
+    auto act = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
+    act.bind(1, thread_id);
+    if (act.step())
+      throw Error(ErrorCode::conflict,
+                  fmt::format("thread {} has an active turn ({}): cancel it first", thread_id, act.text(0)));
     auto s = stmt("UPDATE threads SET deleted=1, updated_at=? WHERE id=?");
     s.bind(1, now_ms()).bind(2, thread_id).run();
     if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));

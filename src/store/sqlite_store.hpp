@@ -26,6 +26,8 @@ struct SqliteStoreOptions {
   // that crossed it; a commit checkpoints the last frames itself (two fsyncs), so that SQLite starts the WAL
   // over, only when the WAL has reached four times the mark (or found idle). 0 = no automatic ones.
   int wal_autocheckpoint = 1000;
+  // The SQLite VFS the connections open the file with ("": SQLite's default). Tests name a fault-injecting one.
+  std::string vfs{};
 };
 
 // Thread-safe: one connection behind one mutex (SQLite serialises writers anyway). Several processes may

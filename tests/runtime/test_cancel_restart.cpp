@@ -198,6 +198,12 @@ TEST_CASE("after a crash, a running turn fails and a started tool is recorded in
   auto hist = rt->history("t-crash");
   REQUIRE(hist.size() == 4);
   CHECK(hist[2].role == Role::tool);
+  // It was started: it most likely ran. History says its outcome is unknown, never that it did not run.
+  CHECK(hist[2].content ==
+        "book_room: outcome unknown: the runtime stopped while this call was running; it may have taken effect, "
+        "and it was not run again");
+  CHECK(hist[2].content.find("not run:") == std::string::npos);
+  CHECK(json::parse(ledger[0].output)["error"]["code"] == "outcome_unknown");
   CHECK(hist[3].role == Role::system);
   auto sub = rt->subscribe("t-crash", 0);
   std::vector<json> evs;
@@ -240,6 +246,7 @@ TEST_CASE("a resumed idempotent call cut off by a crash runs again, a non-idempo
     CHECK(runs == (idempotent ? 1 : 0));
     auto ledger = store->ledger("turn_r");
     CHECK(ledger[0].status == (idempotent ? LedgerStatus::finished : LedgerStatus::interrupted));
+    if (!idempotent) CHECK(json::parse(ledger[0].output)["error"]["code"] == "outcome_unknown");
   }
 }
 

@@ -165,26 +165,65 @@ TEST_CASE("when the payload write fails the turn goes on and the index says the 
   CHECK(h.tool_runs == 1);
 }
 
-TEST_CASE("when the index write fails the payload object is deleted again") {
+TEST_CASE("when the index write fails for good the payload object is deleted again and nothing is stored") {
   TempDir objdir, dbdir;
   auto objects = make_objects(objdir);
   auto flaky = std::make_shared<FlakyStore>(std::make_shared<SqliteStore>(SqliteStoreOptions{dbdir.file("db")}));
   RuntimeConfig c = test_config(flaky, std::make_shared<ScriptedModel>(one_tool_script));
   c.objects = objects;
+  c.commit_retries = 0;
   Runtime rt(c);
+  std::atomic<int> runs{0};
   ToolSpec spec;
   spec.name = "book_room";
-  spec.idempotent = true;  // no commit of its own before it runs: the result shares the commit that fails
-  spec.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json{{"ok", true}}, std::nullopt}; });
+  spec.idempotent = true;  // no commit of its own before it runs: the result shares the run's only commit
+  spec.handler = sync_tool([&](const ToolCallContext&) {
+    ++runs;
+    return ToolResult{json{{"ok", true}}, std::nullopt};
+  });
   rt.tools().add(spec);
   flaky->fail_tool_commit = true;
-  auto t = rt.run_turn(turn_input("t-comp", user_message("book")));
-  CHECK(t.status == TurnStatus::failed);
+  // run_turn's start rides on that commit: it fails, and nothing of the turn is stored.
+  try {
+    rt.run_turn(turn_input("t-comp", user_message("book")));
+    FAIL("run_turn returned although its only commit failed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(std::string(e.what()).find("database is locked") == std::string::npos);  // details are for the log
+  }
+  CHECK(runs == 1);
   CHECK(objects->list("agent-outputs/t-comp/").empty());
-  // The failure itself is recorded, and no call is left without a result.
-  auto hist = rt.history("t-comp");
-  CHECK(hist.back().role == Role::system);
-  CHECK(hist.back().content.find("database is locked") != std::string::npos);
+  CHECK_FALSE(flaky->get_thread("t-comp"));
+  CHECK(flaky->events_after("t-comp", 0, 100).empty());
+}
+
+TEST_CASE("a commit that fails once is tried again: the run goes on and its payload stays") {
+  TempDir objdir, dbdir;
+  auto objects = make_objects(objdir);
+  auto flaky = std::make_shared<FlakyStore>(std::make_shared<SqliteStore>(SqliteStoreOptions{dbdir.file("db")}));
+  RuntimeConfig c = test_config(flaky, std::make_shared<ScriptedModel>(one_tool_script));
+  c.objects = objects;
+  c.commit_retries = 1;
+  c.commit_retry_backoff = std::chrono::milliseconds(1);
+  Runtime rt(c);
+  std::atomic<int> runs{0};
+  ToolSpec spec;
+  spec.name = "book_room";
+  spec.idempotent = true;
+  spec.handler = sync_tool([&](const ToolCallContext&) {
+    ++runs;
+    return ToolResult{json{{"ok", true}}, std::nullopt};
+  });
+  rt.tools().add(spec);
+  flaky->fail_tool_commit = true;
+  auto t = rt.run_turn(turn_input("t-retry", user_message("book")));
+  CHECK(t.status == TurnStatus::completed);
+  CHECK(runs == 1);
+  CHECK(objects->list("agent-outputs/t-retry/").size() == 1);
+  auto hist = rt.history("t-retry");
+  REQUIRE(hist.size() == 4);
+  CHECK(hist[2].role == Role::tool);
+  CHECK(hist[3].role == Role::assistant);
 }
 
 TEST_CASE("inline image data is stored as an upload; the message keeps bucket, path and mime only") {

@@ -22,9 +22,10 @@ namespace agentrt::testing {
 // A directory removed when the test ends.
 struct TempDir {
   std::filesystem::path path;
-  TempDir() {
+  // `base`: where to make it (default: the system's temporary directory).
+  explicit TempDir(const std::filesystem::path& base = std::filesystem::temp_directory_path()) {
     std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("agentrt-test-" + std::to_string(rd()) + std::to_string(rd()));
+    path = base / ("agentrt-test-" + std::to_string(rd()) + std::to_string(rd()));
     std::filesystem::create_directories(path);
   }
   ~TempDir() {

@@ -1,0 +1,238 @@
+// SqliteStore on a real file: what is committed is in the file before anyone can see it, a failed write fails
+// the commit and leaves nothing of it, a killed process loses no commit it reported done.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/sqlite_store.hpp"
+#include "support/runtime_fixture.hpp"
+
+using namespace agentrt;
+using namespace agentrt::testing;
+
+namespace {
+
+constexpr int64_t kFrameBytes = 4096 + 24;  // a WAL frame of the default page size
+
+// `n` messages of about `bytes` bytes each, their text numbered so that a mix-up shows.
+CommitBatch messages_batch(const std::string& thread, int n, size_t bytes, char fill = 'x') {
+  CommitBatch b;
+  b.thread_id = thread;
+  for (int i = 0; i < n; ++i) {
+    Message m;
+    m.role = Role::user;
+    m.content = "m" + std::to_string(i) + ":" + std::string(bytes, fill);
+    b.messages.push_back(MessageRecord{thread, 0, "turn_1", "run_1", m});
+  }
+  return b;
+}
+
+int64_t wal_bytes(const std::string& path) {
+  std::error_code ec;
+  auto n = std::filesystem::file_size(path + "-wal", ec);
+  return ec ? 0 : static_cast<int64_t>(n);
+}
+
+// A connection of SQLite's default VFS, not the store's: what another program on the same file sees.
+struct PlainDb {
+  sqlite3* db = nullptr;
+  explicit PlainDb(const std::string& path, int flags = SQLITE_OPEN_READWRITE) {
+    REQUIRE(sqlite3_open_v2(path.c_str(), &db, flags, nullptr) == SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+  }
+  ~PlainDb() { sqlite3_close_v2(db); }
+  PlainDb(const PlainDb&) = delete;
+  PlainDb& operator=(const PlainDb&) = delete;
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    std::string msg = err ? err : "";
+    sqlite3_free(err);
+    INFO(sql, ": ", msg);
+    REQUIRE(rc == SQLITE_OK);
+  }
+  std::string text(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK);
+    std::string out;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+      out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    return out;
+  }
+  int64_t integer(const std::string& sql) { return std::stoll(text(sql)); }
+};
+
+// Runs fn in a forked child and returns its exit status (what fn returned), or -1 if it did not exit. The
+// child must not use the parent's connections to the file: open none before this.
+int in_child(const std::function<int()>& fn) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int rc = 99;
+    try {
+      rc = fn();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child: %s\n", e.what());
+      rc = 98;
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("every commit is visible at once to a plain connection and to a second store on the file") {
+  TempDir dir;
+  const std::string path = dir.file("seen.db");
+  SqliteStore a(SqliteStoreOptions{path});
+  SqliteStore b(SqliteStoreOptions{path});
+  PlainDb plain(path);
+  for (int i = 0; i < 60; ++i) {
+    auto batch =
+        messages_batch("v", 1 + i % 3, static_cast<size_t>(200 + (i % 7) * 1500), static_cast<char>('a' + i % 26));
+    batch.events.push_back(
+        StoredEvent{0, "run_1", R"({"type":"CUSTOM","name":"n","value":)" + std::to_string(i) + "}"});
+    a.commit(batch);
+    const auto last = batch.messages.back();
+    auto seen = b.messages("v");
+    REQUIRE(!seen.empty());
+    CHECK(seen.back().index == last.index);
+    CHECK(seen.back().message.content == last.message.content);
+    CHECK(b.events_after("v", 0, 1000).size() == static_cast<size_t>(i + 1));
+    CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='v'") == last.index + 1);
+    CHECK(plain.integer("SELECT max(last_seq) FROM events WHERE thread_id='v'") == i + 1);
+  }
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("a process that exits without closing leaves every commit it made readable (WAL recovery)") {
+  TempDir dir;
+  const std::string path = dir.file("exit.db");
+  int status = in_child([&] {
+    auto s = std::make_unique<SqliteStore>(SqliteStoreOptions{path});
+    for (int i = 0; i < 25; ++i) {
+      auto b = messages_batch("e", 2, 2500, static_cast<char>('a' + i));
+      s->commit(b);
+    }
+    _exit(0);  // no close: no checkpoint, the WAL and its index stay as the commits left them
+    return 1;
+  });
+  REQUIRE(status == 0);
+  CHECK(wal_bytes(path) > 25 * kFrameBytes);  // the commits are in the WAL only
+  PlainDb plain(path);                        // the first connection recovers the WAL index from the WAL
+  CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='e'") == 50);
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+  SqliteStore s(SqliteStoreOptions{path});
+  auto got = s.messages("e");
+  REQUIRE(got.size() == 50);
+  CHECK(got[49].message.content == "m1:" + std::string(2500, static_cast<char>('a' + 24)));
+}
+
+TEST_CASE("a process killed in the middle of its commits loses none that it reported done") {
+  TempDir dir;
+  const std::string path = dir.file("killed.db");
+  int64_t reported_total = 0;
+  for (int round = 0; round < 3; ++round) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      try {
+        SqliteStore s(SqliteStoreOptions{path});
+        for (int i = 0;; ++i) {
+          auto b = messages_batch("k", 1, static_cast<size_t>(500 + (i % 5) * 3000), static_cast<char>('a' + i % 26));
+          b.events.push_back(StoredEvent{0, "run_1", R"({"type":"CUSTOM","name":"c","value":1})"});
+          b.events.push_back(StoredEvent{0, "run_2", R"({"type":"CUSTOM","name":"c","value":2})"});
+          s.commit(b);
+          int64_t index = b.messages[0].index;
+          if (write(fds[1], &index, sizeof index) != static_cast<ssize_t>(sizeof index)) _exit(3);
+        }
+      } catch (const std::exception& e) {
+        fprintf(stderr, "child: %s\n", e.what());
+      }
+      _exit(2);
+    }
+    close(fds[1]);
+    int64_t index = -1, last = -1;
+    for (int got = 0; got < 60 + 40 * round && read(fds[0], &index, sizeof index) == sizeof index; ++got) last = index;
+    std::this_thread::sleep_for(std::chrono::microseconds(round * 700));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    while (read(fds[0], &index, sizeof index) == sizeof index) last = index;  // done before the kill
+    close(fds[0]);
+    REQUIRE(last >= reported_total);
+    reported_total = last + 1;
+
+    PlainDb plain(path);
+    CHECK(plain.text("PRAGMA integrity_check") == "ok");
+    const int64_t n = plain.integer("SELECT count(*) FROM messages WHERE thread_id='k'");
+    INFO("round ", round, ": reported ", reported_total, ", found ", n);
+    CHECK(n >= reported_total);      // nothing reported done is lost
+    CHECK(n <= reported_total + 1);  // at most the commit the kill interrupted after it was done
+    CHECK(plain.integer("SELECT max(idx) FROM messages WHERE thread_id='k'") == n - 1);
+    CHECK(plain.integer("SELECT max(last_seq) FROM events WHERE thread_id='k'") == 2 * n);  // whole commits only
+    reported_total = n;
+  }
+}
+
+TEST_CASE("a failed WAL write (EFBIG) fails the commit, nothing of it is left, and the next commit goes on") {
+  // A file size limit makes a WAL write fail with EFBIG in a child process (SIGXFSZ ignored): first a commit
+  // of ~16 frames, then one far larger that spills frames before its commit, then a small one, which fits.
+  TempDir dir;
+  auto one_write = [] { return messages_batch("f", 5, 12000, 'o'); };  // ~16 frames: one buffer
+  const std::string path = dir.file("efbig.db");
+  int status = in_child([&] {
+    SqliteStoreOptions o{path};
+    o.wal_autocheckpoint = 0;  // no checkpoint writes into the database file
+    SqliteStore s(o);
+    auto first = messages_batch("f", 1, 100);
+    s.commit(first);
+    signal(SIGXFSZ, SIG_IGN);
+    const auto limit = static_cast<rlim_t>(wal_bytes(path) + 48 * 1024);
+    rlimit r{limit, limit};
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) return 10;
+    for (auto b : {one_write(), messages_batch("f", 600, 5000, 'g')}) {
+      try {
+        s.commit(b);
+        return 11;  // committed past the limit?
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::io) return 12;
+      }
+      if (s.messages("f").size() != 1) return 13;
+    }
+    auto small = messages_batch("f", 1, 200, 's');
+    s.commit(small);
+    if (small.messages[0].index != 1 || s.messages("f").size() != 2) return 14;
+    _exit(0);
+    return 15;
+  });
+  REQUIRE(status == 0);
+  PlainDb plain(path);
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+  CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='f'") == 2);
+  SqliteStore s(SqliteStoreOptions{path});
+  auto got = s.messages("f");
+  REQUIRE(got.size() == 2);
+  CHECK(got[1].message.content == "m0:" + std::string(200, 's'));
+}
