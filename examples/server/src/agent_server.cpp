@@ -325,16 +325,21 @@ struct AgentServer::Impl final : HttpApp {
           run_id_(std::move(run_id)),
           delivered_(after) {}
 
-    void deliver(const SharedChunk& frame) override {
+    void deliver(const SharedChunk* frames, size_t n) override {
       auto w = writer();
-      if (!w) return;
-      if (mode_ == Mode::one_run && frame->run_id != run_id_) {
-        delivered_ = frame->seq;
-        return;
+      if (!w || n == 0) return;
+      // This run's frames only (one_run), up to and with the first terminal one that ends the stream.
+      std::vector<SharedChunk> mine;
+      mine.reserve(n);
+      bool terminal = false;
+      for (size_t i = 0; i < n && !(terminal && mode_ == Mode::one_run); ++i) {
+        if (mode_ == Mode::one_run && frames[i]->run_id != run_id_) continue;
+        mine.push_back(frames[i]);
+        terminal = terminal || frames[i]->terminal;
       }
-      if (!w->push(frame)) return;
-      delivered_ = frame->seq;
-      if (!frame->terminal) return;
+      if (!mine.empty() && !w->push(mine.data(), mine.size())) return;
+      delivered_ = frames[n - 1]->seq;
+      if (!terminal) return;
       if (mode_ == Mode::one_run) w->finish();
       if (mode_ == Mode::until_idle) owner_.check_idle(shared_from_this());
     }
@@ -417,7 +422,8 @@ struct AgentServer::Impl final : HttpApp {
   // Declared in this order so that they go in the other: the HTTP server first, then the work pool (its
   // queued jobs still see the feeds and the runtime), then the feeds, then (above) the runtime.
   std::unique_ptr<EventFeeds> feeds;
-  std::unique_ptr<WorkPool> pool;
+  std::unique_ptr<WorkPool> feed_pool;  // feed pumps only: never behind a request that waits for the store's lock
+  std::unique_ptr<WorkPool> pool;       // requests, idle checks, object pieces
   std::unique_ptr<HttpServer> http;
 
   std::mutex streams_mutex;
@@ -1236,8 +1242,9 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
     d.transcriber = make_openai_transcriber(openai_config_from_json(a));
   }
   d.pool = std::make_unique<WorkPool>(L.work_threads, [impl](std::string_view m) { impl->log(LogLevel::error, m); });
+  d.feed_pool = std::make_unique<WorkPool>(2, [impl](std::string_view m) { impl->log(LogLevel::error, m); });
   d.feeds = std::make_unique<EventFeeds>(
-      *d.rt, [impl](std::function<void()> job) { impl->pool->post(std::move(job)); },
+      *d.rt, [impl](std::function<void()> job) { impl->feed_pool->post(std::move(job)); },
       [impl](std::string_view m) { impl->log(LogLevel::error, m); });
 }
 
@@ -1246,6 +1253,7 @@ AgentServer::~AgentServer() {
   auto& d = *impl_;
   d.http.reset();  // no request reaches the pool any more
   d.pool.reset();  // what is queued runs (answers to closed connections go nowhere)
+  d.feed_pool.reset();
   d.feeds.reset();
   if (d.demo_jobs) d.demo_jobs->stop();  // it reports to the runtime: stop it before the runtime goes
 }

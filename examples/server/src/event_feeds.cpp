@@ -118,7 +118,7 @@ void EventFeeds::attach_locked(const std::shared_ptr<Feed>& f, const std::shared
   std::lock_guard<std::mutex> ml(m->mutex);
   if (m->left) return;
   for (const auto& c : f->cache)
-    if (c->seq > after) m->sub->deliver(c);
+    if (c->seq > after) m->sub->deliver(&c, 1);
   f->members.push_back(Feed::Entry{m, std::max(after, f->last)});
   m->feed = f;
 }
@@ -232,31 +232,40 @@ void EventFeeds::wake(const std::shared_ptr<Member>& m) {
 void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
   std::lock_guard<std::mutex> pl(f->pump_mutex);
   f->wake->scheduled = false;  // a commit from here on queues another pump
-  int n = 0;
-  for (; n < kPumpBatch; ++n) {
-    {
-      std::lock_guard<std::mutex> fl(f->mutex);
-      if (f->closed) return;
-    }
+  {
+    std::lock_guard<std::mutex> fl(f->mutex);
+    if (f->closed) return;
+  }
+  // Everything committed so far, made into frames once, then handed to each stream in one piece.
+  std::vector<SharedChunk> batch;
+  while (batch.size() < static_cast<size_t>(kPumpBatch)) {
     auto e = f->sub->next(std::chrono::milliseconds(0));
     if (!e) break;
-    SharedChunk fr = frame(*e, f->internal_id, f->client_id);
+    batch.push_back(frame(*e, f->internal_id, f->client_id));
+  }
+  if (batch.empty()) return;
+  {
     std::lock_guard<std::mutex> fl(f->mutex);
-    f->cache.push_back(fr);
-    f->cache_bytes += fr->bytes.size();
-    f->last = fr->seq;
+    if (f->closed) return;
+    for (const auto& fr : batch) {
+      f->cache.push_back(fr);
+      f->cache_bytes += fr->bytes.size();
+      f->last = fr->seq;
+    }
     while (!f->cache.empty() && (f->cache.size() > cache_frames_ || f->cache_bytes > cache_bytes_)) {
       f->base = f->cache.front()->seq;
       f->cache_bytes -= f->cache.front()->bytes.size();
       f->cache.pop_front();
     }
     for (auto& entry : f->members) {
-      if (fr->seq <= entry.after) continue;
-      entry.after = fr->seq;
-      entry.member->sub->deliver(fr);
+      size_t from = 0;
+      while (from < batch.size() && batch[from]->seq <= entry.after) ++from;
+      if (from == batch.size()) continue;
+      entry.after = batch.back()->seq;
+      entry.member->sub->deliver(batch.data() + from, batch.size() - from);
     }
   }
-  if (n == kPumpBatch && !f->wake->scheduled.exchange(true)) {
+  if (batch.size() == static_cast<size_t>(kPumpBatch) && !f->wake->scheduled.exchange(true)) {
     std::weak_ptr<Feed> w = f;
     post_([this, w] {
       if (auto feed = w.lock()) pump(feed);
@@ -294,7 +303,8 @@ void EventFeeds::pump(const std::shared_ptr<CatchUp>& c) {
       if (!m->sub->has_room()) break;  // wake() goes on once the stream has written some
       auto e = c->sub->next(std::chrono::milliseconds(0));
       if (!e) break;
-      m->sub->deliver(frame(*e, m->internal_id, m->client_id));
+      const SharedChunk fr = frame(*e, m->internal_id, m->client_id);
+      m->sub->deliver(&fr, 1);
       c->delivered = e->seq;
     }
     if (c->done) finished = std::move(c->sub);

@@ -202,17 +202,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
    public:
     Stream(std::weak_ptr<Connection> c, size_t limit) : conn_(std::move(c)), limit_(limit) {}
 
-    bool push(SharedChunk chunk) override {
+    using EventStreamWriter::push;
+    bool push(const SharedChunk* chunks, size_t n) override {
       bool drop = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (ended_ || finishing_) return false;
-        if (queued_bytes_ > 0 && queued_bytes_ + chunk->bytes.size() > limit_) {  // one frame always fits
-          ended_ = true;
-          drop = true;
-        } else {
-          queued_bytes_ += chunk->bytes.size();
-          queue_.push_back(std::move(chunk));
+        for (size_t i = 0; i < n && !drop; ++i) {
+          const size_t size = chunks[i]->bytes.size();
+          if (queued_bytes_ > 0 && queued_bytes_ + size > limit_) {  // one frame always fits
+            ended_ = true;
+            drop = true;
+          } else {
+            queued_bytes_ += size;
+            queue_.push_back(chunks[i]);
+          }
         }
       }
       if (drop) {
@@ -601,7 +605,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec || self->state_ != State::streaming) return;
       const auto now = Clock::now();
       if (now - self->last_write_ >= self->keepalive_ && !self->writing_ && self->stream_->idle()) {
-        self->stream_->push(keepalive_chunk());
+        self->stream_->push(&keepalive_chunk(), 1);
         self->last_write_ = now;  // counted as written: the keep-alive is queued
       }
       if (self->tick_.count() > 0 && now >= self->next_tick_) {

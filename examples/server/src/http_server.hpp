@@ -74,8 +74,9 @@ using SharedChunk = std::shared_ptr<const StreamChunk>;
 class EventStreamWriter {
  public:
   virtual ~EventStreamWriter() = default;
-  // Queues a chunk; false when the stream has ended (closed, dropped, finished).
-  virtual bool push(SharedChunk chunk) = 0;
+  // Queues chunks (one lock, one wake-up for all); false when the stream has ended (closed, dropped, finished).
+  virtual bool push(const SharedChunk* chunks, size_t n) = 0;
+  bool push(const SharedChunk& chunk) { return push(&chunk, 1); }
   // Ends the stream once what is queued is written (with a last keep-alive when `keepalive`).
   virtual void finish(bool keepalive = false) = 0;
   virtual bool ended() const = 0;
