@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -426,6 +427,35 @@ struct AgentServer::Impl final : HttpApp {
   std::unique_ptr<WorkPool> pool;       // requests, idle checks, object pieces
   std::unique_ptr<HttpServer> http;
 
+  // The turns this process started or resumed lately: at shutdown each may reach its next commit (pause or
+  // end) within the grace before the runtime goes.
+  static constexpr size_t kRecentTurns = 4096;
+  std::mutex turns_mutex;
+  std::deque<std::string> recent_turns;
+
+  void note_turn(const std::string& id) {
+    std::lock_guard<std::mutex> lock(turns_mutex);
+    recent_turns.push_back(id);
+    if (recent_turns.size() > kRecentTurns) recent_turns.pop_front();
+  }
+
+  void let_turns_settle(Clock::time_point deadline) {
+    std::deque<std::string> turns;
+    {
+      std::lock_guard<std::mutex> lock(turns_mutex);
+      turns.swap(recent_turns);
+    }
+    for (const auto& id : turns) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return;
+      try {
+        rt->wait(id, left);
+      } catch (const std::exception& e) {
+        log(LogLevel::warn, fmt::format("shutdown: turn {}: {}", id, e.what()));
+      }
+    }
+  }
+
   std::mutex streams_mutex;
   std::unordered_map<std::string, int> user_streams;
   int streams = 0;  // under streams_mutex; /health reads it
@@ -824,7 +854,9 @@ struct AgentServer::Impl final : HttpApp {
     if (message_id) *message_id = input.client_message_id;
     rate_limit(c);
     try {
-      return rt->start_turn(input);  // a repeated message id answers with its turn (existing), even while paused
+      TurnHandle h = rt->start_turn(input);  // a repeated message id answers with its turn (existing), even paused
+      if (!h.existing) note_turn(h.turn_id);
+      return h;
     } catch (const Error& e) {
       auto active = e.code() == ErrorCode::conflict ? rt->active_turn(c.internal_thread) : std::nullopt;
       if (!active || active->status != TurnStatus::waiting_approval) throw;
@@ -863,6 +895,7 @@ struct AgentServer::Impl final : HttpApp {
     if (!replay) rate_limit(c);
     const int64_t before = replay ? 0 : rt->thread(c.internal_thread)->last_seq;
     json answer = rt->resume(turn_id, approval_id, decisions, run_id);
+    note_turn(turn_id);
     if (answer.value("runId", "") != run_id)
       throw HttpError{409, "already_resumed",
                       fmt::format("the interrupts were already answered by run {}", answer.value("runId", ""))};
@@ -916,7 +949,9 @@ struct AgentServer::Impl final : HttpApp {
       rate_limit(c);
       turn_id = active->id;
     }
-    send_json(c, 202, rt->resume(turn_id, approval_id, decisions, run_id));
+    json answer = rt->resume(turn_id, approval_id, decisions, run_id);
+    note_turn(turn_id);
+    send_json(c, 202, answer);
   }
 
   // POST /agent/runs/{threadId}/cancel -> 202 {status:"accepted", turnId, runId}
@@ -1251,10 +1286,12 @@ AgentServer::AgentServer(ServerConfig config) : impl_(std::make_unique<Impl>(std
 AgentServer::~AgentServer() {
   stop();
   auto& d = *impl_;
+  const auto deadline = Clock::now() + d.cfg.limits.shutdown_grace;
   d.http.reset();  // no request reaches the pool any more
   d.pool.reset();  // what is queued runs (answers to closed connections go nowhere)
   d.feed_pool.reset();
   d.feeds.reset();
+  d.let_turns_settle(deadline);          // running turns reach their next commit (or the grace runs out)
   if (d.demo_jobs) d.demo_jobs->stop();  // it reports to the runtime: stop it before the runtime goes
 }
 
