@@ -113,7 +113,7 @@ TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id)
 std::vector<Decision> decisions_from_agui_resume(const json& resume);
 
 // Pulls a thread's events: first the committed ones after the start sequence, then the live tail.
-// Thread-safe: next() from one consumer thread, close() from any.
+// Thread-safe: next() from one consumer thread, close() and on_ready() from any.
 class Subscription {
  public:
   virtual ~Subscription() = default;
@@ -122,6 +122,14 @@ class Subscription {
   virtual std::optional<StoredEvent> next(std::chrono::milliseconds timeout) = 0;
   virtual void close() = 0;
   virtual bool closed() const = 0;
+  // For consumers that wait on many subscriptions without a thread each: `ready` is called whenever next()
+  // may have something new to return (events committed on the thread, a store change to look at, close()),
+  // on the thread that caused it, and once right away (the committed events after the start may be there).
+  // A call can be spurious (next(0) then returns nullopt), and several changes can share one call: after a
+  // call, drain with next(0) until it returns nullopt. `ready` must be quick and must not call this
+  // subscription back (post the work to an executor). Replaces an earlier callback; an empty function removes
+  // it, and once on_ready() or the destructor has returned, the old callback is never called again.
+  virtual void on_ready(std::function<void()> ready) = 0;
 };
 
 struct RuntimeStats {

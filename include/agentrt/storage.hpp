@@ -205,6 +205,15 @@ class ObjectStore {
   // Writes only when the key does not exist; returns false (and writes nothing) when it does.
   virtual bool put_if_absent(std::string_view key, std::string_view bytes, std::string_view content_type) = 0;
   virtual std::optional<std::string> get(std::string_view key) = 0;
+  // At most `max_bytes` of the object's bytes from `offset` (fewer only at its end, "" at or past it), or
+  // nullopt when the key does not exist: how a host streams a large object without holding all of it. The
+  // default reads the whole object with get(); stores that can read a part of one override it.
+  virtual std::optional<std::string> read(std::string_view key, uint64_t offset, size_t max_bytes) {
+    auto all = get(key);
+    if (!all) return std::nullopt;
+    if (offset >= all->size()) return std::string();
+    return all->substr(static_cast<size_t>(offset), max_bytes);
+  }
   virtual std::optional<ObjectInfo> head(std::string_view key) = 0;
   virtual bool remove(std::string_view key) = 0;  // true when something was deleted
   virtual std::vector<ObjectInfo> list(std::string_view prefix) = 0;

@@ -57,6 +57,18 @@ void SubscriptionImpl::poke() {
     catching_up_ = true;
   }
   cv_.notify_all();
+  signal_ready();
+}
+
+void SubscriptionImpl::set_ready(std::function<void()> ready) {
+  std::lock_guard<std::mutex> lock(ready_mutex_);
+  ready_ = std::move(ready);
+  if (ready_) ready_();  // the committed events after the start may already be there
+}
+
+void SubscriptionImpl::signal_ready() {
+  std::lock_guard<std::mutex> lock(ready_mutex_);
+  if (ready_) ready_();
 }
 
 SubscriptionImpl::SubscriptionImpl(Store& store, EventHub& hub, std::string thread_id, int64_t after_seq)
@@ -81,6 +93,7 @@ void SubscriptionImpl::push(const std::vector<StoredEvent>& events) {
     }
   }
   cv_.notify_all();
+  signal_ready();
 }
 
 std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds timeout) {
@@ -132,6 +145,7 @@ void SubscriptionImpl::close() {
     backlog_.clear();
   }
   cv_.notify_all();
+  signal_ready();
 }
 
 bool SubscriptionImpl::closed() const {

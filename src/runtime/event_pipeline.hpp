@@ -50,12 +50,17 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   bool closed() const;
   void push(const std::vector<StoredEvent>& events);  // from EventHub::publish
   void poke();  // from EventHub::poke_all: look at the store for events not pushed
+  // Subscription::on_ready: called (under ready_mutex_) after every push, poke and close.
+  void set_ready(std::function<void()> ready);
 
  private:
   void drop_batch();  // undoes the batch's objects and empties it (under mutex_)
+  void signal_ready();
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;
+  std::mutex ready_mutex_;  // held while `ready_` runs, so that set_ready() waits for a call in progress
+  std::function<void()> ready_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   int64_t delivered_ = 0;    // highest sequence number handed out

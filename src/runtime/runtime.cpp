@@ -823,7 +823,11 @@ std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int
     std::optional<StoredEvent> next(std::chrono::milliseconds timeout) override { return impl->next(timeout); }
     void close() override { impl->close(); }
     bool closed() const override { return impl->closed(); }
-    ~Sub() override { impl->close(); }
+    void on_ready(std::function<void()> ready) override { impl->set_ready(std::move(ready)); }
+    ~Sub() override {
+      impl->set_ready({});  // the hub may still hold the impl: nothing calls into our owner once we are gone
+      impl->close();
+    }
   };
   auto s = std::make_unique<Sub>();
   s->impl = std::make_shared<SubscriptionImpl>(*impl_->cfg.store, impl_->hub, std::string(thread_id), after_seq);

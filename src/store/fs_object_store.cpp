@@ -607,6 +607,32 @@ std::optional<std::string> FsObjectStore::get(std::string_view key) {
   return data;
 }
 
+std::optional<std::string> FsObjectStore::read(std::string_view key, uint64_t offset, size_t max_bytes) {
+  validate_object_key(key);
+  const std::string path = display_path(key);
+  const std::vector<std::string> segments = split_key(key);
+  const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
+  if (!chain) return std::nullopt;
+  const auto object = open_object_at(chain->parent(root_fd_), segments.back(), path);
+  if (!object) return std::nullopt;
+  const Header header = read_header(*object, path);
+  if (offset >= header.size) return std::string();
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(max_bytes, header.size - offset));
+  std::string out(want, '\0');
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n =
+        ::pread(object->fd.get(), out.data() + done, want - done, static_cast<off_t>(header.length + offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot read", path, errno);
+    }
+    if (n == 0) throw Error(ErrorCode::io, fmt::format("'{}' is shorter than its header says", path));
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
 std::optional<ObjectInfo> FsObjectStore::head(std::string_view key) {
   validate_object_key(key);
   const std::string path = display_path(key);

@@ -52,6 +52,8 @@ class FsObjectStore final : public ObjectStore {
   bool put_if_absent(std::string_view key, std::string_view bytes, std::string_view content_type) override;
   // The bytes as stored (the size is checked against the header; the sha256 is not recomputed).
   std::optional<std::string> get(std::string_view key) override;
+  // A part of the bytes, read with pread() from the object's file (the size is the header's).
+  std::optional<std::string> read(std::string_view key, uint64_t offset, size_t max_bytes) override;
   std::optional<ObjectInfo> head(std::string_view key) override;
   bool remove(std::string_view key) override;
   // Objects whose key starts with `prefix` (a plain string prefix, as in S3), sorted by key bytes.

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "agentrt/config.hpp"
@@ -211,4 +213,69 @@ TEST_CASE("the JSON config opens either message layout and refuses unknown keys 
                   Error);
   CHECK_THROWS_AS(runtime_config_from_json(json{{"data_dir", dir.file("c")}, {"model", {{"type", "gpt-magic"}}}}),
                   Error);
+}
+
+TEST_CASE("a subscription's ready callback says when to drain: nothing is missed without a blocking next()") {
+  Harness h(
+      [](const ModelRequest& req) {
+        if (req.stage == "intent") return text_result("x");
+        return text_result(std::string(60, 'r'));
+      },
+      {}, ScriptedModelOptions{3, std::chrono::milliseconds(1), true});
+  auto first = h.rt->run_turn(turn_input("t-ready", user_message("one")));
+  REQUIRE(first.status == TurnStatus::completed);
+  const auto before = h.events("t-ready");
+  std::mutex m;
+  std::condition_variable cv;
+  int calls = 0;
+  auto sub = h.rt->subscribe("t-ready", 2);
+  sub->on_ready([&] {
+    std::lock_guard<std::mutex> lock(m);
+    ++calls;
+    cv.notify_all();
+  });
+  {
+    std::lock_guard<std::mutex> lock(m);
+    CHECK(calls == 1);  // at once: the replay may be there
+  }
+  auto second = h.start("t-ready", "two");
+  std::vector<StoredEvent> got;
+  int seen = 0;
+  bool finished = false;
+  while (!finished) {
+    {
+      std::unique_lock<std::mutex> lock(m);
+      REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return calls > seen; }));
+      seen = calls;
+    }
+    while (auto e = sub->next(std::chrono::milliseconds(0))) {  // drain: never waits
+      got.push_back(*e);
+      finished = finished || (e->run_id == second.run_id && json::parse(e->json)["type"] == "RUN_FINISHED");
+    }
+  }
+  h.wait(second.turn_id);
+  REQUIRE(got.size() > before.size() - 2);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].seq == static_cast<int64_t>(3 + i));
+  CHECK(json::parse(got[before.size() - 2].json)["type"] == "RUN_STARTED");
+  CHECK(json::parse(got.back().json)["type"] == "RUN_FINISHED");
+  // close() is a change too; a removed callback is never called again.
+  int at_close = 0;
+  {
+    std::lock_guard<std::mutex> lock(m);
+    at_close = calls;
+  }
+  sub->close();
+  {
+    std::lock_guard<std::mutex> lock(m);
+    CHECK(calls == at_close + 1);
+  }
+  auto sub2 = h.rt->subscribe("t-ready", 0);
+  int calls2 = 0;
+  sub2->on_ready([&] { ++calls2; });
+  sub2->on_ready({});
+  const int after_removal = calls2;
+  auto third = h.start("t-ready", "three");
+  h.wait(third.turn_id);
+  CHECK(after_removal == 1);
+  CHECK(calls2 == 1);
 }

@@ -114,6 +114,25 @@ TEST_CASE("put then get returns exactly the bytes, including NUL and high bytes"
   CHECK(store.bucket() == "agent-files");
 }
 
+TEST_CASE("read returns the part of an object asked for: from an offset, at most so many bytes") {
+  TempDir dir;
+  FsObjectStore store(options_for(dir.path));
+  std::string big(1024 * 1024 + 13, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7) & 0xff);
+  store.put("r/big", big, "application/octet-stream");
+  CHECK(store.read("r/big", 0, 10) == big.substr(0, 10));
+  CHECK(store.read("r/big", 65536, 65536) == big.substr(65536, 65536));
+  CHECK(store.read("r/big", big.size() - 5, 65536) == big.substr(big.size() - 5));  // fewer only at the end
+  CHECK(store.read("r/big", big.size(), 10) == std::string());
+  CHECK(store.read("r/big", big.size() + 100, 10) == std::string());
+  std::string joined;
+  for (uint64_t off = 0; off < big.size(); off += 4096) joined += *store.read("r/big", off, 4096);
+  CHECK(joined == big);
+  CHECK_FALSE(store.read("r/nope", 0, 10));
+  store.put("r/empty", "", "text/plain");
+  CHECK(store.read("r/empty", 0, 10) == std::string());
+}
+
 TEST_CASE("put replaces an existing object") {
   TempDir dir;
   FsObjectStore store(options_for(dir.path));

@@ -1,6 +1,7 @@
 // agentrt-server: the agentrt runtime over HTTP (AG-UI 1.0 over SSE). See examples/server/README.md.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <exception>
@@ -21,6 +22,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "agentrt-server: " << e.what() << "\n";
     return 2;
+  }
+
+  // Every connection is a descriptor: take the hard limit (raising the soft one needs no privilege).
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
   }
 
   // SIGINT/SIGTERM are taken by sigwait() below; every thread started from here on inherits the mask.

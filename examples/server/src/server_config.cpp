@@ -86,8 +86,29 @@ ServerConfig server_config_from_json(const json& j) {
   }
   if (auto l = j.find("limits"); l != j.end() && !l->is_null()) {
     only_keys(*l,
-              {"max_body_bytes", "max_upload_bytes", "max_audio_bytes", "max_streams", "spare_threads",
-               "runs_per_minute", "run_burst", "keepalive_ms", "signed_url_ttl_ms"},
+              {"max_body_bytes",
+               "max_upload_bytes",
+               "max_audio_bytes",
+               "max_streams",
+               "max_streams_per_user",
+               "max_connections",
+               "max_connections_per_client",
+               "reserve_connections",
+               "max_header_bytes",
+               "max_header_fields",
+               "header_timeout_ms",
+               "idle_timeout_ms",
+               "body_timeout_ms",
+               "write_timeout_ms",
+               "stream_buffer_bytes",
+               "io_threads",
+               "work_threads",
+               "listen_backlog",
+               "runs_per_minute",
+               "run_burst",
+               "keepalive_ms",
+               "signed_url_ttl_ms",
+               "shutdown_grace_ms"},
               "limits");
     auto& L = c.limits;
     L.max_body_bytes = static_cast<size_t>(
@@ -96,8 +117,28 @@ ServerConfig server_config_from_json(const json& j) {
         integer(*l, "max_upload_bytes", static_cast<int64_t>(L.max_upload_bytes), 1, int64_t{1} << 32));
     L.max_audio_bytes = static_cast<uint64_t>(
         integer(*l, "max_audio_bytes", static_cast<int64_t>(L.max_audio_bytes), 1, int64_t{1} << 32));
-    L.max_streams = static_cast<int>(integer(*l, "max_streams", L.max_streams, 1, 100000));
-    L.spare_threads = static_cast<int>(integer(*l, "spare_threads", L.spare_threads, 4, 10000));
+    L.max_streams = static_cast<int>(integer(*l, "max_streams", L.max_streams, 1, 1000000));
+    L.max_streams_per_user = static_cast<int>(integer(*l, "max_streams_per_user", L.max_streams_per_user, 1, 1000000));
+    auto size = [&](const char* key, size_t current, int64_t lo, int64_t hi) {
+      return static_cast<size_t>(integer(*l, key, static_cast<int64_t>(current), lo, hi));
+    };
+    auto ms = [&](const char* key, std::chrono::milliseconds current, int64_t lo, int64_t hi) {
+      return std::chrono::milliseconds(integer(*l, key, current.count(), lo, hi));
+    };
+    L.max_connections = size("max_connections", L.max_connections, 16, 1000000);
+    L.max_connections_per_client = size("max_connections_per_client", L.max_connections_per_client, 1, 1000000);
+    L.reserve_connections = size("reserve_connections", L.reserve_connections, 0, 100000);
+    L.max_header_bytes = size("max_header_bytes", L.max_header_bytes, 1024, 1 << 20);
+    L.max_header_fields = size("max_header_fields", L.max_header_fields, 8, 10000);
+    L.header_timeout = ms("header_timeout_ms", L.header_timeout, 100, 3600000);
+    L.idle_timeout = ms("idle_timeout_ms", L.idle_timeout, 100, 3600000);
+    L.body_timeout = ms("body_timeout_ms", L.body_timeout, 100, 3600000);
+    L.write_timeout = ms("write_timeout_ms", L.write_timeout, 100, 3600000);
+    L.stream_buffer_bytes = size("stream_buffer_bytes", L.stream_buffer_bytes, 4096, int64_t{1} << 30);
+    L.io_threads = static_cast<int>(integer(*l, "io_threads", L.io_threads, 1, 64));
+    L.work_threads = static_cast<int>(integer(*l, "work_threads", L.work_threads, 1, 256));
+    L.listen_backlog = static_cast<int>(integer(*l, "listen_backlog", L.listen_backlog, 1, 65535));
+    L.shutdown_grace = ms("shutdown_grace_ms", L.shutdown_grace, 0, 600000);
     if (auto r = l->find("runs_per_minute"); r != l->end() && !r->is_null()) {
       if (!r->is_number() || r->get<double>() < 0) bad("'runs_per_minute' must be a number >= 0");
       L.runs_per_minute = r->get<double>();
@@ -142,7 +183,8 @@ std::string server_usage() {
   --model auto|demo|openai   the model (default auto: openai when OPENAI_API_KEY/OPENAI_BASE_URL is set)
   --keepalive-ms N       keep-alive comment after N ms of silence on a stream (default 15000)
   --runs-per-minute N    per-token limit on run starts (default 0: unlimited); --run-burst N
-  --max-streams N        open SSE streams at once (default 1000)
+  --max-streams N        open SSE streams at once (default 10000); --max-streams-per-user N (default 100)
+  --max-connections N    open connections (default 20000); --max-connections-per-client N (default 512)
   --max-body-bytes N     JSON request bodies (default 2 MiB); --max-upload-bytes N; --max-audio-bytes N
   --signed-url-ttl-ms N  lifetime of the object URLs handed out (default 3600000)
   --demo-delay-ms N      the demo model pauses N ms before each streamed chunk
@@ -195,7 +237,13 @@ bool apply_server_flags(int argc, char** argv, ServerConfig& c) {
     } else if (a == "--run-burst") {
       c.limits.run_burst = static_cast<int>(parse_int(a, value(), 1, 100000));
     } else if (a == "--max-streams") {
-      c.limits.max_streams = static_cast<int>(parse_int(a, value(), 1, 100000));
+      c.limits.max_streams = static_cast<int>(parse_int(a, value(), 1, 1000000));
+    } else if (a == "--max-streams-per-user") {
+      c.limits.max_streams_per_user = static_cast<int>(parse_int(a, value(), 1, 1000000));
+    } else if (a == "--max-connections") {
+      c.limits.max_connections = static_cast<size_t>(parse_int(a, value(), 16, 1000000));
+    } else if (a == "--max-connections-per-client") {
+      c.limits.max_connections_per_client = static_cast<size_t>(parse_int(a, value(), 1, 1000000));
     } else if (a == "--max-body-bytes") {
       c.limits.max_body_bytes = static_cast<size_t>(parse_int(a, value(), 1024, int64_t{1} << 30));
     } else if (a == "--max-upload-bytes") {

@@ -11,17 +11,31 @@
 
 namespace agentrt::server {
 
-// Request and stream limits. Plain data.
+// Request, connection and stream limits. Plain data.
 struct ServerLimits {
-  size_t max_body_bytes = 2u << 20;                       // JSON bodies (runs, resume, cancel)
-  uint64_t max_upload_bytes = 20ull << 20;                // POST /agent/uploads (also the attachment size limit)
-  uint64_t max_audio_bytes = 25ull << 20;                 // POST /asr/transcriptions
-  int max_streams = 1000;                                 // open SSE streams; one more is refused with 429
-  int spare_threads = 64;                                 // connection threads beyond max_streams, for everything else
+  size_t max_body_bytes = 2u << 20;         // JSON bodies (runs, resume, cancel), any framing
+  uint64_t max_upload_bytes = 20ull << 20;  // POST /agent/uploads (also the attachment size limit)
+  uint64_t max_audio_bytes = 25ull << 20;   // POST /asr/transcriptions
+  int max_streams = 10000;                  // open SSE streams in all; one more is refused with 429
+  int max_streams_per_user = 100;           // open SSE streams of one user; one more is refused with 429
+  size_t max_connections = 20000;           // open connections; one more is answered 503 and closed
+  size_t max_connections_per_client = 512;  // per client address; one more is answered 429 and closed
+  size_t reserve_connections = 64;          // connection slots that connections waiting for a request never hold
+  size_t max_header_bytes = 16u << 10;      // request line and header fields; more: 431
+  size_t max_header_fields = 64;            // header fields; more: 431
+  std::chrono::milliseconds header_timeout{10000};        // the whole request header, from its first byte
+  std::chrono::milliseconds idle_timeout{30000};          // a connection waiting for its next request
+  std::chrono::milliseconds body_timeout{60000};          // the whole request body
+  std::chrono::milliseconds write_timeout{30000};         // one write to a client
+  size_t stream_buffer_bytes = 1u << 20;                  // a stream's unwritten bytes; more: the client is dropped
+  int io_threads = 2;                                     // threads serving the connections
+  int work_threads = 4;                                   // threads calling the runtime for requests and streams
+  int listen_backlog = 1024;                              // the kernel's queue of connections not yet accepted
   double runs_per_minute = 0;                             // per token, run starts and resumes; 0 = unlimited
   int run_burst = 10;                                     // runs a token may start at once before the rate applies
   std::chrono::milliseconds keepalive{15000};             // ": keep-alive" after this much silence on a stream
   std::chrono::milliseconds signed_url_ttl{3600 * 1000};  // lifetime of the object URLs the server hands out
+  std::chrono::milliseconds shutdown_grace{10000};        // SIGTERM: how long requests in progress may finish
 };
 
 // The whole server configuration. Plain data.
@@ -41,9 +55,12 @@ struct ServerConfig {
 };
 
 // Keys: listen ("host:port"), public_url, tokens ({token: user}), limits ({max_body_bytes, max_upload_bytes,
-// max_audio_bytes, max_streams, spare_threads, runs_per_minute, run_burst, keepalive_ms, signed_url_ttl_ms}),
-// runtime, asr, demo_chunk_delay_ms, demo_jobs_ms, cors_origins, access_log, log_level. Unknown keys are refused with
-// Error(invalid_argument), as are user ids that are not 1-128 of [A-Za-z0-9._-].
+// max_audio_bytes, max_streams, max_streams_per_user, max_connections, max_connections_per_client,
+// reserve_connections, max_header_bytes, max_header_fields, header_timeout_ms, idle_timeout_ms, body_timeout_ms,
+// write_timeout_ms, stream_buffer_bytes, io_threads, work_threads, listen_backlog, runs_per_minute, run_burst,
+// keepalive_ms, signed_url_ttl_ms, shutdown_grace_ms}), runtime, asr, demo_chunk_delay_ms, demo_jobs_ms,
+// cors_origins, access_log, log_level. Unknown keys are refused with Error(invalid_argument), as are user ids
+// that are not 1-128 of [A-Za-z0-9._-].
 ServerConfig server_config_from_json(const json& j);
 
 // Applies command-line flags over `config` (a --config file is read first, wherever it appears). Throws

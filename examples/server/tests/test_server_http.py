@@ -324,11 +324,19 @@ class ServerTest(unittest.TestCase):
                              ("DELETE", "/api/v1/agent/threads/" + thread)]:
             with self.subTest(path=path):
                 self.assertError(self.srv.request(method, path, token=BOB), 404, "not_found")
-        self.assertError(self.srv.request("POST", "/api/v1/agent/runs", run_input(thread, "mine now"), token=BOB), 404)
-        self.assertError(self.srv.request("POST", "/api/v1/agent/uploads?threadId=" + thread, PNG, token=BOB,
-                                          content_type="image/png"), 404)
+        # Thread ids live in per-user namespaces: bob's start under the same id is a thread of his own, and
+        # neither ever sees the other's.
+        status, frames, _ = self.srv.run(run_input(thread, "mine now"), token=BOB)
+        self.assertEqual(status, 200, frames)
+        self.assertEqual(frames[0][1]["threadId"], thread)
+        self.assertEqual(self.srv.request("POST", "/api/v1/agent/uploads?threadId=" + thread, PNG, token=BOB,
+                                          content_type="image/png")[0], 201)
+        _, _, _, bob_hist = self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread, token=BOB)
+        self.assertEqual([m.get("content") for m in bob_hist["messages"] if m["role"] == "user"], ["mine now"])
         # ... and alice's thread is untouched.
-        self.assertEqual(self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)[0], 200)
+        st, _, _, hist = self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+        self.assertEqual(st, 200)
+        self.assertEqual([m.get("content") for m in hist["messages"] if m["role"] == "user"], ["hello"])
 
     def test_unknown_endpoint_is_a_json_404(self):
         self.assertError(self.srv.request("GET", "/api/v1/nothing/here"), 404, "not_found")
@@ -458,9 +466,10 @@ class RepeatedStartTest(unittest.TestCase):
         frames = self.srv.thread_events(other, after=started["firstSeq"] - 1)
         self.assertEqual(squeeze(types(frames)), RUN_A)
         self.assertEqual(frames[0][1]["runId"], fresh["runId"])
-        # Ownership and validation are the same as for the stream.
-        self.assertEqual(self.srv.request("POST", "/api/v1/agent/runs", inp, token=BOB,
-                                          headers={"Accept": "application/json"})[0], 404)
+        # Validation is the same as for the stream; another user's repeat is a start in their own namespace.
+        st, _, _, bobs = self.srv.request("POST", "/api/v1/agent/runs", inp, token=BOB,
+                                          headers={"Accept": "application/json"})
+        self.assertEqual((st, bobs["existing"], bobs["threadId"]), (202, False, thread), bobs)
         self.assertEqual(self.post_json({"threadId": thread})[0], 422)
 
 
@@ -708,7 +717,7 @@ class LimitsTest(unittest.TestCase):
             st, _, _, err = srv.request("POST", "/api/v1/agent/uploads?threadId=" + new_id("t"), b"\0" * 3000,
                                         content_type="image/png")
             self.assertEqual((st, err["error"]["code"]), (413, "too_large"))
-            # Over every limit: httplib refuses it while reading; still a JSON error.
+            # Over every limit: refused from the declared length, before the body is read; still a JSON error.
             st, hdrs, _, err = srv.request("POST", "/api/v1/agent/uploads?threadId=" + new_id("t"), b"\0" * 400000,
                                            content_type="image/png")
             self.assertEqual((st, err["error"]["code"]), (413, "too_large"))

@@ -1,0 +1,320 @@
+#include "event_feeds.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "agentrt/json.hpp"
+#include "thread_namespace.hpp"
+
+namespace agentrt::server {
+
+namespace {
+
+// Set while a pump is queued, cleared when it starts: one queued pump per feed, however many commits.
+struct Wake {
+  std::atomic<bool> scheduled{false};
+};
+
+bool is_terminal_event(const std::string& event_json) {
+  if (event_json.find("\"RUN_FINISHED\"") == std::string::npos && event_json.find("\"RUN_ERROR\"") == std::string::npos)
+    return false;
+  json e = json::parse(event_json, nullptr, false);
+  if (!e.is_object()) return false;
+  const std::string type = e.value("type", "");
+  return type == "RUN_FINISHED" || type == "RUN_ERROR";
+}
+
+constexpr int kPumpBatch = 512;    // events per pump before the feed goes to the back of the work queue
+constexpr int64_t kNearLive = 64;  // a new feed starts this close behind the live end for its first stream
+
+}  // namespace
+
+struct EventFeeds::Member {
+  std::string internal_id;
+  std::string client_id;
+  std::shared_ptr<FeedSubscriber> sub;
+  std::mutex mutex;  // guards the three below (taken after a feed's lock, never before)
+  std::weak_ptr<Feed> feed;
+  std::shared_ptr<CatchUp> catchup;
+  bool left = false;
+};
+
+struct EventFeeds::Feed {
+  std::string internal_id;
+  std::string client_id;
+  std::unique_ptr<Subscription> sub;
+  std::shared_ptr<Wake> wake = std::make_shared<Wake>();
+  std::mutex pump_mutex;  // one pump at a time
+  std::mutex mutex;       // everything below
+  int64_t base = 0;       // the cache holds the frames after base up to last
+  int64_t last = 0;
+  std::deque<SharedChunk> cache;
+  size_t cache_bytes = 0;
+  struct Entry {
+    std::shared_ptr<Member> member;
+    int64_t after;
+  };
+  std::vector<Entry> members;
+  bool closed = false;
+};
+
+// A stream that joined further behind than its feed's cache: its own subscription until it reaches the cache.
+struct EventFeeds::CatchUp {
+  std::weak_ptr<Member> member;
+  std::unique_ptr<Subscription> sub;
+  std::shared_ptr<Wake> wake = std::make_shared<Wake>();
+  std::mutex pump_mutex;
+  int64_t delivered = 0;
+  bool done = false;  // under pump_mutex
+};
+
+EventFeeds::EventFeeds(Runtime& rt, Post post, std::function<void(std::string_view)> log, size_t cache_frames,
+                       size_t cache_bytes)
+    : rt_(rt), post_(std::move(post)), log_(std::move(log)), cache_frames_(cache_frames), cache_bytes_(cache_bytes) {}
+
+EventFeeds::~EventFeeds() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  feeds_.clear();
+}
+
+SharedChunk EventFeeds::frame(const StoredEvent& e, std::string_view internal_id, std::string_view client_id) {
+  auto c = std::make_shared<StreamChunk>();
+  std::string data = rewrite_json_string(e.json, internal_id, client_id);
+  c->terminal = is_terminal_event(data);
+  c->bytes = fmt::format("id: {}\ndata: {}\n\n", e.seq, data);
+  c->seq = e.seq;
+  c->run_id = e.run_id;
+  return c;
+}
+
+size_t EventFeeds::feeds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return feeds_.size();
+}
+
+std::shared_ptr<EventFeeds::Feed> EventFeeds::open_feed_locked(const std::string& internal_id,
+                                                               const std::string& client_id, int64_t after) {
+  auto f = std::make_shared<Feed>();
+  f->internal_id = internal_id;
+  f->client_id = client_id;
+  f->base = f->last = after;
+  f->sub = rt_.subscribe(internal_id, after);
+  feeds_[internal_id] = f;
+  std::weak_ptr<Feed> w = f;
+  f->sub->on_ready([this, wake = f->wake, w] {
+    if (wake->scheduled.exchange(true)) return;
+    post_([this, w] {
+      if (auto feed = w.lock()) pump(feed);
+    });
+  });
+  return f;
+}
+
+void EventFeeds::attach_locked(const std::shared_ptr<Feed>& f, const std::shared_ptr<Member>& m, int64_t after) {
+  std::lock_guard<std::mutex> ml(m->mutex);
+  if (m->left) return;
+  for (const auto& c : f->cache)
+    if (c->seq > after) m->sub->deliver(&c, 1);
+  f->members.push_back(Feed::Entry{m, std::max(after, f->last)});
+  m->feed = f;
+}
+
+std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal_id, const std::string& client_id,
+                                                     int64_t after, std::shared_ptr<FeedSubscriber> sub) {
+  auto m = std::make_shared<Member>();
+  m->internal_id = internal_id;
+  m->client_id = client_id;
+  m->sub = std::move(sub);
+  const auto thread = rt_.thread(internal_id);
+  const int64_t live = thread ? thread->last_seq : 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = feeds_.find(internal_id);
+  if (it == feeds_.end() && (after >= live || live - after <= kNearLive)) {
+    auto f = open_feed_locked(internal_id, client_id, after);
+    std::lock_guard<std::mutex> fl(f->mutex);
+    attach_locked(f, m, after);
+    return m;
+  }
+  if (it == feeds_.end()) {
+    open_feed_locked(internal_id, client_id, live);  // at the live end; this stream catches up to it
+  } else {
+    auto f = it->second;
+    std::lock_guard<std::mutex> fl(f->mutex);
+    if (after >= f->base) {
+      attach_locked(f, m, after);
+      return m;
+    }
+  }
+  // Behind the cache: read the store on a subscription of its own until it reaches the feed.
+  auto c = std::make_shared<CatchUp>();
+  c->member = m;
+  c->delivered = after;
+  c->sub = rt_.subscribe(internal_id, after);
+  {
+    std::lock_guard<std::mutex> ml(m->mutex);
+    m->catchup = c;
+  }
+  std::weak_ptr<CatchUp> w = c;
+  c->sub->on_ready([this, wake = c->wake, w] {
+    if (wake->scheduled.exchange(true)) return;
+    post_([this, w] {
+      if (auto cu = w.lock()) pump(cu);
+    });
+  });
+  return m;
+}
+
+bool EventFeeds::try_attach(const std::shared_ptr<Member>& m, int64_t after) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = feeds_.find(m->internal_id);
+  std::shared_ptr<Feed> f;
+  if (it == feeds_.end()) {
+    f = open_feed_locked(m->internal_id, m->client_id, after);
+  } else {
+    f = it->second;
+  }
+  std::lock_guard<std::mutex> fl(f->mutex);
+  if (after < f->base) return false;
+  attach_locked(f, m, after);
+  return true;
+}
+
+void EventFeeds::leave(const std::shared_ptr<Member>& m) {
+  if (!m) return;
+  std::shared_ptr<Feed> f;
+  std::shared_ptr<CatchUp> c;
+  {
+    std::lock_guard<std::mutex> ml(m->mutex);
+    m->left = true;
+    f = m->feed.lock();
+    c = std::move(m->catchup);
+  }
+  std::shared_ptr<Feed> closed;
+  if (f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> fl(f->mutex);
+    f->members.erase(
+        std::remove_if(f->members.begin(), f->members.end(), [&](const Feed::Entry& e) { return e.member == m; }),
+        f->members.end());
+    if (f->members.empty() && !f->closed) {
+      f->closed = true;
+      auto it = feeds_.find(f->internal_id);
+      if (it != feeds_.end() && it->second == f) feeds_.erase(it);
+      closed = f;
+    }
+  }
+  // The subscriptions go on a work thread: their destructors may wait for a runtime lock.
+  if (closed || c)
+    post_([closed = std::move(closed), c = std::move(c)]() mutable {
+      closed.reset();
+      c.reset();
+    });
+}
+
+void EventFeeds::wake(const std::shared_ptr<Member>& m) {
+  if (!m) return;
+  std::shared_ptr<CatchUp> c;
+  {
+    std::lock_guard<std::mutex> ml(m->mutex);
+    c = m->catchup;
+  }
+  if (!c || c->wake->scheduled.exchange(true)) return;
+  std::weak_ptr<CatchUp> w = c;
+  post_([this, w] {
+    if (auto cu = w.lock()) pump(cu);
+  });
+}
+
+void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
+  std::lock_guard<std::mutex> pl(f->pump_mutex);
+  f->wake->scheduled = false;  // a commit from here on queues another pump
+  {
+    std::lock_guard<std::mutex> fl(f->mutex);
+    if (f->closed) return;
+  }
+  // Everything committed so far, made into frames once, then handed to each stream in one piece.
+  std::vector<SharedChunk> batch;
+  while (batch.size() < static_cast<size_t>(kPumpBatch)) {
+    auto e = f->sub->next(std::chrono::milliseconds(0));
+    if (!e) break;
+    batch.push_back(frame(*e, f->internal_id, f->client_id));
+  }
+  if (batch.empty()) return;
+  {
+    std::lock_guard<std::mutex> fl(f->mutex);
+    if (f->closed) return;
+    for (const auto& fr : batch) {
+      f->cache.push_back(fr);
+      f->cache_bytes += fr->bytes.size();
+      f->last = fr->seq;
+    }
+    while (!f->cache.empty() && (f->cache.size() > cache_frames_ || f->cache_bytes > cache_bytes_)) {
+      f->base = f->cache.front()->seq;
+      f->cache_bytes -= f->cache.front()->bytes.size();
+      f->cache.pop_front();
+    }
+    for (auto& entry : f->members) {
+      size_t from = 0;
+      while (from < batch.size() && batch[from]->seq <= entry.after) ++from;
+      if (from == batch.size()) continue;
+      entry.after = batch.back()->seq;
+      entry.member->sub->deliver(batch.data() + from, batch.size() - from);
+    }
+  }
+  if (batch.size() == static_cast<size_t>(kPumpBatch) && !f->wake->scheduled.exchange(true)) {
+    std::weak_ptr<Feed> w = f;
+    post_([this, w] {
+      if (auto feed = w.lock()) pump(feed);
+    });
+  }
+}
+
+void EventFeeds::pump(const std::shared_ptr<CatchUp>& c) {
+  std::unique_ptr<Subscription> finished;  // destroyed after the lock is released
+  {
+    std::lock_guard<std::mutex> pl(c->pump_mutex);
+    c->wake->scheduled = false;
+    if (c->done) return;
+    auto m = c->member.lock();
+    if (!m) return;
+    bool more = false;
+    for (int n = 0;; ++n) {
+      {
+        std::lock_guard<std::mutex> ml(m->mutex);
+        if (m->left) {
+          c->done = true;
+          break;
+        }
+      }
+      if (try_attach(m, c->delivered)) {
+        std::lock_guard<std::mutex> ml(m->mutex);
+        m->catchup.reset();
+        c->done = true;
+        break;
+      }
+      if (n == kPumpBatch) {
+        more = true;
+        break;
+      }
+      if (!m->sub->has_room()) break;  // wake() goes on once the stream has written some
+      auto e = c->sub->next(std::chrono::milliseconds(0));
+      if (!e) break;
+      const SharedChunk fr = frame(*e, m->internal_id, m->client_id);
+      m->sub->deliver(&fr, 1);
+      c->delivered = e->seq;
+    }
+    if (c->done) finished = std::move(c->sub);
+    if (more && !c->wake->scheduled.exchange(true)) {
+      std::weak_ptr<CatchUp> w = c;
+      post_([this, w] {
+        if (auto cu = w.lock()) pump(cu);
+      });
+    }
+  }
+}
+
+}  // namespace agentrt::server
