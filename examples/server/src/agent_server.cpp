@@ -1041,15 +1041,8 @@ struct AgentServer::Impl final : HttpApp {
   // DELETE /agent/threads/{id}: soft delete (a running or waiting turn is cancelled first).
   void delete_thread(Call& c) {
     own_thread(c, c.match.id);
-    if (auto active = rt->active_turn(c.internal_thread)) {
-      try {
-        rt->cancel(active->id);
-      } catch (const Error& e) {
-        log(LogLevel::warn,
-            fmt::format("delete thread {}: cancel of turn {} failed: {}", c.internal_thread, active->id, e.message()));
-      }
-    }
-    rt->store().soft_delete_thread(c.internal_thread);
+    // The runtime cancels an active turn first; the store refuses a start on the deleted thread.
+    rt->delete_thread(c.internal_thread, c.user);
     send_json(c, 200, json{{"id", c.client_thread}, {"deleted", true}});
   }
 
