@@ -9,10 +9,26 @@
 #include <cstdlib>
 #include <random>
 
+#include "agentrt/json_limits.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 namespace openai {
 namespace {
+
+// What a server sends (chunks, answers, error bodies) is a few levels deep; a text nested deeper than the
+// nesting limit is not built (its copies and dumps would overflow the stack): it is discarded, as text that
+// is not JSON.
+json parse_server_json(std::string_view text) {
+  if (json_text_depth(text, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth) return json::value_t::discarded;
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+void check_server_depth(const json& j, const char* what) {
+  if (json_depth(j, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
+    throw Error(ErrorCode::model,
+                fmt::format("the model sent {} nested deeper than {} levels", what, kDefaultMaxJsonDepth));
+}
 
 std::mt19937_64& rng() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -314,7 +330,7 @@ std::optional<ApiError> api_error_from_json(const json& j) {
 }
 
 ApiError parse_api_error(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = parse_server_json(body);
   if (!j.is_discarded()) {
     if (auto e = api_error_from_json(j)) return *e;
     if (j.is_object() && j.contains("message")) {
@@ -419,7 +435,7 @@ bool ChatStreamAccumulator::on_event(const net::SseEvent& event) {
   while (!data.empty() && (data.back() == ' ' || data.back() == '\n' || data.back() == '\r')) data.remove_suffix(1);
   if (event.event == "error") {
     ++events_;
-    json j = json::parse(data, nullptr, false);
+    json j = parse_server_json(data);
     if (!j.is_discarded() && api_error_from_json(j)) fail_with(j);
     fail_with(json{{"error", {{"message", std::string(data)}}}});
   }
@@ -429,6 +445,9 @@ bool ChatStreamAccumulator::on_event(const net::SseEvent& event) {
     done_ = true;
     return true;
   }
+  if (json_text_depth(data, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
+    throw Error(ErrorCode::model,
+                fmt::format("the model stream sent a chunk nested deeper than {} levels", kDefaultMaxJsonDepth));
   json chunk = json::parse(data, nullptr, false);
   if (chunk.is_discarded() || !chunk.is_object()) {
     throw Error(ErrorCode::model,
@@ -451,6 +470,7 @@ void ChatStreamAccumulator::fail_with(const json& error_json) {
 }
 
 void ChatStreamAccumulator::on_chunk(const json& chunk) {
+  check_server_depth(chunk, "a chunk");
   if (auto it = chunk.find("error"); it != chunk.end() && !it->is_null()) fail_with(chunk);
   if (text_field(chunk, "object") == "error") fail_with(chunk);
 
@@ -556,6 +576,7 @@ void ChatStreamAccumulator::announce(StreamToolCall& call) {
 void ChatStreamAccumulator::on_completion(const json& completion) {
   if (!completion.is_object())
     throw Error(ErrorCode::model, "the model answered with something other than a JSON object");
+  check_server_depth(completion, "an answer");
   json chunk = json::object();
   for (const char* key : {"id", "model", "usage", "error", "object"}) {
     if (auto it = completion.find(key); it != completion.end()) chunk[key] = *it;
