@@ -82,7 +82,12 @@ struct ShimFile {
   std::unique_ptr<WalBuffer> buffer;  // a WAL file that buffers appends, else null
   bool is_wal;                        // a WAL file (its writes are counted)
 };
-static_assert(std::is_standard_layout_v<ShimFile>, "sqlite3_file must be at the address of ShimFile");
+// libstdc++'s unique_ptr is standard-layout for gcc but not for clang (the fuzz build's), so the check is
+// on the offset itself (offsetof of a non-standard-layout class is conditionally supported; both support it).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(ShimFile, base) == 0, "sqlite3_file must be at the address of ShimFile");
+#pragma GCC diagnostic pop
 
 constexpr size_t kRealOffset =
     (sizeof(ShimFile) + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) * alignof(std::max_align_t);
