@@ -24,6 +24,10 @@ json parse_server_json(std::string_view text) {
   return json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+// A server's JSON as text for a message: its strings may hold any bytes (nlohmann takes invalid UTF-8 on the
+// way in and throws on the way out unless told to replace it).
+std::string dump_for_message(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void check_server_depth(const json& j, const char* what) {
   if (json_depth(j, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
     throw Error(ErrorCode::model,
@@ -191,9 +195,11 @@ net::HttpRequest OpenAIEndpoint::request(std::string_view path, const net::HttpH
   r.idle_timeout = idle_timeout_;
   if (!api_key_.empty()) r.headers.emplace_back("Authorization", "Bearer " + api_key_);
   r.headers.insert(r.headers.end(), headers.begin(), headers.end());
-  for (const auto& [name, value] : extra_headers_) {
+  for (const auto& extra : extra_headers_) {
+    // Not a structured binding: clang before 16 cannot capture one in a lambda (the fuzz build is clang's).
+    const std::string& name = extra.first;
     std::erase_if(r.headers, [&](const auto& h) { return net::header_name_equals(h.first, name); });
-    r.headers.emplace_back(name, value);
+    r.headers.emplace_back(name, extra.second);
   }
   return r;
 }
@@ -307,11 +313,11 @@ std::optional<ApiError> api_error_from_json(const json& j) {
       e.type = text_field(*it, "type");
       e.code = text_field(*it, "code");
       e.param = text_field(*it, "param");
-      if (e.message.empty()) e.message = it->dump();
+      if (e.message.empty()) e.message = dump_for_message(*it);
     } else if (it->is_string()) {
       e.message = it->get<std::string>();
     } else {
-      e.message = it->dump();
+      e.message = dump_for_message(*it);
     }
     return e;
   }
@@ -323,7 +329,7 @@ std::optional<ApiError> api_error_from_json(const json& j) {
     return e;
   }
   if (auto it = j.find("detail"); it != j.end()) {  // FastAPI-based servers
-    e.message = it->is_string() ? it->get<std::string>() : it->dump();
+    e.message = it->is_string() ? it->get<std::string>() : dump_for_message(*it);
     return e;
   }
   return std::nullopt;
@@ -464,7 +470,7 @@ void ChatStreamAccumulator::on_last_event(const net::SseEvent& event) {
 }
 
 void ChatStreamAccumulator::fail_with(const json& error_json) {
-  ApiError e = api_error_from_json(error_json).value_or(ApiError{error_json.dump(), {}, {}, {}});
+  ApiError e = api_error_from_json(error_json).value_or(ApiError{dump_for_message(error_json), {}, {}, {}});
   stream_error_ = e;
   throw Error(ErrorCode::model, describe_api_error(0, e));
 }
