@@ -330,3 +330,18 @@ TEST_CASE("a host model's streamed tool-call arguments too deep are a failed res
   CHECK(runs == 0);
   CHECK(r.history("t-args").back()["content"] == "done");
 }
+
+TEST_CASE("a host tool's answer of an unexpected shape does not fail the demo model's turn") {
+  Runtime r;
+  AnsweringTool tool;
+  tool.add(r.rt);
+  tool.result_json = R"({"ok":"yes","day":7,"room":["A1"],"error":{"message":5}})";
+  json h = r.start("t-shape", "book a room");
+  CHECK(r.wait(h["turnId"])["status"] == "COMPLETED");
+  CHECK(r.history("t-shape").back()["content"] ==
+        R"(I did not book the room: {"day":7,"error":{"message":5},"ok":"yes","room":["A1"]})");
+  tool.result_json = R"({"ok":true,"day":"tue","room":7})";
+  h = r.start("t-shape2", "book a room");
+  CHECK(r.wait(h["turnId"])["status"] == "COMPLETED");
+  CHECK(r.history("t-shape2").back()["content"] == "Your booking is confirmed: room ? on Tuesday.");
+}
