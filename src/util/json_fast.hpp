@@ -17,7 +17,8 @@
 namespace agentrt {
 inline namespace v1 {
 
-// As json::parse(text): throws nlohmann's parse_error on invalid JSON, and Error(invalid_argument) "JSON text
+// As json::parse(text): throws what nlohmann's parser throws on invalid JSON (parse_error; out_of_range for a
+// number like 1e309), and Error(invalid_argument) "JSON text
 // is nested deeper than <max_depth> levels" for a text nested deeper.
 json parse_json(std::string_view text, size_t max_depth = kMaxStoredJsonDepth);
 // As json::parse(text, nullptr, false): a discarded value on invalid JSON and on a text nested deeper than
