@@ -591,7 +591,10 @@ void ChatStreamAccumulator::on_completion(const json& completion) {
   if (auto it = completion.find("choices"); it != completion.end() && it->is_array()) {
     for (const auto& c : *it) {
       if (!c.is_object()) continue;
-      json choice{{"index", c.value("index", 0)}, {"finish_reason", c.value("finish_reason", json())}};
+      // A server's fields may have any type: an index that is no integer is choice 0's, as a missing one.
+      const auto index = c.find("index");
+      json choice{{"index", index != c.end() && index->is_number_integer() ? *index : json(0)},
+                  {"finish_reason", c.value("finish_reason", json())}};
       if (auto msg = c.find("message"); msg != c.end()) choice["delta"] = *msg;
       choices.push_back(std::move(choice));
     }
