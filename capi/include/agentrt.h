@@ -111,10 +111,16 @@ typedef void (*agentrt_model_cb)(agentrt_model_call* call, const char* request_j
  * (data_dir, store, objects, model, stages, workers, max_steps, approval_timeout_ms, context_budget_chars,
  * flush_interval_ms, sweep_interval_ms, instance_lease_ms, max_input_bytes, summary_max_chars,
  * job_timeout_ms — how long a job may stay queued or running before it fails with code "timeout", default
- * 24 h; see agentrt_tool_call_start_job), plus:
+ * 24 h; see agentrt_tool_call_start_job; max_json_depth, max_input_parts, max_input_messages — see below),
+ * plus:
  *   demo_tools   true: register the offline demo's tools (book_room, check_availability). Default false.
  * The model section ({type:"demo"} | {type:"openai", base_url, model, ...} | {type:"auto"}) is also the
  * transcription config of agentrt_transcribe. Unknown keys fail with AGENTRT_E_INVALID_ARGUMENT.
+ * Limits on what hosts and clients send: every JSON argument of this API nested deeper than max_json_depth
+ * (default 64, 1..256; config_json itself: 64) fails with AGENTRT_E_INVALID_ARGUMENT ("<name> is nested deeper
+ * than N levels") before it is parsed; a turn's input message over max_input_bytes as stored (default 1 MiB,
+ * metadata included), with more than max_input_parts content parts (default 64), or a RunAgentInput with more
+ * than max_input_messages messages (default 4096) fails with AGENTRT_E_TOO_LARGE.
  * On success *out is a new runtime, freed with agentrt_runtime_free. */
 AGENTRT_API int32_t agentrt_runtime_open(agentrt_runtime** out, const char* config_json);
 
@@ -164,8 +170,9 @@ AGENTRT_API int32_t agentrt_tool_unregister(agentrt_runtime* rt, const char* nam
 
 /* Completes a call successfully. `result_json`: any JSON value (the tool's result). `ui_json`: NULL or a
  * UiSchema card {type, version:"v1", data?, actions?}. AGENTRT_E_INVALID_ARGUMENT for malformed JSON (the
- * call stays open); AGENTRT_E_INVALID_STATE when the call already ended (completed, failed, timed out or
- * cancelled). */
+ * call stays open) and for a result_json or ui_json nested deeper than the runtime's max_json_depth (the call
+ * then fails with code "invalid_result": the model is told, the turn goes on); AGENTRT_E_INVALID_STATE when
+ * the call already ended (completed, failed, timed out or cancelled). */
 AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const char* result_json, const char* ui_json);
 
 /* Fails a call. `code`: a short machine-readable reason (NULL means "tool_error"); `message`: what went

@@ -10,6 +10,7 @@
 
 #include "agentrt/config.hpp"
 #include "agentrt/jobs.hpp"
+#include "agentrt/json_limits.hpp"
 #include "firewall.hpp"
 #include "host_model.hpp"
 #include "host_tool.hpp"
@@ -31,7 +32,7 @@ int32_t open_runtime(const char* fn, agentrt_runtime** out, const char* config_j
   return guard(fn, [&]() -> int32_t {
     require_out(out);
     if (with_model && !model) throw Error(ErrorCode::invalid_argument, "model is NULL");
-    json cfg = parse_json_arg(config_json, "config_json", true);
+    json cfg = parse_json_arg(config_json, "config_json", agentrt::kDefaultMaxJsonDepth, true);
     if (!cfg.is_object()) throw Error(ErrorCode::invalid_argument, "config_json must be a JSON object");
     bool demo_tools = false;
     if (auto it = cfg.find("demo_tools"); it != cfg.end()) {
@@ -40,13 +41,9 @@ int32_t open_runtime(const char* fn, agentrt_runtime** out, const char* config_j
       cfg.erase(it);
     }
     json model_section = cfg.value("model", json::object());
-    std::shared_ptr<agentrt::ModelProvider> host_model;
-    if (model) {
-      host_model = std::make_shared<HostModelProvider>(model, std::move(data));
-      cfg["model"] = json{{"type", "demo"}};  // a placeholder: replaced by the host's model below
-    }
+    if (model) cfg["model"] = json{{"type", "demo"}};  // a placeholder: replaced by the host's model below
     agentrt::RuntimeConfig rc = agentrt::runtime_config_from_json(cfg);
-    if (host_model) rc.model = std::move(host_model);
+    if (model) rc.model = std::make_shared<HostModelProvider>(model, std::move(data), rc.max_json_depth);
     auto handle = std::make_unique<agentrt_runtime>();
     handle->state = std::make_unique<RuntimeState>(std::move(rc), std::move(model_section));
     if (demo_tools) agentrt::register_demo_tools(handle->state->runtime().tools());
@@ -114,8 +111,9 @@ AGENTRT_API int32_t agentrt_tool_register(agentrt_runtime* rt, const char* spec_
   return guard("agentrt_tool_register", [&]() -> int32_t {
     auto& st = state_of(rt);
     if (!cb) throw Error(ErrorCode::invalid_argument, "cb is NULL");
-    json spec = parse_json_arg(spec_json, "spec_json");
-    st.runtime().tools().add(host_tool_spec(spec, cb, std::move(data)));
+    const size_t max_depth = st.runtime().config().max_json_depth;
+    json spec = parse_json_arg(spec_json, "spec_json", max_depth);
+    st.runtime().tools().add(host_tool_spec(spec, cb, std::move(data), max_depth));
     return AGENTRT_OK;
   });
 }
@@ -133,10 +131,21 @@ AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const ch
   return guard("agentrt_tool_call_complete", [&]() -> int32_t {
     require_handle(call, "call");
     agentrt::ToolResult r;
-    r.result = parse_json_arg(result_json, "result_json");
+    // Nested too deep, the result is refused and the call fails with code "invalid_result": the turn goes on.
+    const size_t max_depth = call->max_json_depth;
+    auto refuse_deep = [&](const char* text, const char* name) {
+      if (text && agentrt::json_text_depth(text, max_depth) > max_depth) {
+        const std::string why = fmt::format("{} is nested deeper than {} levels", name, max_depth);
+        call->completion.fail("invalid_result", "the tool's " + why);
+        throw Error(ErrorCode::invalid_argument, why + "; the call has failed with code invalid_result");
+      }
+    };
+    refuse_deep(result_json, "result_json");
+    refuse_deep(ui_json, "ui_json");
+    r.result = parse_json_arg(result_json, "result_json", max_depth);
     if (ui_json && *ui_json) {
       try {
-        r.ui = agentrt::parse_ui_schema(parse_json_arg(ui_json, "ui_json"));
+        r.ui = agentrt::parse_ui_schema(parse_json_arg(ui_json, "ui_json", max_depth));
       } catch (const Error& e) {
         throw Error(e.code(), "ui_json: " + e.message());
       }
@@ -161,7 +170,7 @@ AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call* call, const char* 
 AGENTRT_API int32_t agentrt_tool_call_start_job(agentrt_tool_call* call, const char* job_json) {
   return guard("agentrt_tool_call_start_job", [&]() -> int32_t {
     require_handle(call, "call");
-    agentrt::JobStart job = job_start_from_json(parse_json_arg(job_json, "job_json", true));
+    agentrt::JobStart job = job_start_from_json(parse_json_arg(job_json, "job_json", call->max_json_depth, true));
     if (!call->completion.start_job(std::move(job)))
       throw Error(ErrorCode::invalid_state,
                   "the tool call has already ended (completed, failed, timed out or cancelled)");
@@ -217,7 +226,7 @@ AGENTRT_API int32_t agentrt_model_call_tool_call_args(agentrt_model_call* call, 
 AGENTRT_API int32_t agentrt_model_call_finish(agentrt_model_call* call, const char* result_json) {
   return guard("agentrt_model_call_finish", [&]() -> int32_t {
     require_handle(call, "call");
-    json r = parse_json_arg(result_json, "result_json", true);
+    json r = parse_json_arg(result_json, "result_json", call->state->max_json_depth(), true);
     validate_model_result(r);
     return call->state->push({ModelCallState::Item::Kind::finish, 0, {}, {}, std::move(r), ErrorCode::model});
   });
@@ -247,7 +256,8 @@ AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const ch
   return guard("agentrt_turn_start", [&]() -> int32_t {
     require_out(out);
     auto& st = state_of(rt);
-    auto input = turn_input_from_json(parse_json_arg(input_json, "input_json"));
+    const auto limits = agentrt::input_limits(st.runtime().config());
+    auto input = turn_input_from_json(parse_json_arg(input_json, "input_json", limits.max_json_depth), limits);
     *out = dup_json(turn_handle_to_json(st.runtime().start_turn(input)));
     return AGENTRT_OK;
   });
@@ -260,7 +270,9 @@ AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const c
     auto& st = state_of(rt);
     const std::string turn = id_arg(turn_id, "turn_id");
     const std::string approval = id_arg(approval_request_id, "approval_request_id");
-    auto req = resume_request_from_json(parse_json_arg(decisions_json, "decisions_json"));
+    const auto limits = agentrt::input_limits(st.runtime().config());
+    auto req =
+        resume_request_from_json(parse_json_arg(decisions_json, "decisions_json", limits.max_json_depth), limits);
     *out = dup_json(st.runtime().resume(turn, approval, req.decisions, req.run_id));
     return AGENTRT_OK;
   });
@@ -364,7 +376,8 @@ AGENTRT_API int32_t agentrt_job_update(char** out, agentrt_runtime* rt, const ch
     require_out(out);
     auto& st = state_of(rt);
     const std::string id = id_arg(job_id, "job_id");
-    auto progress = job_progress_from_json(parse_json_arg(progress_json, "progress_json"));
+    auto progress =
+        job_progress_from_json(parse_json_arg(progress_json, "progress_json", st.runtime().config().max_json_depth));
     *out = dup_json(agentrt::job_to_json(st.runtime().update_job(id, progress)));
     return AGENTRT_OK;
   });
@@ -375,7 +388,8 @@ AGENTRT_API int32_t agentrt_job_complete(char** out, agentrt_runtime* rt, const 
     require_out(out);
     auto& st = state_of(rt);
     const std::string id = id_arg(job_id, "job_id");
-    auto result = job_result_from_json(parse_json_arg(result_json, "result_json"));
+    auto result =
+        job_result_from_json(parse_json_arg(result_json, "result_json", st.runtime().config().max_json_depth));
     *out = dup_json(agentrt::job_to_json(st.runtime().complete_job(id, result)));
     return AGENTRT_OK;
   });
@@ -470,7 +484,8 @@ AGENTRT_API int32_t agentrt_transcribe(char** out, agentrt_runtime* rt, const vo
     if (!audio) throw Error(ErrorCode::invalid_argument, "audio is NULL");
     if (audio_len == 0) throw Error(ErrorCode::invalid_argument, "audio is empty (audio_len is 0)");
     const std::string mime = id_arg(mime_type, "mime_type");
-    auto options = transcribe_options_from_json(parse_json_arg(options_json, "options_json", true));
+    auto options = transcribe_options_from_json(
+        parse_json_arg(options_json, "options_json", st.runtime().config().max_json_depth, true));
     auto t = st.transcriber();
     *out = dup_string(t->transcribe(std::string_view(static_cast<const char*>(audio), audio_len), mime, options));
     return AGENTRT_OK;

@@ -50,8 +50,8 @@ void validate_model_result(const json& r) {
   }
 }
 
-ModelCallState::ModelCallState(ModelStreamSink& sink, CancelToken cancel)
-    : sink_(sink), cancel_(std::move(cancel)), consumer_(std::this_thread::get_id()) {}
+ModelCallState::ModelCallState(ModelStreamSink& sink, CancelToken cancel, size_t max_json_depth)
+    : sink_(sink), cancel_(std::move(cancel)), max_json_depth_(max_json_depth), consumer_(std::this_thread::get_id()) {}
 
 int32_t ModelCallState::push(Item item) {
   const bool ends = item.kind == Item::Kind::finish || item.kind == Item::Kind::fail;
@@ -187,7 +187,7 @@ json model_request_to_json(const ModelRequest& r) {
 
 ModelResult HostModelProvider::complete(const ModelRequest& request, ModelStreamSink& sink, const CancelToken& cancel) {
   const std::string request_json = model_request_to_json(request).dump(-1, ' ', false, json::error_handler_t::replace);
-  auto state = std::make_shared<ModelCallState>(sink, cancel);
+  auto state = std::make_shared<ModelCallState>(sink, cancel, max_json_depth_);
   auto handle = std::make_unique<agentrt_model_call>();
   handle->state = state;
   state->enter_callback();

@@ -34,8 +34,9 @@ class ModelCallState {
     json result;                        // finish: the validated result object
     ErrorCode code = ErrorCode::model;  // fail
   };
-  // Created on the consumer thread.
-  ModelCallState(ModelStreamSink& sink, CancelToken cancel);
+  // Created on the consumer thread. `max_json_depth`: the runtime's limit on the host's result_json.
+  ModelCallState(ModelStreamSink& sink, CancelToken cancel, size_t max_json_depth);
+  size_t max_json_depth() const { return max_json_depth_; }
 
   // Queues an item (any thread). Returns AGENTRT_OK, or a status with the last error set: AGENTRT_E_CANCELLED
   // once the turn is cancelled or the worker stopped waiting, AGENTRT_E_INVALID_STATE once the call ended.
@@ -60,6 +61,7 @@ class ModelCallState {
   End end_ = End::open;
   ModelStreamSink& sink_;
   const CancelToken cancel_;
+  const size_t max_json_depth_;
   const std::thread::id consumer_;
   std::atomic<bool> in_callback_{false};
   // Touched only on the consumer thread.
@@ -76,13 +78,15 @@ void validate_model_result(const json& result);
 // Thread-safe: complete() runs on several workers at once; each call has its own ModelCallState.
 class HostModelProvider final : public ModelProvider {
  public:
-  HostModelProvider(agentrt_model_cb cb, HostData data) : cb_(cb), data_(std::move(data)) {}
+  HostModelProvider(agentrt_model_cb cb, HostData data, size_t max_json_depth)
+      : cb_(cb), data_(std::move(data)), max_json_depth_(max_json_depth) {}
   ModelResult complete(const ModelRequest& request, ModelStreamSink& sink, const CancelToken& cancel) override;
   std::string name() const override { return "host"; }
 
  private:
   agentrt_model_cb cb_;
   HostData data_;
+  size_t max_json_depth_;
 };
 
 // The request as the host sees it (camelCase JSON).

@@ -30,7 +30,7 @@ json tool_call_to_json(const ToolCallContext& c) {
               {"jobConfirmed", c.job_confirmed}};
 }
 
-ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data) {
+ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data, size_t max_json_depth) {
   auto tool = std::make_shared<HostTool>(HostTool{cb, std::move(data)});
   if (!j.is_object()) bad("must be a JSON object");
   ToolSpec spec;
@@ -76,9 +76,9 @@ ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data) {
     }
   }
   if (spec.name.empty()) bad("'name' is required");
-  spec.handler = [tool](const ToolCallContext& call, ToolCompletion completion) {
+  spec.handler = [tool, max_json_depth](const ToolCallContext& call, ToolCompletion completion) {
     const std::string call_json = tool_call_to_json(call).dump(-1, ' ', false, json::error_handler_t::replace);
-    auto handle = std::make_unique<agentrt_tool_call>(agentrt_tool_call{std::move(completion)});
+    auto handle = std::make_unique<agentrt_tool_call>(agentrt_tool_call{std::move(completion), max_json_depth});
     // From here on the host owns the handle (it frees it with agentrt_tool_call_free).
     tool->cb(handle.release(), call_json.c_str(), tool->data.get());
   };

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/json_limits.hpp"
+
 namespace agentrt::capi {
 
 namespace {
@@ -28,16 +30,12 @@ std::string opt_string(const json& j, const char* key, const char* where) {
 
 }  // namespace
 
-json parse_json_arg(const char* text, const char* name, bool optional, json empty) {
+json parse_json_arg(const char* text, const char* name, size_t max_depth, bool optional, json empty) {
   if (!text || !*text) {
     if (optional) return empty;
     bad(fmt::format("{} is {}", name, text ? "empty" : "NULL"));
   }
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    bad(fmt::format("{} is not valid JSON: {}", name, e.what()));
-  }
+  return parse_json_text(text, max_depth, name);
 }
 
 char* dup_string(std::string_view s) {
@@ -50,10 +48,11 @@ char* dup_string(std::string_view s) {
 
 char* dup_json(const json& j) { return dup_string(j.dump(-1, ' ', false, json::error_handler_t::replace)); }
 
-TurnInput turn_input_from_json(const json& in) {
+TurnInput turn_input_from_json(const json& in, const InputLimits& limits) {
+  check_json_depth(in, limits.max_json_depth, "input_json");
   if (!in.is_object()) bad("input_json must be a JSON object");
   const std::string user = req_string(in, "userId", "input_json");
-  if (in.contains("messages")) return turn_input_from_agui(in, user);
+  if (in.contains("messages")) return turn_input_from_agui(in, user, limits);
 
   for (auto it = in.begin(); it != in.end(); ++it) {
     const std::string& k = it.key();
@@ -70,11 +69,14 @@ TurnInput turn_input_from_json(const json& in) {
   t.client_message_id = opt_string(in, "clientMessageId", "input_json");
   auto m = in.find("message");
   if (m == in.end() || !m->is_object()) bad("input_json: 'message' must be an object {role:\"user\", content}");
+  if (auto c = m->find("content"); c != m->end() && c->is_array() && c->size() > limits.max_input_parts)
+    throw Error(ErrorCode::too_large, fmt::format("input_json: the message has {} content parts; the limit is {}",
+                                                  c->size(), limits.max_input_parts));
   json msg = *m;
   const bool has_id = msg.contains("id");
   if (!has_id) msg["id"] = "pending";
   if (!msg.contains("role")) msg["role"] = "user";
-  t.message = msg.get<Message>();
+  t.message = message_from_json(msg, limits.max_json_depth);
   if (!has_id) t.message.id.clear();
   return t;
 }
@@ -89,7 +91,8 @@ json turn_handle_to_json(const TurnHandle& h) {
   return out;
 }
 
-ResumeRequest resume_request_from_json(const json& j) {
+ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits) {
+  check_json_depth(j, limits.max_json_depth, "decisions_json");
   ResumeRequest r;
   const json* list = &j;
   if (j.is_object()) {
@@ -108,9 +111,9 @@ ResumeRequest resume_request_from_json(const json& j) {
   bool agui = false;
   for (const auto& d : *list) agui = agui || (d.is_object() && d.contains("status"));
   if (agui) {
-    r.decisions = decisions_from_agui_resume(*list);
+    r.decisions = decisions_from_agui_resume(*list, limits);
   } else {
-    for (const auto& d : *list) r.decisions.push_back(d.get<Decision>());
+    for (const auto& d : *list) r.decisions.push_back(decision_from_json(d, limits.max_json_depth));
   }
   return r;
 }

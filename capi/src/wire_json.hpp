@@ -12,16 +12,17 @@
 
 namespace agentrt::capi {
 
-// Parses a JSON argument; Error(invalid_argument) naming `name` when it is NULL or malformed. NULL or ""
-// yields `empty` when `optional`.
-json parse_json_arg(const char* text, const char* name, bool optional = false, json empty = json::object());
+// Parses a JSON argument; Error(invalid_argument) naming `name` when it is NULL, malformed or nested deeper
+// than max_depth (checked before anything is built). NULL or "" yields `empty` when `optional`.
+json parse_json_arg(const char* text, const char* name, size_t max_depth, bool optional = false,
+                    json empty = json::object());
 
 // A malloc'ed copy for the caller (freed with agentrt_free).
 char* dup_string(std::string_view s);
 char* dup_json(const json& j);
 
 // The native form {threadId, userId, message, runId?, clientMessageId?} or an AG-UI RunAgentInput with userId.
-TurnInput turn_input_from_json(const json& input);
+TurnInput turn_input_from_json(const json& input, const InputLimits& limits);
 // {turnId, runId, threadId, existing, firstSeq}, plus deltaMessages (AG-UI messages) when existing.
 json turn_handle_to_json(const TurnHandle& h);
 
@@ -30,7 +31,7 @@ struct ResumeRequest {
   std::string run_id;
 };
 // An array of decisions or AG-UI resume entries, or {decisions|resume: [...], runId?}.
-ResumeRequest resume_request_from_json(const json& j);
+ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits);
 
 json turn_record_to_json(const TurnRecord& t);
 json turn_interrupts_to_json(const TurnRecord& t);

@@ -88,8 +88,7 @@ json read_config_file(const std::string& path) {
   if (!in) throw Error(ErrorCode::not_found, fmt::format("cannot read the config file {}", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) throw Error(ErrorCode::invalid_argument, fmt::format("{} is not valid JSON", path));
+  json j = parse_json_text(ss.str(), kDefaultMaxJsonDepth, path);  // invalid_argument: not JSON, nested too deep
   if (!j.is_object()) throw Error(ErrorCode::invalid_argument, fmt::format("{} must hold a JSON object", path));
   return j;
 }

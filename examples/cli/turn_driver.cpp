@@ -201,6 +201,11 @@ std::optional<Decision> TurnDriver::ask_one(const Pending& p) {
         if (!text) return std::nullopt;
         std::string t = trim(*text);
         if (t.empty()) break;
+        const size_t max_depth = rt_.config().max_json_depth;
+        if (json_text_depth(t, max_depth) > max_depth) {
+          fmt::print(info_, "Those arguments are nested deeper than {} levels; try again.\n", max_depth);
+          continue;
+        }
         json args = json::parse(t, nullptr, false);
         if (args.is_discarded()) {
           fmt::print(info_, "That is not valid JSON; try again.\n");

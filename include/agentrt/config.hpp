@@ -22,6 +22,10 @@ inline namespace v1 {
 //   stages                StagePolicies JSON
 //   workers, max_steps, approval_timeout_ms, context_budget_chars, flush_interval_ms, sweep_interval_ms,
 //   instance_lease_ms, max_input_bytes, summary_max_chars, job_timeout_ms
+//   max_json_depth        nesting limit on JSON that enters (default 64, 1..256)
+//   max_input_parts       content parts of an input message (default 64)
+//   max_input_messages    messages of an AG-UI RunAgentInput (default 4096)
+// A config value nested deeper than kDefaultMaxJsonDepth is refused with Error(invalid_argument).
 RuntimeConfig runtime_config_from_json(const json& config);
 
 // True when the config's model is the offline demo model (the host then registers the demo tools).

@@ -1,12 +1,14 @@
 // Messages and content parts in AG-UI 1.0 shape (camelCase JSON, optional fields omitted, never null).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agentrt/json.hpp"
+#include "agentrt/json_limits.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -60,6 +62,8 @@ struct Message {
 
 // JSON in AG-UI 1.0 Message/ContentPart shape. from_json validates (throws Error(invalid_argument)) and
 // upgrades the 0.x `binary` part ({type:"binary", mimeType, data|url|id, filename}) to a 1.0 media part.
+// from_json refuses a value nested deeper than kDefaultMaxJsonDepth ("message is nested deeper than 64
+// levels") before copying anything out of it; message_from_json takes the limit.
 void to_json(json& j, const PartSource& s);
 void from_json(const json& j, PartSource& s);
 void to_json(json& j, const ContentPart& p);
@@ -68,6 +72,14 @@ void to_json(json& j, const ToolCall& c);
 void from_json(const json& j, ToolCall& c);
 void to_json(json& j, const Message& m);
 void from_json(const json& j, Message& m);
+
+// A message from its JSON; Error(invalid_argument) for a malformed one or one nested deeper than max_depth
+// (the depth of the message's own JSON: 1 for {"id","role","content":"text"}).
+Message message_from_json(const json& j, size_t max_depth);
+
+// The nesting depth of the message's JSON form (as json_depth of to_json(m)), without building it; counting
+// stops past `stop_after`.
+size_t message_depth(const Message& m, size_t stop_after = static_cast<size_t>(-1));
 
 // The same JSON as to_json(Message), written straight to text (the store's hot path).
 std::string to_json_string(const Message& m);

@@ -13,6 +13,12 @@ inline namespace v1 {
 
 // The nesting limit used wherever JSON enters (RuntimeConfig::max_json_depth; the server's and the C ABI's).
 inline constexpr size_t kDefaultMaxJsonDepth = 64;
+// The largest nesting limit a configuration may set (config key max_json_depth: 1 to this).
+inline constexpr size_t kMaxConfigurableJsonDepth = 256;
+// The limit on JSON read back from the library's own storage (rows, conversation documents, payloads): an
+// input within kMaxConfigurableJsonDepth stays within it once wrapped in the stored envelopes. Deeper stored
+// text (an older build's, or a hostile writer's) is refused, never built.
+inline constexpr size_t kMaxStoredJsonDepth = 2 * kMaxConfigurableJsonDepth;
 
 // The nesting depth of a value: 0 for a scalar, 1 for [] or {} of scalars, and so on. Iterative; stops
 // counting once the depth passes `stop_after` (and returns stop_after + 1).

@@ -15,6 +15,7 @@
 #include "agentrt/events.hpp"
 #include "agentrt/jobs.hpp"
 #include "agentrt/json.hpp"
+#include "agentrt/json_limits.hpp"
 #include "agentrt/log.hpp"
 #include "agentrt/model.hpp"
 #include "agentrt/stages.hpp"
@@ -37,12 +38,18 @@ struct RuntimeConfig {
   std::chrono::milliseconds flush_interval{10};    // longest a streamed delta waits for its commit
   std::chrono::milliseconds sweep_interval{500};   // expiry and crash-recovery sweeper period
   std::chrono::milliseconds instance_lease{5000};  // a runtime whose heartbeat is older is dead
-  size_t max_input_bytes = 1 << 20;                // a turn's input message, serialised
+  size_t max_input_bytes = 1 << 20;                // a turn's input message as stored (serialised, metadata included)
   // A commit that fails for a transient reason (an I/O error, a full disk, a busy database) is tried this many
   // more times, commit_retry_backoff apart (doubled each time), before its run ends with RUN_ERROR
   // {code:"storage"}. The run holds its events meanwhile: none is shown before it is committed.
   int commit_retries = 2;
   std::chrono::milliseconds commit_retry_backoff{20};
+  // Hostile-input limits (too_large / invalid_argument past them): the nesting of any JSON that enters
+  // (arguments, tool results, model tool-call arguments, job payloads; 1..kMaxConfigurableJsonDepth), the
+  // content parts of an input message, the messages of an AG-UI RunAgentInput.
+  size_t max_json_depth = kDefaultMaxJsonDepth;
+  size_t max_input_parts = 64;
+  size_t max_input_messages = 4096;
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::shared_ptr<Summarizer> summarizer;  // default: Summarizer{}
@@ -103,14 +110,28 @@ struct Decision {
   std::optional<json> edited_args;  // approve with edits: a full replacement, validated again
   std::string reason;               // reject: what the model is told
 };
-void from_json(const json& j, Decision& d);  // {interruptId|toolCallId, action|approved, editedArgs, reason}
+// {interruptId|toolCallId, action|approved, editedArgs, reason}. Error(invalid_argument) for a malformed
+// decision or one nested deeper than max_depth (from_json: kDefaultMaxJsonDepth).
+Decision decision_from_json(const json& j, size_t max_depth);
+void from_json(const json& j, Decision& d);
+
+// The limits the decoders of host input below apply (a runtime's: input_limits(config)).
+struct InputLimits {
+  size_t max_json_depth = kDefaultMaxJsonDepth;  // the whole input value's nesting
+  size_t max_input_parts = 64;                   // content parts of the input message
+  size_t max_input_messages = 4096;              // messages of a RunAgentInput
+};
+InputLimits input_limits(const RuntimeConfig& config);
 
 // The new input of an AG-UI RunAgentInput: the latest user message only. The client's history (every other
-// message) is ignored. Throws Error(invalid_argument) for a malformed input or one without a user message.
-TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id);
+// message) is ignored. Throws Error(invalid_argument) for a malformed input, one without a user message or
+// one nested deeper than limits.max_json_depth (checked before anything is copied), Error(too_large) for
+// more messages or parts than the limits allow.
+TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id, const InputLimits& limits = {});
 // AG-UI resume entries ({interruptId, status:"resolved"|"cancelled", payload:{approved, editedArgs, reason}})
-// as decisions. "resolved" without a payload approves.
-std::vector<Decision> decisions_from_agui_resume(const json& resume);
+// as decisions. "resolved" without a payload approves. Error(invalid_argument) for a malformed list or one
+// nested deeper than limits.max_json_depth.
+std::vector<Decision> decisions_from_agui_resume(const json& resume, const InputLimits& limits = {});
 
 // Pulls a thread's events: first the committed ones after the start sequence, then the live tail.
 // Thread-safe: next() from one consumer thread, close() and on_ready() from any.

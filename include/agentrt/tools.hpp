@@ -83,6 +83,9 @@ class ToolCompletion {
     std::optional<JobStart> job;  // ok and the tool started a job
   };
   Outcome outcome() const;  // valid once done()
+  // The outcome moved out (valid once done(); later calls find it empty): what the runtime reads, so that a
+  // result is never copied before its nesting is checked.
+  Outcome take_outcome();
 
  private:
   struct State;

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "agentrt/error.hpp"
+#include "agentrt/json_limits.hpp"
 #include "agentrt/openai.hpp"
 #include "model/openai_stream.hpp"
 #include "net/http_client.hpp"
@@ -114,6 +115,9 @@ class OpenAIProvider final : public ModelProvider {
 
     try {
       if (!streaming) {
+        if (json_text_depth(response.body, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
+          throw Error(ErrorCode::model,
+                      fmt::format("the answer is nested deeper than {} levels", kDefaultMaxJsonDepth));
         json completion = json::parse(response.body, nullptr, false);
         if (completion.is_discarded()) {
           throw Error(ErrorCode::model, "the answer is neither an event stream nor JSON");

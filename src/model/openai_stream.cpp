@@ -9,10 +9,30 @@
 #include <cstdlib>
 #include <random>
 
+#include "agentrt/json_limits.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 namespace openai {
 namespace {
+
+// What a server sends (chunks, answers, error bodies) is a few levels deep; a text nested deeper than the
+// nesting limit is not built (its copies and dumps would overflow the stack): it is discarded, as text that
+// is not JSON.
+json parse_server_json(std::string_view text) {
+  if (json_text_depth(text, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth) return json::value_t::discarded;
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// A server's JSON as text for a message: its strings may hold any bytes (nlohmann takes invalid UTF-8 on the
+// way in and throws on the way out unless told to replace it).
+std::string dump_for_message(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void check_server_depth(const json& j, const char* what) {
+  if (json_depth(j, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
+    throw Error(ErrorCode::model,
+                fmt::format("the model sent {} nested deeper than {} levels", what, kDefaultMaxJsonDepth));
+}
 
 std::mt19937_64& rng() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -175,9 +195,11 @@ net::HttpRequest OpenAIEndpoint::request(std::string_view path, const net::HttpH
   r.idle_timeout = idle_timeout_;
   if (!api_key_.empty()) r.headers.emplace_back("Authorization", "Bearer " + api_key_);
   r.headers.insert(r.headers.end(), headers.begin(), headers.end());
-  for (const auto& [name, value] : extra_headers_) {
+  for (const auto& extra : extra_headers_) {
+    // Not a structured binding: clang before 16 cannot capture one in a lambda (the fuzz build is clang's).
+    const std::string& name = extra.first;
     std::erase_if(r.headers, [&](const auto& h) { return net::header_name_equals(h.first, name); });
-    r.headers.emplace_back(name, value);
+    r.headers.emplace_back(name, extra.second);
   }
   return r;
 }
@@ -291,11 +313,11 @@ std::optional<ApiError> api_error_from_json(const json& j) {
       e.type = text_field(*it, "type");
       e.code = text_field(*it, "code");
       e.param = text_field(*it, "param");
-      if (e.message.empty()) e.message = it->dump();
+      if (e.message.empty()) e.message = dump_for_message(*it);
     } else if (it->is_string()) {
       e.message = it->get<std::string>();
     } else {
-      e.message = it->dump();
+      e.message = dump_for_message(*it);
     }
     return e;
   }
@@ -307,14 +329,14 @@ std::optional<ApiError> api_error_from_json(const json& j) {
     return e;
   }
   if (auto it = j.find("detail"); it != j.end()) {  // FastAPI-based servers
-    e.message = it->is_string() ? it->get<std::string>() : it->dump();
+    e.message = it->is_string() ? it->get<std::string>() : dump_for_message(*it);
     return e;
   }
   return std::nullopt;
 }
 
 ApiError parse_api_error(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = parse_server_json(body);
   if (!j.is_discarded()) {
     if (auto e = api_error_from_json(j)) return *e;
     if (j.is_object() && j.contains("message")) {
@@ -419,7 +441,7 @@ bool ChatStreamAccumulator::on_event(const net::SseEvent& event) {
   while (!data.empty() && (data.back() == ' ' || data.back() == '\n' || data.back() == '\r')) data.remove_suffix(1);
   if (event.event == "error") {
     ++events_;
-    json j = json::parse(data, nullptr, false);
+    json j = parse_server_json(data);
     if (!j.is_discarded() && api_error_from_json(j)) fail_with(j);
     fail_with(json{{"error", {{"message", std::string(data)}}}});
   }
@@ -429,6 +451,9 @@ bool ChatStreamAccumulator::on_event(const net::SseEvent& event) {
     done_ = true;
     return true;
   }
+  if (json_text_depth(data, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
+    throw Error(ErrorCode::model,
+                fmt::format("the model stream sent a chunk nested deeper than {} levels", kDefaultMaxJsonDepth));
   json chunk = json::parse(data, nullptr, false);
   if (chunk.is_discarded() || !chunk.is_object()) {
     throw Error(ErrorCode::model,
@@ -445,12 +470,13 @@ void ChatStreamAccumulator::on_last_event(const net::SseEvent& event) {
 }
 
 void ChatStreamAccumulator::fail_with(const json& error_json) {
-  ApiError e = api_error_from_json(error_json).value_or(ApiError{error_json.dump(), {}, {}, {}});
+  ApiError e = api_error_from_json(error_json).value_or(ApiError{dump_for_message(error_json), {}, {}, {}});
   stream_error_ = e;
   throw Error(ErrorCode::model, describe_api_error(0, e));
 }
 
 void ChatStreamAccumulator::on_chunk(const json& chunk) {
+  check_server_depth(chunk, "a chunk");
   if (auto it = chunk.find("error"); it != chunk.end() && !it->is_null()) fail_with(chunk);
   if (text_field(chunk, "object") == "error") fail_with(chunk);
 
@@ -556,6 +582,7 @@ void ChatStreamAccumulator::announce(StreamToolCall& call) {
 void ChatStreamAccumulator::on_completion(const json& completion) {
   if (!completion.is_object())
     throw Error(ErrorCode::model, "the model answered with something other than a JSON object");
+  check_server_depth(completion, "an answer");
   json chunk = json::object();
   for (const char* key : {"id", "model", "usage", "error", "object"}) {
     if (auto it = completion.find(key); it != completion.end()) chunk[key] = *it;
@@ -564,7 +591,10 @@ void ChatStreamAccumulator::on_completion(const json& completion) {
   if (auto it = completion.find("choices"); it != completion.end() && it->is_array()) {
     for (const auto& c : *it) {
       if (!c.is_object()) continue;
-      json choice{{"index", c.value("index", 0)}, {"finish_reason", c.value("finish_reason", json())}};
+      // A server's fields may have any type: an index that is no integer is choice 0's, as a missing one.
+      const auto index = c.find("index");
+      json choice{{"index", index != c.end() && index->is_number_integer() ? *index : json(0)},
+                  {"finish_reason", c.value("finish_reason", json())}};
       if (auto msg = c.find("message"); msg != c.end()) choice["delta"] = *msg;
       choices.push_back(std::move(choice));
     }

@@ -118,18 +118,22 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
       }
       if (!tool) return tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
       // Quote what the tool said: after an edited approval the booking differs from the request.
-      json result = json::parse(tool->text(), nullptr, false);
-      if (result.is_object() && result.value("ok", false)) {
+      // Whatever the tool answered (a host tool may answer anything): fields of another type are absent.
+      const json result = json::parse(tool->text(), nullptr, false);
+      auto field = [](const json& j, const char* key, const std::string& fallback) {
+        auto it = j.is_object() ? j.find(key) : j.end();
+        return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+      };
+      if (result.is_object() && result.contains("ok") && result["ok"] == true) {
         static const std::map<std::string, std::string> days = {
             {"mon", "Monday"}, {"tue", "Tuesday"},  {"wed", "Wednesday"}, {"thu", "Thursday"},
             {"fri", "Friday"}, {"sat", "Saturday"}, {"sun", "Sunday"}};
-        std::string day = result.value("day", "?");
+        std::string day = field(result, "day", "?");
         if (auto it = days.find(day); it != days.end()) day = it->second;
-        return text_result(fmt::format("Your booking is confirmed: room {} on {}.", result.value("room", "?"), day));
+        return text_result(fmt::format("Your booking is confirmed: room {} on {}.", field(result, "room", "?"), day));
       }
       std::string why = tool->text();
-      if (result.is_object() && result.contains("error") && result["error"].is_object())
-        why = result["error"].value("message", why);
+      if (result.is_object() && result.contains("error")) why = field(result["error"], "message", why);
       return text_result("I did not book the room: " + why);
     }
     if (text.empty()) return text_result("Hello! Ask me anything, or ask me to book a room.");

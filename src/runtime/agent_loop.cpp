@@ -362,8 +362,13 @@ class TurnRunner {
         problem = ToolError{"unknown_tool", fmt::format("unknown tool '{}'; the tools available are: {}", c.name,
                                                         names.empty() ? "none" : names)};
       } else {
-        args = c.arguments.empty() ? json::object() : parse_json_or_discarded(c.arguments);
-        if (args.is_discarded() || !args.is_object()) {
+        const size_t max_depth = rt_.cfg.max_json_depth;
+        args = c.arguments.empty() ? json::object() : parse_json_or_discarded(c.arguments, max_depth);
+        if (args.is_discarded() && json_text_depth(c.arguments, max_depth) > max_depth) {
+          problem = ToolError{"invalid_arguments",
+                              fmt::format("the arguments of {} are nested deeper than {} levels", c.name, max_depth)};
+          args = json::object();
+        } else if (args.is_discarded() || !args.is_object()) {
           problem = ToolError{"invalid_arguments", fmt::format("the arguments of {} are not a JSON object", c.name)};
           args = json::object();
         } else if (auto v = entry->schema.validate(args)) {
@@ -506,12 +511,18 @@ class TurnRunner {
                             fmt::format("{} did not finish within {} ms", l->tool_name, r.entry->spec.timeout.count()));
         }
       }
-      auto oc = r.completion.outcome();
+      auto oc = r.completion.take_outcome();
       std::string summary;
       if (oc.ok && oc.job) {
-        if (auto problem = invalid_job_start(*oc.job)) {
+        if (auto problem = invalid_job_start(*oc.job, rt_.cfg.max_json_depth)) {
           oc.ok = false;
           oc.error = ToolError{"invalid_job", *problem};
+        }
+      } else if (oc.ok) {
+        if (auto problem = invalid_result(oc.result, rt_.cfg.max_json_depth)) {
+          oc.ok = false;
+          oc.result = ToolResult{};
+          oc.error = ToolError{"invalid_result", *problem};
         }
       }
       if (oc.ok && oc.job) {
@@ -530,7 +541,7 @@ class TurnRunner {
                               oc.job->message.empty() ? "" : ". " + oc.job->message);
       } else if (oc.ok) {
         out.status = ToolStatus::succeeded;
-        out.result = oc.result.result;
+        out.result = oc.result.result;  // its depth is checked above; end_confirmed_job reads it too
         out.ui = oc.result.ui;
       } else {
         out.status = oc.error.code == "cancelled" ? ToolStatus::interrupted : ToolStatus::failed;
@@ -623,12 +634,25 @@ class TurnRunner {
     std::vector<std::string> ids_;
   };
 
-  static std::optional<std::string> invalid_job_start(const JobStart& js) {
+  // A result or ui card nested deeper than the limit (its copies and dumps would overflow the stack).
+  static std::optional<std::string> invalid_result(const ToolResult& r, size_t max_depth) {
+    if (json_depth(r.result, max_depth) > max_depth)
+      return fmt::format("the tool's result is nested deeper than {} levels", max_depth);
+    // The card's JSON: {type, version, data, actions}.
+    if (r.ui &&
+        (1 + json_depth(r.ui->data, max_depth) > max_depth || 1 + json_depth(r.ui->actions, max_depth) > max_depth))
+      return fmt::format("the tool's ui card is nested deeper than {} levels", max_depth);
+    return std::nullopt;
+  }
+
+  static std::optional<std::string> invalid_job_start(const JobStart& js, size_t max_depth) {
     if (js.status != JobStatus::queued && js.status != JobStatus::running)
       return fmt::format("a job starts queued or running, not {}", to_string(js.status));
     if (js.message.size() > 4096 || js.confirm_message.size() > 4096)
       return std::string("a job's message is longer than 4096 bytes");
     if (!js.metadata.is_object()) return std::string("a job's metadata must be a JSON object");
+    if (json_depth(js.metadata, max_depth) > max_depth)
+      return fmt::format("a job's metadata is nested deeper than {} levels", max_depth);
     if (js.metadata.dump().size() > 65536) return std::string("a job's metadata is larger than 64 KiB");
     if (js.timeout && js.timeout->count() <= 0) return std::string("a job's timeout must be positive");
     return std::nullopt;
@@ -1116,7 +1140,7 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
     ctx.used_tool_call_ids.insert(l.tool_call_id);
     if (!l.has_output()) continue;
     try {
-      ctx.note_outcome(l.tool_call_id, json::parse(l.output).get<ToolAgentOutput>());
+      ctx.note_outcome(l.tool_call_id, parse_json(l.output).get<ToolAgentOutput>());
     } catch (const std::exception&) {
       // An unreadable stored output: the call still counts as answered; its summary is in the history.
       ctx.outcomes[l.tool_call_id] = RunCtx::Outcome{ToolStatus::failed, ""};
@@ -1368,7 +1392,7 @@ Message Runtime::Impl::history_view(Message m) {
         try {
           auto bytes = cfg.objects->get(path);
           if (bytes && crypto::sha256_hex(*bytes) == sha) {
-            json payload = json::parse(*bytes, nullptr, false);
+            json payload = parse_json_or_discarded(*bytes);
             if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
               m.metadata["ui"] = payload["ui"];
           } else {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/json_limits.hpp"
 #include "agentrt/openai.hpp"
 #include "agentrt/scripted_model.hpp"
 #include "store/document_store.hpp"
@@ -91,10 +92,13 @@ bool env_set(const char* name) {
 }  // namespace
 
 RuntimeConfig runtime_config_from_json(const json& j) {
+  // Before anything is copied out of it (a deep copy of a value nested too deep overflows the stack).
+  check_json_depth(j, kDefaultMaxJsonDepth, "config");
   only_keys(j,
             {"data_dir", "store", "objects", "model", "stages", "workers", "max_steps", "approval_timeout_ms",
              "context_budget_chars", "flush_interval_ms", "sweep_interval_ms", "instance_lease_ms", "max_input_bytes",
-             "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms"},
+             "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms", "max_json_depth",
+             "max_input_parts", "max_input_messages"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -180,9 +184,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.instance_lease = std::chrono::milliseconds(num(j, "instance_lease_ms", c.instance_lease.count(), 10, 3600000));
   c.max_input_bytes =
       static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1, int64_t{1} << 32));
-  c.commit_retries = static_cast<int>(num(j, "commit_retries", c.commit_retries, 0, 10));
-  c.commit_retry_backoff =
-      std::chrono::milliseconds(num(j, "commit_retry_backoff_ms", c.commit_retry_backoff.count(), 0, 10000));
+             "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms", "max_json_depth",
+             "max_input_parts", "max_input_messages"},
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

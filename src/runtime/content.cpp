@@ -1,9 +1,12 @@
 #include "agentrt/content.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
+#include "agentrt/json_limits.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -113,7 +116,10 @@ void to_json(json& j, const ContentPart& p) {
   if (p.metadata.is_object()) j["metadata"] = p.metadata;
 }
 
-void from_json(const json& j, ContentPart& p) {
+namespace {
+
+// The part, its depth checked by the caller.
+void part_from_json(const json& j, ContentPart& p) {
   if (!j.is_object()) bad("content part must be an object");
   p = ContentPart{};
   std::string type = req_string(j, "type", "content part");
@@ -159,6 +165,28 @@ void from_json(const json& j, ContentPart& p) {
   bad(fmt::format("unknown content part type '{}'", type));
 }
 
+// parse_content, its depth checked by the caller.
+void parse_content_checked(const json& content, Message& out) {
+  out.parts.clear();
+  out.content.clear();
+  out.has_content = true;
+  if (content.is_string()) {
+    out.content = content.get<std::string>();
+  } else if (content.is_array()) {
+    if (content.empty()) bad("message content: a part list must not be empty");
+    for (const auto& p : content) part_from_json(p, out.parts.emplace_back());
+  } else {
+    bad("message content must be a string or an array of content parts");
+  }
+}
+
+}  // namespace
+
+void from_json(const json& j, ContentPart& p) {
+  check_json_depth(j, kDefaultMaxJsonDepth, "content part");
+  part_from_json(j, p);
+}
+
 void to_json(json& j, const ToolCall& c) {
   j = json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
@@ -173,17 +201,8 @@ void from_json(const json& j, ToolCall& c) {
 }
 
 void parse_content(const json& content, Message& out) {
-  out.parts.clear();
-  out.content.clear();
-  out.has_content = true;
-  if (content.is_string()) {
-    out.content = content.get<std::string>();
-  } else if (content.is_array()) {
-    if (content.empty()) bad("message content: a part list must not be empty");
-    for (const auto& p : content) out.parts.push_back(p.get<ContentPart>());
-  } else {
-    bad("message content must be a string or an array of content parts");
-  }
+  check_json_depth(content, kDefaultMaxJsonDepth, "message content");
+  parse_content_checked(content, out);
 }
 
 void to_json(json& j, const Message& m) {
@@ -258,16 +277,17 @@ std::string to_json_string(const Message& m) {
   return out;
 }
 
-void from_json(const json& j, Message& m) {
+Message message_from_json(const json& j, size_t max_depth) {
+  check_json_depth(j, max_depth, "message");
   if (!j.is_object()) bad("message must be an object");
-  m = Message{};
+  Message m;
   m.id = req_string(j, "id", "message");
   m.role = role_from_string(req_string(j, "role", "message"));
   auto c = j.find("content");
   if (c != j.end() && !c->is_null()) {
     if (m.role != Role::user && m.role != Role::tool && !c->is_string())
       bad(fmt::format("{} message: content must be a string", to_string(m.role)));
-    parse_content(*c, m);
+    parse_content_checked(*c, m);
   } else if (m.role == Role::assistant) {
     m.has_content = false;
   } else if (m.role != Role::activity) {
@@ -282,6 +302,25 @@ void from_json(const json& j, Message& m) {
   m.name = opt_string(j, "name", "message");
   m.error = opt_string(j, "error", "message");
   m.metadata = opt_object(j, "metadata", "message");
+  return m;
+}
+
+void from_json(const json& j, Message& m) { m = message_from_json(j, kDefaultMaxJsonDepth); }
+
+size_t message_depth(const Message& m, size_t stop_after) {
+  // {"metadata": X} adds one level to X; {"content": [{"metadata": X}]} three; tool calls are strings.
+  size_t deepest = 1;
+  const size_t inner = stop_after > 0 ? stop_after - 1 : 0;
+  if (m.metadata.is_structured()) deepest = std::max(deepest, 1 + json_depth(m.metadata, inner));
+  if (!m.parts.empty()) deepest = std::max<size_t>(deepest, 3);
+  if (!m.tool_calls.empty()) deepest = std::max<size_t>(deepest, 4);
+  const size_t part_inner = stop_after > 2 ? stop_after - 3 : 0;
+  for (const auto& p : m.parts) {
+    if (p.source) deepest = std::max<size_t>(deepest, 4);
+    if (p.metadata.is_structured()) deepest = std::max(deepest, 3 + json_depth(p.metadata, part_inner));
+    if (deepest > stop_after) break;
+  }
+  return deepest > stop_after ? stop_after + 1 : deepest;
 }
 
 }  // namespace v1

@@ -307,6 +307,8 @@ void Runtime::Impl::run_cancel_hook(const JobRecord& job) {
 JobRecord Runtime::Impl::complete_job(std::string_view job_id, const JobResult& r) {
   check_text(r.message, "message");
   if (!r.assets.is_array()) throw Error(ErrorCode::invalid_argument, "a job's assets must be a JSON array");
+  check_json_depth(r.result, cfg.max_json_depth, "a job's result");
+  check_json_depth(r.assets, cfg.max_json_depth, "a job's asset list");
   const size_t size = r.result.dump().size() + r.assets.dump().size();
   if (size > kMaxJobPayload)
     throw Error(ErrorCode::too_large,

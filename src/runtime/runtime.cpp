@@ -72,9 +72,10 @@ LedgerEntry* RunCtx::find_ledger(const std::string& id) {
   return nullptr;
 }
 
-void from_json(const json& j, Decision& d) {
+Decision decision_from_json(const json& j, size_t max_depth) {
+  check_json_depth(j, max_depth, "decision");
   if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "decision must be an object");
-  d = Decision{};
+  Decision d;
   if (auto it = j.find("interruptId"); it != j.end() && it->is_string())
     d.interrupt_id = it->get<std::string>();
   else if (auto it2 = j.find("toolCallId"); it2 != j.end() && it2->is_string())
@@ -106,9 +107,17 @@ void from_json(const json& j, Decision& d) {
     if (!r->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'reason' must be a string");
     d.reason = r->get<std::string>();
   }
+  return d;
 }
 
-TurnInput turn_input_from_agui(const json& in, std::string user_id) {
+void from_json(const json& j, Decision& d) { d = decision_from_json(j, kDefaultMaxJsonDepth); }
+
+InputLimits input_limits(const RuntimeConfig& config) {
+  return InputLimits{config.max_json_depth, config.max_input_parts, config.max_input_messages};
+}
+
+TurnInput turn_input_from_agui(const json& in, std::string user_id, const InputLimits& limits) {
+  check_json_depth(in, limits.max_json_depth, "RunAgentInput");
   if (!in.is_object()) throw Error(ErrorCode::invalid_argument, "RunAgentInput must be a JSON object");
   auto str = [&](const char* k) -> std::string {
     auto it = in.find(k);
@@ -123,16 +132,24 @@ TurnInput turn_input_from_agui(const json& in, std::string user_id) {
   auto msgs = in.find("messages");
   if (msgs == in.end() || !msgs->is_array())
     throw Error(ErrorCode::invalid_argument, "RunAgentInput: 'messages' must be an array");
+  if (msgs->size() > limits.max_input_messages)
+    throw Error(ErrorCode::too_large,
+                fmt::format("RunAgentInput: {} messages; the limit is {}", msgs->size(), limits.max_input_messages));
   const json* last_user = nullptr;
   for (const auto& m : *msgs)
-    if (m.is_object() && m.value("role", "") == "user") last_user = &m;
+    if (m.is_object())
+      if (auto role = m.find("role"); role != m.end() && role->is_string() && *role == "user") last_user = &m;
   if (!last_user) throw Error(ErrorCode::invalid_argument, "RunAgentInput: no user message to answer");
-  t.message = last_user->get<Message>();
+  if (auto c = last_user->find("content"); c != last_user->end() && c->is_array() && c->size() > limits.max_input_parts)
+    throw Error(ErrorCode::too_large, fmt::format("the user message has {} content parts; the limit is {}", c->size(),
+                                                  limits.max_input_parts));
+  t.message = message_from_json(*last_user, limits.max_json_depth);
   t.client_message_id = t.message.id;
   return t;
 }
 
-std::vector<Decision> decisions_from_agui_resume(const json& resume) {
+std::vector<Decision> decisions_from_agui_resume(const json& resume, const InputLimits& limits) {
+  check_json_depth(resume, limits.max_json_depth, "resume");
   if (!resume.is_array()) throw Error(ErrorCode::invalid_argument, "resume must be an array of entries");
   std::vector<Decision> out;
   for (const auto& r : resume) {
@@ -140,18 +157,28 @@ std::vector<Decision> decisions_from_agui_resume(const json& resume) {
       throw Error(ErrorCode::invalid_argument, "resume entry: needs a string 'interruptId'");
     Decision d;
     d.interrupt_id = r["interruptId"].get<std::string>();
-    const std::string status = r.value("status", "");
+    const auto st = r.find("status");
+    const std::string status = st != r.end() && st->is_string() ? st->get<std::string>() : std::string();
     if (status == "cancelled") {
       d.action = Decision::Action::cancel;
     } else if (status == "resolved") {
-      json p = r.value("payload", json::object());
-      if (!p.is_object()) p = json{{"approved", p.is_boolean() ? p.get<bool>() : true}};
-      d.action = p.value("approved", true) ? Decision::Action::approve : Decision::Action::reject;
-      if (auto e = p.find("editedArgs"); e != p.end() && !e->is_null()) {
-        if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "resume payload: editedArgs must be an object");
-        d.edited_args = *e;
+      // payload: {approved?, editedArgs?, reason?}, or a bare boolean (approved), or absent (approves).
+      const auto p = r.find("payload");
+      if (p != r.end() && p->is_boolean()) {
+        d.action = p->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
+      } else if (p != r.end() && p->is_object()) {
+        const auto ap = p->find("approved");
+        if (ap != p->end() && !ap->is_boolean())
+          throw Error(ErrorCode::invalid_argument, "resume payload: approved must be a boolean");
+        d.action = ap == p->end() || ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
+        if (auto e = p->find("editedArgs"); e != p->end() && !e->is_null()) {
+          if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "resume payload: editedArgs must be an object");
+          d.edited_args = *e;
+        }
+        if (auto rs = p->find("reason"); rs != p->end() && rs->is_string()) d.reason = rs->get<std::string>();
+      } else {
+        d.action = Decision::Action::approve;
       }
-      if (auto rs = p.find("reason"); rs != p.end() && rs->is_string()) d.reason = rs->get<std::string>();
     } else {
       throw Error(ErrorCode::invalid_argument,
                   fmt::format("resume entry: status must be \"resolved\" or \"cancelled\", not '{}'", status));
@@ -174,6 +201,11 @@ Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
     throw Error(ErrorCode::invalid_argument, "runtime config: approval_timeout must be positive");
   if (cfg.flush_interval.count() <= 0 || cfg.sweep_interval.count() <= 0 || cfg.instance_lease.count() <= 0)
     throw Error(ErrorCode::invalid_argument, "runtime config: intervals must be positive");
+  if (cfg.max_json_depth < 1 || cfg.max_json_depth > kMaxConfigurableJsonDepth)
+    throw Error(ErrorCode::invalid_argument, fmt::format("runtime config: max_json_depth must be 1..{}, not {}",
+                                                         kMaxConfigurableJsonDepth, cfg.max_json_depth));
+  if (cfg.max_input_parts < 1 || cfg.max_input_messages < 1)
+    throw Error(ErrorCode::invalid_argument, "runtime config: max_input_parts and max_input_messages must be positive");
   if (!cfg.summarizer) cfg.summarizer = std::make_shared<Summarizer>();
   if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
   for (auto& t : cfg.tools) tools.add(std::move(t));
@@ -403,14 +435,22 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   std::string client_id = !input.client_message_id.empty() ? input.client_message_id : input.message.id;
   if (!client_id.empty()) require_id(client_id, "client message id");
   if (!input.run_id.empty()) require_id(input.run_id, "run id");
+  // Checked before the message is copied: a copy of a value nested too deep would overflow the stack.
+  if (message_depth(input.message, cfg.max_json_depth) > cfg.max_json_depth)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("the input message is nested deeper than {} levels", cfg.max_json_depth));
+  if (input.message.parts.size() > cfg.max_input_parts)
+    throw Error(ErrorCode::too_large, fmt::format("the input message has {} content parts; the limit is {}",
+                                                  input.message.parts.size(), cfg.max_input_parts));
   Message msg = input.message;
   msg.tool_calls.clear();
   msg.tool_call_id.clear();
   msg.id = client_id.empty() ? new_id("msg") : client_id;
-  // Inline data is checked against the attachment limits when it is stored; the rest against this one.
-  size_t size = msg.content.size();
+  // The message as it is stored (its serialised form, metadata included). Inline data is not stored in it
+  // but as an upload, checked against the attachment limits.
+  size_t size = to_json_string(msg).size();
   for (const auto& p : msg.parts)
-    size += p.text.size() + (p.source && p.source->type != "data" ? p.source->value.size() : 0);
+    if (p.source && p.source->type == "data") size -= p.source->value.size();
   if (size > cfg.max_input_bytes)
     throw Error(ErrorCode::too_large,
                 fmt::format("the input message is {} bytes; the limit is {}", size, cfg.max_input_bytes));
@@ -623,6 +663,10 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     }
     if (d.action == Decision::Action::approve) {
       if (d.edited_args) {
+        if (json_depth(*d.edited_args, cfg.max_json_depth) > cfg.max_json_depth)
+          throw Error(
+              ErrorCode::invalid_argument,
+              fmt::format("edited arguments for {} are nested deeper than {} levels", l.tool_name, cfg.max_json_depth));
         auto entry = tools.find(l.tool_name);
         if (!entry)
           throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}' is no longer registered", l.tool_name));

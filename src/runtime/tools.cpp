@@ -84,6 +84,11 @@ ToolCompletion::Outcome ToolCompletion::outcome() const {
   return state_->outcome;
 }
 
+ToolCompletion::Outcome ToolCompletion::take_outcome() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return std::move(state_->outcome);
+}
+
 ToolHandler sync_tool(std::function<ToolResult(const ToolCallContext&)> fn) {
   return [fn = std::move(fn)](const ToolCallContext& call, ToolCompletion completion) {
     try {

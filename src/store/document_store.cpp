@@ -10,6 +10,7 @@
 
 #include "agentrt/error.hpp"
 #include "util/crypto.hpp"
+#include "util/json_fast.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -86,7 +87,7 @@ json empty_document(std::string_view thread_id) {
 
 // Parses a stored document; Error(io) naming the key when it is not one of ours for this thread.
 json parse_document(std::string_view thread_id, std::string_view key, const std::string& bytes) {
-  json doc = json::parse(bytes, nullptr, false);
+  json doc = parse_json_or_discarded(bytes);  // deeper than kMaxStoredJsonDepth: damaged, never built
   if (!doc.is_object() || doc.value("format", "") != kFormat || doc.value("thread_id", "") != thread_id ||
       !doc.contains("messages") || !doc["messages"].is_array() || !doc.contains("version") ||
       !doc["version"].is_number_integer())
@@ -320,7 +321,7 @@ ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_v
   if (!objects_->head(next)) return cur;
   auto bytes = objects_->get(next);
   if (!bytes) return cur;
-  json doc = json::parse(*bytes, nullptr, false);
+  json doc = parse_json_or_discarded(*bytes);
   bool committed = false;
   if (doc.is_object() && doc.value("format", "") == kFormat && doc.value("thread_id", "") == thread_id &&
       doc.value("version", int64_t{-1}) == cur.version + 1 && doc.contains("messages") && doc["messages"].is_array() &&
@@ -538,7 +539,7 @@ std::vector<MessageRecord> DocumentStore::messages(std::string_view thread_id) {
         m.index = r.at("index").get<int64_t>();
         m.turn_id = r.at("turn_id").get<std::string>();
         m.run_id = r.at("run_id").get<std::string>();
-        m.message = r.at("message").get<Message>();
+        m.message = message_from_json(r.at("message"), kMaxStoredJsonDepth);
         out.push_back(std::move(m));
       }
     } catch (const std::exception& e) {

@@ -1,7 +1,12 @@
 #include "util/json_fast.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -11,7 +16,8 @@ namespace {
 // Recursive descent over the subset; false = "not this parser's to decide" (the caller hands the text on).
 class Subset {
  public:
-  explicit Subset(std::string_view t) : p_(t.data()), end_(t.data() + t.size()) {}
+  Subset(std::string_view t, size_t max_depth)
+      : p_(t.data()), end_(t.data() + t.size()), max_depth_(std::min<size_t>(max_depth, kMaxDepth)) {}
 
   bool document(json& out) {
     space();
@@ -20,8 +26,19 @@ class Subset {
     return p_ == end_;
   }
 
+  // The text nests deeper than the limit (given at most kMaxDepth): no other parser need look at it.
+  bool too_deep() const { return too_deep_; }
+
  private:
-  static constexpr int kMaxDepth = 256;
+  // The recursion's own bound; deeper texts within the caller's limit go to nlohmann's (iterative) parser.
+  static constexpr size_t kMaxDepth = 256;
+
+  // Entering a container nested `depth` + 1 levels deep.
+  bool enter(int depth) {
+    if (static_cast<size_t>(depth) + 1 <= max_depth_) return true;
+    too_deep_ = max_depth_ < kMaxDepth;
+    return false;
+  }
 
   void space() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
@@ -34,7 +51,7 @@ class Subset {
   }
 
   bool value(json& out, int depth) {
-    if (p_ == end_ || depth > kMaxDepth) return false;
+    if (p_ == end_) return false;
     switch (*p_) {
       case '{': return object(out, depth);
       case '[': return array(out, depth);
@@ -61,6 +78,7 @@ class Subset {
   }
 
   bool object(json& out, int depth) {
+    if (!enter(depth)) return false;
     ++p_;  // '{'
     out = json::object();
     auto& members = out.get_ref<json::object_t&>();
@@ -94,6 +112,7 @@ class Subset {
   }
 
   bool array(json& out, int depth) {
+    if (!enter(depth)) return false;
     ++p_;  // '['
     out = json::array();
     auto& items = out.get_ref<json::array_t&>();
@@ -172,19 +191,31 @@ class Subset {
 
   const char* p_;
   const char* end_;
+  const size_t max_depth_;
+  bool too_deep_ = false;
 };
+
+// What the subset parser could not decide: too deep (known or by a scan of the brackets), or nlohmann's.
+bool within(const Subset& subset, std::string_view text, size_t max_depth) {
+  return !subset.too_deep() && json_text_depth(text, max_depth) <= max_depth;
+}
 
 }  // namespace
 
-json parse_json(std::string_view text) {
+json parse_json(std::string_view text, size_t max_depth) {
   json out;
-  if (Subset(text).document(out)) return out;
+  Subset subset(text, max_depth);
+  if (subset.document(out)) return out;
+  if (!within(subset, text, max_depth))
+    throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
   return json::parse(text);
 }
 
-json parse_json_or_discarded(std::string_view text) {
+json parse_json_or_discarded(std::string_view text, size_t max_depth) {
   json out;
-  if (Subset(text).document(out)) return out;
+  Subset subset(text, max_depth);
+  if (subset.document(out)) return out;
+  if (!within(subset, text, max_depth)) return json::value_t::discarded;
   return json::parse(text, nullptr, false);
 }
 

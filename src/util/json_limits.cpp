@@ -71,7 +71,7 @@ json parse_json_text(std::string_view text, size_t max_depth, std::string_view w
     try {
       json again = json::parse(text);
       (void)again;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e309
       throw Error(ErrorCode::invalid_argument, fmt::format("{} is not valid JSON: {}", what, e.what()));
     }
     throw Error(ErrorCode::invalid_argument, fmt::format("{} is not valid JSON", what));

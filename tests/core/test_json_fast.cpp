@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agentrt/error.hpp"
 #include "util/json_fast.hpp"
 
 using namespace agentrt;
@@ -131,4 +132,29 @@ TEST_CASE("parse_json agrees with nlohmann on every JSON file of the fixtures an
     }
   }
   CHECK(files >= 100);  // the JSON-Schema suite alone has over 150 files
+}
+
+TEST_CASE("parse_json refuses a text nested deeper than its limit, in the subset and past it") {
+  auto arrays = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+  // The subset parser's own cut (its limit below its recursion bound) and nlohmann's (past it).
+  for (size_t limit : {size_t{8}, size_t{64}, kMaxStoredJsonDepth}) {
+    CHECK(json_depth(parse_json(arrays(limit), limit)) == limit);
+    CHECK(json_depth(parse_json_or_discarded(arrays(limit), limit)) == limit);
+    CHECK(parse_json_or_discarded(arrays(limit + 1), limit).is_discarded());
+    try {
+      (void)parse_json(arrays(limit + 1), limit);
+      FAIL("parsed a text nested " << limit + 1 << " deep under a limit of " << limit);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      CHECK(e.message() == "JSON text is nested deeper than " + std::to_string(limit) + " levels");
+    }
+  }
+  // The default limit is the stored one; 200,000 levels are refused, not built.
+  CHECK(parse_json_or_discarded(arrays(200000)).is_discarded());
+  CHECK_THROWS_AS((void)parse_json(arrays(200000)), Error);
+  // Objects count as arrays do; brackets in strings do not count.
+  CHECK(parse_json_or_discarded(R"({"a":{"b":{"c":"[[[[[["}}})", 3).is_object());
+  CHECK(parse_json_or_discarded(R"({"a":{"b":{"c":{}}}})", 3).is_discarded());
+  // Within the limit, invalid text is still nlohmann's to judge.
+  CHECK_THROWS_AS((void)parse_json("[1,", 8), json::parse_error);
 }

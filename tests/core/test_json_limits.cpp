@@ -49,3 +49,15 @@ TEST_CASE("parse_json_text refuses deep and malformed texts with invalid_argumen
     CHECK(std::string(e.what()).rfind("config is not valid JSON: ", 0) == 0);
   }
 }
+
+TEST_CASE("parse_json_text refuses a number out of range with invalid_argument, not the JSON library's out_of_range") {
+  // Found by fuzz_json_schema (tests/fuzz/regressions/json_schema/number-overflow-1e309).
+  try {
+    parse_json_text("[1e309]", 64, "result_json");
+    FAIL("accepted 1e309");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).rfind("result_json is not valid JSON: ", 0) == 0);
+    CHECK(std::string(e.what()).find("number overflow parsing '1e309'") != std::string::npos);
+  }
+}

@@ -621,3 +621,25 @@ TEST_CASE("two runtimes on one document store take turns on the same thread with
     CHECK(users.size() == 2 * kTurns);
   }
 }
+
+TEST_CASE("document layout: a conversation document nested too deep reads as damaged, never built") {
+  TempDir dir;
+  DocStack s(dir);
+  auto b = message_batch("th1", {text_message("m1", "hi")});
+  s.store->commit(b);
+  auto doc = s.store->document("th1");
+  REQUIRE(doc);
+  // The same document with a message 200,000 levels deep, under the same key and size bound.
+  const std::string deep = R"({"format":"agentrt.conversation/1","thread_id":"th1","version":)" +
+                           std::to_string(doc->version) + R"(,"messages":[{"index":0,"turn_id":"t1","run_id":"r1",)" +
+                           R"("message":{"id":"m1","role":"assistant","content":"hi","metadata":{"d":)" +
+                           std::string(200000, '[') + std::string(200000, ']') + "}}}]}";
+  s.objects->put(doc->key, deep, "application/json");
+  try {
+    s.store->messages("th1");
+    FAIL("a document 200,000 levels deep was read");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(e.message().find("is damaged") != std::string::npos);
+  }
+}

@@ -136,3 +136,48 @@ TEST_CASE("the WAL is checkpointed off the committing thread and stays bounded; 
   for (int t = 0; t < 7; ++t) n += again.events_after("t" + std::to_string(t), 0, 1000).size();
   CHECK(n == 400);
 }
+
+TEST_CASE("a stored message row nested deeper than the stored limit is refused with io, one at the limit is read") {
+  // Rows written by an older build or a hostile host with access to the file: read back, they must never be
+  // built (a copy or a dump of a value 200,000 levels deep overflows the stack).
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("deep.db")});
+  CommitBatch b;
+  b.thread_id = "th1";
+  Message m;
+  m.id = "m1";
+  m.role = Role::user;
+  m.content = "hi";
+  b.messages.push_back(MessageRecord{"th1", 0, "t1", "r1", m});
+  store->commit(b);
+  auto set_body = [&](const std::string& body) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("deep.db").c_str(), &db) == SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "UPDATE messages SET body=? WHERE thread_id='th1'", -1, &st, nullptr) == SQLITE_OK);
+    sqlite3_bind_text(st, 1, body.c_str(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+    REQUIRE(sqlite3_step(st) == SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  };
+  // {"id","role","content","metadata":{"deep": N arrays}} is N + 2 deep.
+  auto body = [](size_t arrays) {
+    return R"({"id":"m1","role":"user","content":"hi","metadata":{"deep":)" + std::string(arrays, '[') +
+           std::string(arrays, ']') + "}}";
+  };
+  for (size_t arrays : {size_t{200000}, kMaxStoredJsonDepth - 1}) {
+    set_body(body(arrays));
+    try {
+      store->messages("th1");
+      FAIL("a message row " << arrays + 2 << " levels deep was read");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::io);
+      CHECK(e.message() == "thread th1: stored message 0 is unreadable: JSON text is nested deeper than 512 levels");
+    }
+  }
+  set_body(body(kMaxStoredJsonDepth - 2));
+  auto msgs = store->messages("th1");
+  REQUIRE(msgs.size() == 1);
+  CHECK(json_depth(msgs[0].message.metadata) == kMaxStoredJsonDepth - 1);
+}

@@ -500,6 +500,13 @@ class CliTest(unittest.TestCase):
         p = self.cli("threads", "--config", os.path.join(self.tmp, "missing.json"))
         self.assertEqual(p.returncode, 1)
         self.assertIn("config", p.stderr)
+        # A config nested 200,000 levels deep is an error, not a stack overflow.
+        deep = os.path.join(self.tmp, "deep.json")
+        with open(deep, "w") as f:
+            f.write('{"stages":' + "[" * 200000 + "]" * 200000 + "}")
+        p = self.cli("threads", "--config", deep)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(deep + " is nested deeper than 64 levels", p.stderr)
 
     def test_help_exits_0(self):
         p = subprocess.run([AGENTRT, "help"], capture_output=True, text=True, env=clean_env(), timeout=30)
