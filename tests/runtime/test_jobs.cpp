@@ -633,15 +633,19 @@ TEST_CASE("a confirmation asked before a restart is answered after it") {
 TEST_CASE("a job is completed by another process sharing the store") {
   TempDir dir;
   const std::string db = dir.file("jobs.db");
-  JobHarness h([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
-  h.wait(h.start("t-proc", "render p").turn_id);
-  const std::string id = h.job_ids.at(0);
-  // A live subscriber in this process, past everything committed so far.
-  auto sub = h.rt->subscribe("t-proc", h.rt->thread("t-proc")->last_seq);
-  CHECK_FALSE(sub->next(std::chrono::milliseconds(20)).has_value());  // caught up: now on the live tail
+  // The other process is forked first, while this one runs no thread but this one, and waits for the job's id:
+  // forked while a runtime's threads run, it could inherit a lock one of them held at that moment (SQLite's
+  // allocator's, say) and wait for it for ever.
+  int go[2];
+  REQUIRE(pipe(go) == 0);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    close(go[1]);
+    std::string id;
+    char c = 0;
+    while (read(go[0], &c, 1) == 1 && c != '\n') id += c;
+    if (c != '\n') _exit(4);  // the parent gave up before it had a job
     int rc = 0;
     try {
       auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
@@ -654,8 +658,28 @@ TEST_CASE("a job is completed by another process sharing the store") {
     }
     _exit(rc);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  close(go[0]);
+  struct Child {  // whatever happens below, the child is told to go (or to give up) and reaped
+    pid_t pid;
+    int fd;
+    int status = -1;
+    void finish() {
+      if (fd >= 0) close(fd);
+      fd = -1;
+      if (status < 0) waitpid(pid, &status, 0);
+    }
+    ~Child() { finish(); }
+  } child{pid, go[1]};
+  JobHarness h([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
+  h.wait(h.start("t-proc", "render p").turn_id);
+  const std::string id = h.job_ids.at(0);
+  // A live subscriber in this process, past everything committed so far.
+  auto sub = h.rt->subscribe("t-proc", h.rt->thread("t-proc")->last_seq);
+  CHECK_FALSE(sub->next(std::chrono::milliseconds(20)).has_value());  // caught up: now on the live tail
+  const std::string line = id + "\n";
+  REQUIRE(write(child.fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  child.finish();
+  const int status = child.status;
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   auto j = h.rt->job(id);
