@@ -70,6 +70,10 @@ struct JobHarness {
     rt = std::make_unique<Runtime>(c);
     add_tools(*rt);
   }
+  // The runtime goes first: its sweeper may be calling the cancel hook, which uses the members below it.
+  ~JobHarness() { rt.reset(); }
+  JobHarness(const JobHarness&) = delete;
+  JobHarness& operator=(const JobHarness&) = delete;
 
   void add_tools(Runtime& r) {
     ToolSpec render;

@@ -95,6 +95,10 @@ struct Harness {
     if (tweak) tweak(c);
     rt = std::make_unique<Runtime>(c);
   }
+  // The runtime goes first: a tool still running uses the members below it.
+  ~Harness() { rt.reset(); }
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
 
   // Registers book_room (needs approval) counting its executions.
   void add_book_room(ApprovalPolicy policy = ApprovalPolicy::always(), bool idempotent = false) {
