@@ -180,7 +180,8 @@ commands:
                                that needs approval; without them the turn is left waiting (exit 2).
   resume THREAD [--yes | --no [--reason R]] [--json]
                                answers the turn waiting for approval on THREAD (also one left by an
-                               earlier process); without --yes/--no it asks on the terminal.
+                               earlier process); without --yes/--no it asks on the terminal. A resume
+                               that a stopped process left half done is continued here.
   history THREAD [--json]      the thread's messages; --json prints the AG-UI messages array.
   threads [--json]             the user's threads, newest first.
   jobs THREAD [--json]         the thread's jobs (long-running tool work): status, progress, age, last

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/config.hpp"
 #include "agentrt/error.hpp"
 
 namespace agentrt::examples {
@@ -142,6 +143,7 @@ ToolSpec DemoJobs::tool() {
     "required":["scene"],"additionalProperties":false})");
   std::weak_ptr<DemoJobs> weak = weak_from_this();
   t.handler = [weak](const ToolCallContext& call, ToolCompletion done) {
+    log_demo_tool_execution(call);  // AGENTRT_DEMO_TOOL_LOG: counted outside the runtime (scripts/crashloop)
     const std::string scene = call.args.value("scene", "");
     JobStart js;
     js.metadata = {{"renderer", "agentrt demo"}, {"scene", scene}};

@@ -311,12 +311,23 @@ int cmd_run(Host& host) {
 int cmd_resume(Host& host) {
   open_runtime(host);
   require_thread(host);
+  const std::string& mine = host.rt->config().instance_id;
   auto active = host.rt->active_turn(host.opt.thread);
+  const auto thread_before = host.rt->thread(host.opt.thread);
+  const int64_t seen_before = thread_before ? thread_before->last_seq : 0;
+  if (active && active->status != TurnStatus::waiting_approval && active->owner != mine) {
+    // A turn left running or resuming by a process that stopped: once that process's lease has passed, a
+    // recovery pass fails the run it left running, or takes over the resume it left half done (the decision
+    // is durable) and continues it here.
+    host.rt->sweep();
+    active = host.rt->active_turn(host.opt.thread);
+  }
   if (!active) {
     fmt::print(stderr, "agentrt: thread {} has no turn waiting for approval\n", host.opt.thread);
     return kExitFailed;
   }
-  if (active->status != TurnStatus::waiting_approval) {
+  const bool taken_over = active->status != TurnStatus::waiting_approval && active->owner == mine;
+  if (active->status != TurnStatus::waiting_approval && !taken_over) {
     fmt::print(stderr, "agentrt: the turn {} on thread {} is {} (in another process), not waiting for approval\n",
                active->id, host.opt.thread, to_string(active->status));
     return kExitFailed;
@@ -328,7 +339,15 @@ int cmd_resume(Host& host) {
   LinePrompter prompter(info);
   const ApprovalMode mode = host.opt.approval == ApprovalMode::none ? ApprovalMode::ask : host.opt.approval;
   TurnDriver driver(*host.rt, printer, mode, &prompter, info, host.opt.reason);
-  TurnOutcome outcome = continue_waiting_turn(host, driver, *active);
+  TurnOutcome outcome;
+  if (taken_over) {
+    fmt::print(info, "[continuing] the resume of turn {} that a stopped process left half done\n", active->id);
+    std::fflush(info);
+    auto sub = host.rt->subscribe(host.opt.thread, seen_before);
+    outcome = driver.follow(*sub, host.opt.thread, active->id, active->run_id, seen_before);
+  } else {
+    outcome = continue_waiting_turn(host, driver, *active);
+  }
   if (outcome == TurnOutcome::waiting)
     fmt::print(stderr, "agentrt: the turn is still waiting for approval. Answer it with: {}\n", host.resume_command());
   if (outcome == TurnOutcome::completed) follow_demo_jobs(host, printer, driver.last_seen());

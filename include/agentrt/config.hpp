@@ -32,8 +32,16 @@ RuntimeConfig runtime_config_from_json(const json& config);
 bool uses_demo_model(const RuntimeConfig& config);
 
 // The demo tools of the offline demo: book_room(room, day) needs approval and returns a booking card;
-// check_availability(room, day) needs none.
+// check_availability(room, day) needs none. Each execution goes to the demo tool execution log (below).
 void register_demo_tools(ToolRegistry& tools);
+
+// The demo tools' opt-in execution log, so that a crash test can count executions outside the runtime
+// (scripts/crashloop): when the environment variable AGENTRT_DEMO_TOOL_LOG names a file, each execution of a
+// demo tool (book_room, check_availability, and the example hosts' render_preview) appends one line
+// "<turn_id> <tool_call_id> <tool_name>\n" to it (O_APPEND, then fsync) before the tool answers. Unset or
+// empty: nothing is written. Error(io) when the line cannot be written (the tool then fails instead of
+// running uncounted).
+void log_demo_tool_execution(const ToolCallContext& call);
 
 }  // namespace v1
 }  // namespace agentrt

@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -192,6 +195,25 @@ RuntimeConfig runtime_config_from_json(const json& j) {
 
 bool uses_demo_model(const RuntimeConfig& config) { return config.model && config.model->name() == "scripted"; }
 
+void log_demo_tool_execution(const ToolCallContext& call) {
+  const char* path = std::getenv("AGENTRT_DEMO_TOOL_LOG");
+  if (!path || !*path) return;
+  const std::string line = fmt::format("{} {} {}\n", call.turn_id, call.tool_call_id, call.tool_name);
+  const int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error(ErrorCode::io, fmt::format("demo tool log {}: cannot open it: {}", path, std::strerror(errno)));
+  // One write of a short line with O_APPEND: lines of concurrent executions never interleave.
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  const int write_errno = errno;
+  const bool synced = n == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size()))
+    throw Error(ErrorCode::io, fmt::format("demo tool log {}: cannot append to it: {}", path,
+                                           n < 0 ? std::strerror(write_errno) : "short write"));
+  if (!synced) throw Error(ErrorCode::io, fmt::format("demo tool log {}: fsync: {}", path, std::strerror(sync_errno)));
+}
+
 void register_demo_tools(ToolRegistry& tools) {
   const json params = json::parse(R"({"type":"object","properties":{
     "room":{"type":"string","description":"Room name, e.g. A1","minLength":1,"maxLength":16},
@@ -203,6 +225,7 @@ void register_demo_tools(ToolRegistry& tools) {
   book.parameters = params;
   book.approval = ApprovalPolicy::always();
   book.handler = sync_tool([](const ToolCallContext& c) {
+    log_demo_tool_execution(c);
     ToolResult r;
     const std::string room = c.args.value("room", "");
     const std::string day = c.args.value("day", "");
@@ -223,6 +246,7 @@ void register_demo_tools(ToolRegistry& tools) {
   check.parameters = params;
   check.idempotent = true;
   check.handler = sync_tool([](const ToolCallContext& c) {
+    log_demo_tool_execution(c);
     ToolResult r;
     r.result = json{{"room", c.args.value("room", "")}, {"day", c.args.value("day", "")}, {"available", true}};
     r.ui = UiSchema{"availability", "v1", r.result, json::array()};

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -14,10 +15,16 @@
 #include <nlohmann/json.hpp>
 
 #include "agentrt.h"
+#include "support/condition.hpp"
 
 namespace capi_test {
 
 using json = nlohmann::json;
+using agentrt::testing::Condition;
+
+// How long a pull or a wait may take before the test fails: never reached on a loaded machine, it only turns
+// a hang into a failure.
+inline constexpr int32_t kLongWaitMs = 60000;
 
 // A directory removed when the test ends.
 struct TempDir {
@@ -79,7 +86,7 @@ struct Runtime {
 
   json wait(const std::string& turn_id) {
     char* out = nullptr;
-    REQUIRE_MESSAGE(agentrt_turn_wait(&out, rt, turn_id.c_str(), 10000) == AGENTRT_OK, last_error());
+    REQUIRE_MESSAGE(agentrt_turn_wait(&out, rt, turn_id.c_str(), kLongWaitMs) == AGENTRT_OK, last_error());
     return json::parse(take(out));
   }
 
@@ -106,10 +113,10 @@ struct Runtime {
     while (ended < runs) {
       char* e = nullptr;
       int64_t seq = 0;
-      int32_t rc = agentrt_events_next(&e, &seq, s, 10000);
+      int32_t rc = agentrt_events_next(&e, &seq, s, kLongWaitMs);
       if (rc != AGENTRT_OK) {
         agentrt_events_free(s);
-        FAIL("no event within 10 s after " << out.size() << " events: " << last_error());
+        FAIL("no event within " << kLongWaitMs / 1000 << " s after " << out.size() << " events: " << last_error());
       }
       out.push_back(json::parse(take(e)));
       out.back()["_seq"] = seq;
@@ -120,6 +127,24 @@ struct Runtime {
     return out;
   }
 };
+
+// Waits until `done()` holds, looking again each time an event is committed on `thread` (an expiry, a job's
+// delivery — what the tests wait for commits events): no sleeping, no polling. False if nothing happens for
+// kLongWaitMs.
+inline bool wait_on_thread(agentrt_runtime* rt, const std::string& thread, const std::function<bool()>& done) {
+  if (done()) return true;
+  agentrt_events* s = nullptr;
+  REQUIRE_MESSAGE(agentrt_events_open(&s, rt, thread.c_str(), 0) == AGENTRT_OK, last_error());
+  bool ok = false;
+  for (;;) {
+    char* e = nullptr;
+    const int32_t rc = agentrt_events_next(&e, nullptr, s, kLongWaitMs);
+    agentrt_free(e);
+    if (rc != AGENTRT_OK || (ok = done())) break;
+  }
+  agentrt_events_free(s);
+  return ok || done();
+}
 
 inline std::vector<std::string> types_of(const std::vector<json>& evs) {
   std::vector<std::string> out;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -84,14 +85,18 @@ std::function<void(agentrt_tool_call*, const json&)> start_with(const std::strin
 // A cancel hook that records what it is told, and on which thread.
 struct HookRecorder {
   std::mutex mutex;
+  std::condition_variable cv;
   std::vector<json> jobs;
   std::vector<std::thread::id> threads;
   std::atomic<int> destroyed{0};
   static void call(const char* job_json, void* ud) {
     auto* self = static_cast<HookRecorder*>(ud);
-    std::lock_guard<std::mutex> lock(self->mutex);
-    self->jobs.push_back(json::parse(job_json));
-    self->threads.push_back(std::this_thread::get_id());
+    {
+      std::lock_guard<std::mutex> lock(self->mutex);
+      self->jobs.push_back(json::parse(job_json));
+      self->threads.push_back(std::this_thread::get_id());
+    }
+    self->cv.notify_all();
   }
   static void destroy(void* ud) { ++static_cast<HookRecorder*>(ud)->destroyed; }
   size_t count() {
@@ -100,8 +105,9 @@ struct HookRecorder {
   }
   // A hook called from the sweeper runs after the job's record is committed: wait for it.
   size_t wait_for(size_t n) {
-    for (int i = 0; i < 500 && count() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return count();
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait_for(lock, std::chrono::milliseconds(kLongWaitMs), [&] { return jobs.size() >= n; });
+    return jobs.size();
   }
 };
 
@@ -113,15 +119,15 @@ json call_json(int32_t (*fn)(char**, agentrt_runtime*, const char*), agentrt_run
 
 json job_get(agentrt_runtime* rt, const std::string& id) { return call_json(agentrt_job_get, rt, id); }
 
-// Polls until the job's outcome is in history.
+// Waits until the job's outcome is in history (its delivery commits events on the job's thread).
 json wait_delivered(agentrt_runtime* rt, const std::string& id) {
-  for (int i = 0; i < 500; ++i) {
-    json j = job_get(rt, id);
-    if (j["delivered"] == true) return j;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  FAIL("job " << id << " was not delivered");
-  return {};
+  json j = job_get(rt, id);
+  const bool delivered = wait_on_thread(rt, j["threadId"].get<std::string>(), [&] {
+    j = job_get(rt, id);
+    return j["delivered"] == true;
+  });
+  REQUIRE_MESSAGE(delivered, "job " << id << " was not delivered");
+  return j;
 }
 
 // The status is `code` and the message names the function and contains `needle`.
@@ -431,15 +437,23 @@ TEST_CASE("the config's job_timeout_ms is every job's default timeout") {
   render.behaviour = start_with("{}");
   Runtime r(job_model, nullptr, nullptr, json{{"job_timeout_ms", 150}});
   render.add(r.rt, "render");
+  auto wall_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before = wall_ms();
   r.wait(r.start("t-exp-config", "render")["turnId"]);
+  const int64_t after = wall_ms();
   json j = wait_delivered(r.rt, render.seen().at(0)["jobId"]);
   CHECK(j["status"] == "failed");
   CHECK(j["error"]["code"] == "timeout");
   CHECK(j["error"]["message"].get<std::string>().rfind("the job did not finish within ", 0) == 0);
-  // The deadline is set when the tool answers, a moment before the record is created.
-  const int64_t limit = j["expiresAt"].get<int64_t>() - j["createdAt"].get<int64_t>();
-  CHECK(limit <= 150);
-  CHECK(limit > 100);
+  // The deadline is set when the tool answers (150 ms from then, however long the turn took), a moment before
+  // the record is created.
+  const int64_t deadline = j["expiresAt"].get<int64_t>();
+  CHECK(deadline - 150 >= before);
+  CHECK(deadline - 150 <= after);
+  CHECK(deadline - j["createdAt"].get<int64_t>() <= 150);
 }
 
 TEST_CASE("a confirmation interrupt resolved through agentrt_turn_resume runs the tool again with jobConfirmed") {

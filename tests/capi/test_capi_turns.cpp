@@ -349,7 +349,7 @@ TEST_CASE("a synchronous host model's deltas reach the event stream while its ca
       // Still inside the callback (on the worker's thread): the delta must already be streaming.
       agentrt_events* s = nullptr;
       REQUIRE(agentrt_events_open(&s, rt_ptr, req["threadId"].get<std::string>().c_str(), 0) == AGENTRT_OK);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLongWaitMs);
       while (!seen_live && std::chrono::steady_clock::now() < deadline) {
         char* e = nullptr;
         if (agentrt_events_next(&e, nullptr, s, 100) != AGENTRT_OK) continue;
@@ -426,13 +426,17 @@ TEST_CASE("cancelling a turn stops waiting for the host model; later pushes are 
   HostModel m;
   std::mutex mu;
   std::deque<agentrt_model_call*> held;
+  Condition called;
   m.answer = [&](agentrt_model_call* c, const json&) {
-    std::lock_guard<std::mutex> lock(mu);
-    held.push_back(c);  // answered never
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      held.push_back(c);  // answered never
+    }
+    called.notify();
   };
   Runtime r(HostModel::call, &m);
   auto h = r.start("t-model-cancel", "hi");
-  for (int i = 0; i < 200 && m.calls == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(called.wait());
   REQUIRE(m.calls == 1);
   REQUIRE(agentrt_turn_cancel(r.rt, h["turnId"].get<std::string>().c_str()) == AGENTRT_OK);
   auto t = r.wait(h["turnId"]);

@@ -6,16 +6,25 @@
 
 #include <thread>
 
+#include "support/condition.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
 using namespace agentrt::testing;
 
 namespace {
-ModelResult long_answer(const ModelRequest& req) {
-  if (req.stage == "intent") return text_result("x");
-  return text_result(std::string(400, 'a'));
-}
+// Streams the first words of its answer, then holds the rest until the call is cancelled: the cancel lands
+// mid-answer however slow the machine is.
+class StallingModel final : public ModelProvider {
+ public:
+  ModelResult complete(const ModelRequest& req, ModelStreamSink& sink, const CancelToken& cancel) override {
+    if (req.stage != "execution") return text_result("x");
+    sink.on_text("the first words");
+    if (cancel.wait_for(kLongWait)) throw Error(ErrorCode::cancelled, "model call cancelled");
+    return text_result("the first words, and the rest");
+  }
+  std::string name() const override { return "stalling"; }
+};
 // What a process that died mid-turn leaves in the store: the turn (owned by a dead runtime), the user message,
 // the assistant's book_room call, the run's first events, and the call's ledger entry in `call_status`.
 LedgerEntry commit_crashed_turn(Store& store, const std::string& thread, const std::string& turn_id, TurnStatus status,
@@ -60,12 +69,12 @@ LedgerEntry commit_crashed_turn(Store& store, const std::string& thread, const s
 }  // namespace
 
 TEST_CASE("cancel stops a streaming model: the run ends cancelled and no half answer is stored") {
-  Harness h(long_answer, {}, ScriptedModelOptions{4, std::chrono::milliseconds(10), true});
+  Harness h(booking_script, [](RuntimeConfig& c) { c.model = std::make_shared<StallingModel>(); });
   auto a = h.start("t-cancel", "talk");
   auto sub = h.rt->subscribe("t-cancel", 0);
   // Wait until the answer is streaming.
   for (;;) {
-    auto e = sub->next(std::chrono::seconds(5));
+    auto e = sub->next(kLongWait);
     REQUIRE(e);
     if (json::parse(e->json)["type"] == "TEXT_MESSAGE_CONTENT") break;
   }
@@ -74,7 +83,7 @@ TEST_CASE("cancel stops a streaming model: the run ends cancelled and no half an
   auto t = h.wait(a.turn_id);
   auto took = std::chrono::steady_clock::now() - t0;
   CHECK(t.status == TurnStatus::cancelled);
-  CHECK(took < std::chrono::milliseconds(500));
+  CHECK(took < kLongWait / 2);  // the cancel ended the model call, not the model
   auto evs = h.events("t-cancel");
   check_agui(evs);
   CHECK(evs.back()["type"] == "RUN_FINISHED");
@@ -114,19 +123,13 @@ TEST_CASE("cancel while an async tool runs ends the run cancelled and records th
     return text_result("never");
   });
   std::vector<ToolCompletion> kept;
-  std::mutex m;
-  std::atomic<bool> started{false};
+  Condition started;
   ToolSpec hang;
   hang.name = "hang";
-  hang.handler = [&](const ToolCallContext&, ToolCompletion c) {
-    std::lock_guard<std::mutex> lock(m);
-    kept.push_back(c);
-    started = true;
-  };
+  hang.handler = [&](const ToolCallContext&, ToolCompletion c) { started.update([&] { kept.push_back(c); }); };
   h.rt->tools().add(hang);
   auto a = h.start("t-ct", "go");
-  for (int i = 0; i < 500 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  REQUIRE(started);
+  REQUIRE(started.wait_until([&] { return !kept.empty(); }));
   h.rt->cancel(a.turn_id);
   CHECK(h.wait(a.turn_id).status == TurnStatus::cancelled);
   auto ledger = h.store->ledger(a.turn_id);
@@ -160,7 +163,7 @@ TEST_CASE("a turn waiting for approval survives a restart and is resumed by a ne
     in.user_id = "u1";
     in.message.content = "book a room";
     turn_id = rt->start_turn(in).turn_id;
-    auto t = rt->wait(turn_id, std::chrono::seconds(5));
+    auto t = rt->wait(turn_id, kLongWait);
     REQUIRE(t.status == TurnStatus::waiting_approval);
     apr = t.approval_request_id;
   }
@@ -169,7 +172,7 @@ TEST_CASE("a turn waiting for approval survives a restart and is resumed by a ne
   auto t = rt->turn(turn_id);
   REQUIRE(t->status == TurnStatus::waiting_approval);
   rt->resume(turn_id, apr, {Decision{t->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
-  CHECK(rt->wait(turn_id, std::chrono::seconds(5)).status == TurnStatus::completed);
+  CHECK(rt->wait(turn_id, kLongWait).status == TurnStatus::completed);
   CHECK(runs == 1);
   CHECK(rt->history("t-restart").size() == 4);
 }
@@ -205,9 +208,15 @@ TEST_CASE("after a crash, a running turn fails and a started tool is recorded in
   CHECK(hist[2].content.find("not run:") == std::string::npos);
   CHECK(json::parse(ledger[0].output)["error"]["code"] == "outcome_unknown");
   CHECK(hist[3].role == Role::system);
+  // The whole log, replayed: the crashed run's events, then the recovery's.
   auto sub = rt->subscribe("t-crash", 0);
   std::vector<json> evs;
-  while (auto e = sub->next(std::chrono::milliseconds(200))) evs.push_back(json::parse(e->json));
+  const int64_t last = rt->thread("t-crash")->last_seq;
+  while (static_cast<int64_t>(evs.size()) < last) {
+    auto e = sub->next(kLongWait);
+    REQUIRE(e);
+    evs.push_back(json::parse(e->json));
+  }
   REQUIRE(evs.size() >= 4);
   CHECK(evs.back()["type"] == "RUN_ERROR");
   CHECK(evs.back()["code"] == "runtime_restarted");
@@ -241,7 +250,7 @@ TEST_CASE("a resumed idempotent call cut off by a crash runs again, a non-idempo
     c.tools.push_back(spec);
     auto rt = std::make_unique<Runtime>(c);
     CHECK(rt->turn("turn_r")->status == TurnStatus::resuming);  // taken over at the first sweep, not before
-    auto t = rt->wait("turn_r", std::chrono::seconds(5));
+    auto t = rt->wait("turn_r", kLongWait);
     CHECK(t.status == TurnStatus::completed);
     CHECK(runs == (idempotent ? 1 : 0));
     auto ledger = store->ledger("turn_r");
@@ -269,7 +278,7 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
       in.user_id = "u1";
       in.message.content = "book";
       auto h = rt.start_turn(in);
-      auto t = rt.wait(h.turn_id, std::chrono::seconds(5));
+      auto t = rt.wait(h.turn_id, kLongWait);
       _exit(t.status == TurnStatus::waiting_approval ? 0 : 3);
     } catch (const std::exception& e) {
       fprintf(stderr, "child 1: %s\n", e.what());
@@ -335,15 +344,14 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
   REQUIRE(paused->status == TurnStatus::waiting_approval);
   rt->resume(paused->id, paused->approval_request_id,
              {Decision{paused->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
-  CHECK(rt->wait(paused->id, std::chrono::seconds(5)).status == TurnStatus::completed);
+  CHECK(rt->wait(paused->id, kLongWait).status == TurnStatus::completed);
   CHECK(runs == 1);
 
   // The killed process's turn fails once its lease has run out; its tool is not run again.
   auto killed = store->last_turn("t-killed");
   REQUIRE(killed);
-  for (int i = 0; i < 300 && rt->turn(killed->id)->status == TurnStatus::running; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(rt->turn(killed->id)->status == TurnStatus::failed);
+  // wait() wakes at the sweeper's recovery commit.
+  CHECK(rt->wait(killed->id, kLongWait).status == TurnStatus::failed);
   CHECK(store->ledger(killed->id).at(0).status == LedgerStatus::interrupted);
   CHECK(runs == 1);
 }

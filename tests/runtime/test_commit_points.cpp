@@ -10,6 +10,7 @@
 
 #include <thread>
 
+#include "support/condition.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -99,11 +100,10 @@ TEST_CASE("start_turn's handle and resume's 'accepted' are committed when the ca
   const std::string path = dir.file("db.sqlite");
   auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path});
   std::atomic<int> runs{0};
-  std::atomic<bool> release{false};
+  Condition release;
   // The model holds the run after the tool until released, so nothing later can have committed for it.
   auto script = [&](const ModelRequest& req) {
-    if (tool_results_since_last_user(req) > 0)
-      for (int i = 0; i < 10000 && !release; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (tool_results_since_last_user(req) > 0) release.wait();
     return booking_script(req);
   };
   Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(script)));
@@ -111,7 +111,7 @@ TEST_CASE("start_turn's handle and resume's 'accepted' are committed when the ca
   TurnInput in = turn_input("t-async", user_message("book a room"));
   auto h = rt.start_turn(in);
   REQUIRE(other_connection(path)->get_turn(h.turn_id).has_value());
-  auto t = rt.wait(h.turn_id, std::chrono::seconds(10));
+  auto t = rt.wait(h.turn_id, kLongWait);
   REQUIRE(t.status == TurnStatus::waiting_approval);
   auto answer =
       rt.resume(t.id, t.approval_request_id, {Decision{t.interrupts[0]["id"], Decision::Action::approve, {}, ""}});
@@ -123,8 +123,8 @@ TEST_CASE("start_turn's handle and resume's 'accepted' are committed when the ca
     CHECK(a->answer == answer);
     CHECK(other->get_turn(t.id)->status != TurnStatus::waiting_approval);
   }
-  release = true;
-  CHECK(rt.wait(t.id, std::chrono::seconds(10)).status == TurnStatus::completed);
+  release.notify();
+  CHECK(rt.wait(t.id, kLongWait).status == TurnStatus::completed);
   CHECK(runs == 1);
 }
 
@@ -187,7 +187,9 @@ TEST_CASE("a resume_turn whose decision loses its race at the first commit store
 
 // A process resumes the turn with resume_turn; book_room (not idempotent) runs, and the process is killed
 // while the model works on the next step. `flush_ms` is the child's group-commit interval: long, the
-// result is not committed yet when it dies; short, the flusher has committed it.
+// result is not committed yet when it dies (nothing commits before the model's step, which never ends);
+// short, the flusher has committed it — the child's own subscriber sees the result (events reach
+// subscribers only once committed) and tells the parent, which kills it then.
 void crash_after_tool(int flush_ms, LedgerStatus expected) {
   TempDir dir;
   const std::string db = dir.file("db.sqlite");
@@ -201,12 +203,16 @@ void crash_after_tool(int flush_ms, LedgerStatus expected) {
     REQUIRE(t.status == TurnStatus::waiting_approval);
     turn_id = t.id;
   }
+  const bool wait_for_commit = expected == LedgerStatus::finished;
   int ran[2];
+  int committed[2];
   REQUIRE(pipe(ran) == 0);
+  REQUIRE(pipe(committed) == 0);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) try {
       close(ran[0]);
+      close(committed[0]);
       auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
       auto script = [&](const ModelRequest& req) {
         if (tool_results_since_last_user(req) > 0) pause();  // killed here, after the tool
@@ -224,22 +230,35 @@ void crash_after_tool(int flush_ms, LedgerStatus expected) {
         return ToolResult{json{{"ok", true}}, std::nullopt};
       });
       rt.tools().add(spec);
+      std::thread watcher;
+      if (wait_for_commit)
+        watcher = std::thread([&rt, after = rt.thread("t-die")->last_seq, w = committed[1]] {
+          auto sub = rt.subscribe("t-die", after);
+          while (auto e = sub->next(kLongWait))
+            if (e->json.find("\"type\":\"TOOL_CALL_RESULT\"") != std::string::npos) {
+              char y = 1;
+              (void)!write(w, &y, 1);
+              return;
+            }
+        });
       auto t = store->get_turn(turn_id);
       rt.resume_turn(t->id, t->approval_request_id,
                      {Decision{t->interrupts[0]["id"], Decision::Action::approve, {}, ""}});
-      _exit(0);
+      _exit(0);  // not reached: the parent kills this process in the model's next step
     } catch (const std::exception& e) {
       fprintf(stderr, "child: %s\n", e.what());
       _exit(5);
     }
   close(ran[1]);
+  close(committed[1]);
   char x = 0;
-  REQUIRE(read(ran[0], &x, 1) == 1);  // the tool ran once
-  std::this_thread::sleep_for(std::chrono::milliseconds(flush_ms < 100 ? 200 : 50));
+  REQUIRE(read(ran[0], &x, 1) == 1);                             // the tool ran once
+  if (wait_for_commit) REQUIRE(read(committed[0], &x, 1) == 1);  // its result is committed
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
   close(ran[0]);
+  close(committed[0]);
 
   auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
   // As the dead process left it: the call was durable as started before it ran.
@@ -252,9 +271,8 @@ void crash_after_tool(int flush_ms, LedgerStatus expected) {
   c.sweep_interval = std::chrono::milliseconds(50);
   c.tools.push_back(counting_book_room(runs));
   Runtime rt(c);
-  for (int i = 0; i < 300 && rt.turn(turn_id)->status == TurnStatus::running; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(rt.turn(turn_id)->status == TurnStatus::failed);
+  // Recovered at once, or by the sweeper once the dead process's lease has passed: wait() wakes at that commit.
+  CHECK(rt.wait(turn_id, kLongWait).status == TurnStatus::failed);
   CHECK(store->ledger(turn_id).at(0).status == expected);
   CHECK(runs == 0);  // never run again
   auto hist = rt.history("t-die");

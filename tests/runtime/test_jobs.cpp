@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <thread>
 
 #include "store/document_store.hpp"
@@ -50,21 +51,29 @@ struct JobHarness {
   std::unique_ptr<Runtime> rt;
   std::atomic<int> render_calls{0}, costly_calls{0}, confirmed_calls{0};
   std::mutex mutex;
-  std::vector<std::string> job_ids;                                              // ToolCallContext::job_id of each call
-  std::vector<JobRecord> hooked;                                                 // what the cancel hook saw
+  std::vector<std::string> job_ids;  // ToolCallContext::job_id of each call
+  std::vector<JobRecord> hooked;     // what the cancel hook saw
+  std::condition_variable hooked_cv;
   std::function<void(const ToolCallContext&, ToolCompletion)> render_behaviour;  // default: start_job
 
   explicit JobHarness(std::function<void(RuntimeConfig&)> tweak = {}, std::shared_ptr<Store> use_store = nullptr) {
     store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")});
     RuntimeConfig c = test_config(use_store ? use_store : store, std::make_shared<ScriptedModel>(script));
     c.job_cancel_hook = [this](const JobRecord& j) {
-      std::lock_guard<std::mutex> lock(mutex);
-      hooked.push_back(j);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        hooked.push_back(j);
+      }
+      hooked_cv.notify_all();
     };
     if (tweak) tweak(c);
     rt = std::make_unique<Runtime>(c);
     add_tools(*rt);
   }
+  // The runtime goes first: its sweeper may be calling the cancel hook, which uses the members below it.
+  ~JobHarness() { rt.reset(); }
+  JobHarness(const JobHarness&) = delete;
+  JobHarness& operator=(const JobHarness&) = delete;
 
   void add_tools(Runtime& r) {
     ToolSpec render;
@@ -110,7 +119,7 @@ struct JobHarness {
     return rt->start_turn(turn_input(thread, user_message(text)));
   }
   TurnRecord wait(const std::string& turn_id) {
-    auto t = rt->wait(turn_id, std::chrono::seconds(10));
+    auto t = rt->wait(turn_id, kLongWait);
     REQUIRE(t.status != TurnStatus::running);
     REQUIRE(t.status != TurnStatus::resuming);
     return t;
@@ -118,25 +127,20 @@ struct JobHarness {
   // Waits until the job's outcome is in history.
   // The hook runs after the job's record is committed (a reader may see the job ended first): wait for it.
   size_t wait_hooked(size_t n) {
-    for (int i = 0; i < 500; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (hooked.size() >= n) return hooked.size();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_lock<std::mutex> lock(mutex);
+    hooked_cv.wait_for(lock, kLongWait, [&] { return hooked.size() >= n; });
     return hooked.size();
   }
+  // A delivery commits the job's row with its run's events: look again at each event of its thread.
   JobRecord wait_delivered(const std::string& job_id) {
-    for (int i = 0; i < 500; ++i) {
-      auto j = rt->job(job_id);
-      REQUIRE(j.has_value());
-      if (j->delivered) return *j;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL("job " << job_id << " was not delivered");
-    return {};
+    auto j = rt->job(job_id);
+    REQUIRE(j.has_value());
+    const bool delivered = wait_on_thread(*rt, j->thread_id, [&] {
+      j = rt->job(job_id);
+      return j && j->delivered;
+    });
+    REQUIRE_MESSAGE(delivered, "job " << job_id << " was not delivered");
+    return *j;
   }
   std::vector<json> all_events(const std::string& thread) {
     std::vector<json> out;
@@ -462,12 +466,10 @@ TEST_CASE("a confirmation interrupt, cancelled: the job ends cancelled and the t
 TEST_CASE("a confirmation that expires fails the job with a timeout reason") {
   JobHarness h([](RuntimeConfig& c) { c.approval_timeout = std::chrono::milliseconds(100); });
   auto t = h.start("t-conf-exp", "costly render");
-  auto rec = h.wait(t.turn_id);
-  REQUIRE(rec.status == TurnStatus::waiting_approval);
-  const std::string job_id = rec.interrupts[0]["metadata"]["jobId"];
-  for (int i = 0; i < 200 && h.rt->turn(t.turn_id)->status != TurnStatus::expired; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(h.rt->turn(t.turn_id)->status == TurnStatus::expired);
+  // The deadline is short: the turn may have expired before anything reads it WAITING_APPROVAL. Its job is
+  // the one the tool was called for.
+  REQUIRE(wait_on_thread(*h.rt, "t-conf-exp", [&] { return h.rt->turn(t.turn_id)->status == TurnStatus::expired; }));
+  const std::string job_id = h.job_ids.at(0);
   auto job = h.rt->job(job_id);
   CHECK(job->status == JobStatus::failed);
   CHECK(job->error_code == "timeout");
@@ -635,15 +637,19 @@ TEST_CASE("a confirmation asked before a restart is answered after it") {
 TEST_CASE("a job is completed by another process sharing the store") {
   TempDir dir;
   const std::string db = dir.file("jobs.db");
-  JobHarness h([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
-  h.wait(h.start("t-proc", "render p").turn_id);
-  const std::string id = h.job_ids.at(0);
-  // A live subscriber in this process, past everything committed so far.
-  auto sub = h.rt->subscribe("t-proc", h.rt->thread("t-proc")->last_seq);
-  CHECK_FALSE(sub->next(std::chrono::milliseconds(20)).has_value());  // caught up: now on the live tail
+  // The other process is forked first, while this one runs no thread but this one, and waits for the job's id:
+  // forked while a runtime's threads run, it could inherit a lock one of them held at that moment (SQLite's
+  // allocator's, say) and wait for it for ever.
+  int go[2];
+  REQUIRE(pipe(go) == 0);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    close(go[1]);
+    std::string id;
+    char c = 0;
+    while (read(go[0], &c, 1) == 1 && c != '\n') id += c;
+    if (c != '\n') _exit(4);  // the parent gave up before it had a job
     int rc = 0;
     try {
       auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{db});
@@ -656,8 +662,28 @@ TEST_CASE("a job is completed by another process sharing the store") {
     }
     _exit(rc);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  close(go[0]);
+  struct Child {  // whatever happens below, the child is told to go (or to give up) and reaped
+    pid_t pid;
+    int fd;
+    int status = -1;
+    void finish() {
+      if (fd >= 0) close(fd);
+      fd = -1;
+      if (status < 0) waitpid(pid, &status, 0);
+    }
+    ~Child() { finish(); }
+  } child{pid, go[1]};
+  JobHarness h([&](RuntimeConfig& c) { c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db}); });
+  h.wait(h.start("t-proc", "render p").turn_id);
+  const std::string id = h.job_ids.at(0);
+  // A live subscriber in this process, past everything committed so far.
+  auto sub = h.rt->subscribe("t-proc", h.rt->thread("t-proc")->last_seq);
+  CHECK_FALSE(sub->next(std::chrono::milliseconds(20)).has_value());  // caught up: now on the live tail
+  const std::string line = id + "\n";
+  REQUIRE(write(child.fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  child.finish();
+  const int status = child.status;
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   auto j = h.rt->job(id);
@@ -668,7 +694,7 @@ TEST_CASE("a job is completed by another process sharing the store") {
   // The subscriber gets the delivery run the other process committed (the sweeper notices it).
   std::vector<std::string> seen;
   for (int i = 0; i < 4; ++i) {
-    auto e = sub->next(std::chrono::seconds(5));
+    auto e = sub->next(kLongWait);
     REQUIRE(e.has_value());
     seen.push_back(json::parse(e->json)["type"].get<std::string>());
   }

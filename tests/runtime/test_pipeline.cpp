@@ -28,7 +28,7 @@ TEST_CASE("a subscriber from any sequence number gets the replay, then the live 
   std::vector<StoredEvent> got;
   int ends = 0;
   while (ends < 2) {
-    auto e = sub->next(std::chrono::seconds(5));
+    auto e = sub->next(kLongWait);
     REQUIRE(e);
     got.push_back(*e);
     auto t = json::parse(e->json)["type"];

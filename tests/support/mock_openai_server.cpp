@@ -14,6 +14,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <condition_variable>
 #include <csignal>
@@ -58,6 +59,7 @@ agentrt::json RecordedRequest::json_body() const { return agentrt::json::parse(b
 struct MockOpenAIServer::Impl {
   httplib::Server server;
   std::thread thread;
+  std::atomic<bool> listen_returned{false};
   int port = 0;
 
   mutable std::mutex mutex;
@@ -100,6 +102,7 @@ struct MockOpenAIServer::Impl {
         queue.pop_front();
       }
     }
+    cv.notify_all();  // wait_requests()
     if (!scripted) {
       res.status = 500;
       res.set_header("x-should-retry", "false");
@@ -153,8 +156,13 @@ MockOpenAIServer::MockOpenAIServer() : impl_(std::make_unique<Impl>()) {
                 [&s](const httplib::Request& req, httplib::Response& res) { s.serve(s.transcriptions, req, res); });
   s.port = s.server.bind_to_any_port("127.0.0.1");
   if (s.port <= 0) throw std::runtime_error("mock server: could not bind 127.0.0.1");
-  s.thread = std::thread([&s] { s.server.listen_after_bind(); });
-  for (int i = 0; i < 2000 && !s.server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.thread = std::thread([&s] {
+    s.server.listen_after_bind();
+    s.listen_returned = true;
+  });
+  // Connections queue on the bound socket meanwhile; but a stop() before listen_after_bind() has marked the
+  // server running would be lost (and the destructor would wait for ever): wait for it, however long it takes.
+  while (!s.server.is_running() && !s.listen_returned) std::this_thread::yield();
 }
 
 MockOpenAIServer::~MockOpenAIServer() {
@@ -194,6 +202,11 @@ size_t MockOpenAIServer::request_count() const {
 std::optional<Clock::time_point> MockOpenAIServer::client_gone_at() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->client_gone;
+}
+
+bool MockOpenAIServer::wait_requests(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  return impl_->cv.wait_for(lock, timeout, [&] { return impl_->requests.size() >= n; });
 }
 
 bool MockOpenAIServer::wait_client_gone(std::chrono::milliseconds timeout) const {

@@ -71,6 +71,8 @@ class MockOpenAIServer {
 
   std::vector<RecordedRequest> requests() const;
   size_t request_count() const;
+  // Blocks until `n` requests have arrived (their responses may still be on their way) or the timeout passes.
+  bool wait_requests(size_t n, std::chrono::milliseconds timeout) const;
   // When a streamed write first failed because the client had gone (cancellation tests).
   std::optional<std::chrono::steady_clock::time_point> client_gone_at() const;
   // Blocks until client_gone_at() is set or the timeout passes.

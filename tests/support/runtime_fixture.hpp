@@ -16,6 +16,7 @@
 #include "agentrt/scripted_model.hpp"
 #include "store/sqlite_store.hpp"
 #include "support/agui_verifier.hpp"
+#include "support/condition.hpp"
 
 namespace agentrt::testing {
 
@@ -95,6 +96,10 @@ struct Harness {
     if (tweak) tweak(c);
     rt = std::make_unique<Runtime>(c);
   }
+  // The runtime goes first: a tool still running uses the members below it.
+  ~Harness() { rt.reset(); }
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
 
   // Registers book_room (needs approval) counting its executions.
   void add_book_room(ApprovalPolicy policy = ApprovalPolicy::always(), bool idempotent = false) {
@@ -131,7 +136,7 @@ struct Harness {
   }
 
   TurnRecord wait(const std::string& turn_id) {
-    auto t = rt->wait(turn_id, std::chrono::seconds(10));
+    auto t = rt->wait(turn_id, kLongWait);
     REQUIRE_MESSAGE((t.status != TurnStatus::running && t.status != TurnStatus::resuming),
                     "turn did not settle: " << to_string(t.status));
     return t;
@@ -143,8 +148,8 @@ struct Harness {
     std::vector<json> out;
     int ended = 0;
     while (ended < runs) {
-      auto e = sub->next(std::chrono::seconds(10));
-      REQUIRE_MESSAGE(e.has_value(), "no event within 10 s after " << out.size() << " events");
+      auto e = sub->next(kLongWait);
+      REQUIRE_MESSAGE(e.has_value(), "no event within " << kLongWait.count() << " s after " << out.size() << " events");
       out.push_back(json::parse(e->json));
       auto t = out.back()["type"].get<std::string>();
       if (t == "RUN_FINISHED" || t == "RUN_ERROR") ++ended;
@@ -168,6 +173,19 @@ inline const json* find_event(const std::vector<json>& evs, const std::string& t
   for (const auto& e : evs)
     if (e["type"] == type && nth-- == 0) return &e;
   return nullptr;
+}
+
+// Waits until `done()` holds, looking again each time an event is committed on `thread` (what tests wait
+// for — an expiry, a recovery, a job's delivery — commits events on the thread, also when the sweeper or
+// another runtime on the store does it): no sleeping, no polling. False if nothing happens for kLongWait.
+inline bool wait_on_thread(Runtime& rt, const std::string& thread, const std::function<bool()>& done) {
+  const auto t = rt.thread(thread);
+  const int64_t after = t ? t->last_seq : 0;  // read first: whatever commits after done() has a later seq
+  if (done()) return true;
+  auto sub = rt.subscribe(thread, after);
+  while (sub->next(kLongWait))
+    if (done()) return true;
+  return done();
 }
 
 }  // namespace agentrt::testing

@@ -64,13 +64,21 @@ function jobNotes(history) {
   return history.filter((m) => m.metadata && typeof m.metadata === 'object' && 'job_id' in m.metadata);
 }
 
+// Until the job's outcome is in history: its delivery commits events on the job's thread, so look again at each
+// event (no polling); throws Timeout if nothing comes for a minute.
 async function waitDelivered(rt, jobId) {
-  for (let i = 0; i < 500; i++) {
-    const job = rt.job(jobId);
-    if (job.delivered) return job;
-    await sleep(10);
+  let job = rt.job(jobId);
+  const stream = rt.events(job.threadId, { timeoutMs: 60000 });
+  try {
+    while (!job.delivered) {
+      const { done } = await stream.next();
+      if (done) throw new Error(`job ${jobId} was not delivered`);
+      job = rt.job(jobId);
+    }
+  } finally {
+    stream.close();
   }
-  throw new Error(`job ${jobId} was not delivered`);
+  return job;
 }
 
 test('a JS tool starts a job; the host completes it from another thread; history and the stream show it', async () => {
@@ -182,7 +190,12 @@ test('cancel calls the hook once with the cancelled record; expiry calls it from
   await withRuntime(async (rt) => {
     const timeouts = [undefined, 100, undefined]; // the second job expires after 100 ms
     rt.tool(RENDER, (args, call) => { call.startJob({ timeoutMs: timeouts.shift() }); });
-    rt.setJobCancelHook((job) => hooked.push(job));
+    let hookedTwice;
+    const secondCall = new Promise((resolve) => { hookedTwice = resolve; });
+    rt.setJobCancelHook((job) => {
+      hooked.push(job);
+      if (hooked.length === 2) hookedTwice();
+    });
     await rt.wait(rt.startTurn('t-node-cancel', 'render a', { userId: 'u1' }).turnId);
     const [job] = rt.jobs('t-node-cancel');
     const cancelled = rt.cancelJob(job.id, 'the user changed their mind');
@@ -201,7 +214,7 @@ test('cancel calls the hook once with the cancelled record; expiry calls it from
     const expired = await waitDelivered(rt, expiring.id);
     assert.deepEqual([expired.status, expired.error.code], ['failed', 'timeout']);
     // The sweeper calls the hook after it committed the record (and koffi runs it on this thread's loop).
-    for (let i = 0; i < 500 && hooked.length < 2; i++) await sleep(10);
+    await Promise.race([secondCall, sleep(60000, undefined, { ref: false })]);
     assert.equal(hooked.length, 2);
     assert.deepEqual([hooked[1].id, hooked[1].status, hooked[1].error.code], [expiring.id, 'failed', 'timeout']);
 

@@ -190,24 +190,28 @@ test('a JS model that throws fails the turn; a cancelled turn makes the stream t
 
   let cancelledWith;
   let started;
+  let ended;
   const startedPromise = new Promise((resolve) => { started = resolve; });
+  const endedPromise = new Promise((resolve) => { ended = resolve; });
   await withRuntime(async (rt) => {
     const h = rt.startTurn('t-node-model-cancel', 'hi', { userId: 'u1' });
     await startedPromise;
     rt.cancel(h.turnId);
     assert.equal((await rt.wait(h.turnId)).status, 'CANCELLED');
-    for (let i = 0; i < 200 && cancelledWith === undefined; i++) await sleep(10);
+    await endedPromise; // the model has seen the cancel (or streamed its minute of text)
   }, {
     model: async (request, stream) => {
       started();
       try {
-        for (let i = 0; i < 500; i++) {
+        for (let i = 0; i < 6000; i++) {
           stream.text('.');
           await sleep(10);
         }
       } catch (e) {
         cancelledWith = e;
         throw e;
+      } finally {
+        ended();
       }
     },
   });

@@ -48,12 +48,15 @@ class JobCase(unittest.TestCase):
         return agentrt.Runtime(cfg, model=job_model)
 
     def wait_delivered(self, rt, job_id):
-        for _ in range(500):
-            job = rt.job(job_id)
-            if job["delivered"]:
-                return job
-            time.sleep(0.01)
-        self.fail(f"job {job_id} was not delivered")
+        """Until the job's outcome is in history: its delivery commits events on the job's thread, so look again
+        at each event (no polling); fails if nothing comes for a minute."""
+        job = rt.job(job_id)
+        with rt.events(job["threadId"]) as stream:
+            while not job["delivered"]:
+                if stream.next(timeout=60) is None:
+                    self.fail(f"job {job_id} was not delivered")
+                job = rt.job(job_id)
+        return job
 
 
 class Jobs(JobCase):
@@ -173,7 +176,14 @@ class Jobs(JobCase):
             def render(scene: str, call: agentrt.ToolCall):
                 call.start_job(timeout_ms=timeouts.pop(0))
 
-            rt.set_job_cancel_hook(lambda job: hooked.append((job, threading.get_ident())))
+            hook_called = threading.Condition()
+
+            def hook(job):
+                with hook_called:
+                    hooked.append((job, threading.get_ident()))
+                    hook_called.notify_all()
+
+            rt.set_job_cancel_hook(hook)
             rt.wait(rt.start_turn("t-py-cancel", "render a", user_id="u1").turn_id)
             (job,) = rt.jobs("t-py-cancel")
             cancelled = rt.cancel_job(job["id"], reason="the user changed their mind")
@@ -191,9 +201,8 @@ class Jobs(JobCase):
             expired = self.wait_delivered(rt, expiring["id"])
             self.assertEqual((expired["status"], expired["error"]["code"]), ("failed", "timeout"))
             # The sweeper calls the hook after it committed the record: wait for the call.
-            deadline = time.monotonic() + 5
-            while len(hooked) < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            with hook_called:
+                hook_called.wait_for(lambda: len(hooked) >= 2, timeout=60)
             self.assertEqual(len(hooked), 2)
             self.assertEqual((hooked[1][0]["id"], hooked[1][0]["status"]), (expiring["id"], "failed"))
             self.assertNotEqual(hooked[1][1], threading.get_ident())

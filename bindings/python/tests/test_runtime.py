@@ -221,28 +221,26 @@ class Models(RuntimeCase):
 
     def test_a_cancelled_turn_makes_the_model_stream_raise_cancelled(self):
         seen = {}
-        started = threading.Event()
+        streaming = threading.Event()  # the model has streamed text
+        raised = threading.Event()
 
         def model(request, stream):
-            started.set()
             try:
-                for _ in range(500):
+                for _ in range(6000):  # a minute of text, unless cancelled
                     stream.text(".")
+                    streaming.set()
                     time.sleep(0.01)
             except agentrt.Cancelled as e:
                 seen["cancelled"] = e.code
+                raised.set()
                 raise
 
         with agentrt.Runtime(self.config(), model=model) as rt:
             h = rt.start_turn("t-py-model-cancel", "hi", user_id="u1")
-            self.assertTrue(started.wait(10))
-            time.sleep(0.05)
+            self.assertTrue(streaming.wait(60))
             rt.cancel(h.turn_id)
             self.assertEqual(rt.wait(h.turn_id)["status"], "CANCELLED")
-            for _ in range(500):
-                if "cancelled" in seen:
-                    break
-                time.sleep(0.01)
+            self.assertTrue(raised.wait(60))
         self.assertEqual(seen.get("cancelled"), _capi.E_CANCELLED)
 
 

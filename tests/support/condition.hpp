@@ -1,0 +1,58 @@
+// Test support: Condition, what a test waits on instead of sleeping — a counter that tool handlers, hooks and
+// helper threads bump, and that the test waits for (the count, or a predicate over state guarded by the
+// Condition's mutex), with a deadline long enough never to be reached on a loaded machine: it only turns a
+// hang into a failure.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+namespace agentrt::testing {
+
+// How long a test waits for something that is bound to happen.
+inline constexpr std::chrono::seconds kLongWait{60};
+
+// Thread-safe.
+class Condition {
+ public:
+  // Counts one occurrence and wakes the waiters.
+  void notify() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++count_;
+    }
+    cv_.notify_all();
+  }
+  // Runs `change` under the mutex (the state a wait_until predicate reads), then wakes the waiters.
+  template <class F>
+  void update(F&& change) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      change();
+    }
+    cv_.notify_all();
+  }
+  // True once notify() has been called `n` times (false after `timeout`).
+  bool wait(int n = 1, std::chrono::milliseconds timeout = kLongWait) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return count_ >= n; });
+  }
+  // True once `pred` (called under the mutex) holds (false after `timeout`).
+  template <class P>
+  bool wait_until(P&& pred, std::chrono::milliseconds timeout = kLongWait) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, pred);
+  }
+  int count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  int count_ = 0;
+};
+
+}  // namespace agentrt::testing
