@@ -98,10 +98,26 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   // Before anything is copied out of it (a deep copy of a value nested too deep overflows the stack).
   check_json_depth(j, kDefaultMaxJsonDepth, "config");
   only_keys(j,
-            {"data_dir", "store", "objects", "model", "stages", "workers", "max_steps", "approval_timeout_ms",
-             "context_budget_chars", "flush_interval_ms", "sweep_interval_ms", "instance_lease_ms", "max_input_bytes",
-             "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms", "max_json_depth",
-             "max_input_parts", "max_input_messages"},
+            {"data_dir",
+             "store",
+             "objects",
+             "model",
+             "stages",
+             "workers",
+             "max_steps",
+             "approval_timeout_ms",
+             "context_budget_chars",
+             "flush_interval_ms",
+             "sweep_interval_ms",
+             "instance_lease_ms",
+             "max_input_bytes",
+             "summary_max_chars",
+             "job_timeout_ms",
+             "commit_retries",
+             "commit_retry_backoff_ms",
+             "max_json_depth",
+             "max_input_parts",
+             "max_input_messages"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -187,10 +203,11 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.instance_lease = std::chrono::milliseconds(num(j, "instance_lease_ms", c.instance_lease.count(), 10, 3600000));
   c.max_input_bytes =
       static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1, int64_t{1} << 32));
-             "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms", "max_json_depth",
-             "max_input_parts", "max_input_messages"},
-  c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
-  return c;
+  "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms", "max_json_depth",
+      "max_input_parts", "max_input_messages"
+}
+, c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
+return c;
 }
 
 bool uses_demo_model(const RuntimeConfig& config) { return config.model && config.model->name() == "scripted"; }
