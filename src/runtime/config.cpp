@@ -203,11 +203,17 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.instance_lease = std::chrono::milliseconds(num(j, "instance_lease_ms", c.instance_lease.count(), 10, 3600000));
   c.max_input_bytes =
       static_cast<size_t>(num(j, "max_input_bytes", static_cast<int64_t>(c.max_input_bytes), 1, int64_t{1} << 32));
-  "summary_max_chars", "job_timeout_ms", "commit_retries", "commit_retry_backoff_ms", "max_json_depth",
-      "max_input_parts", "max_input_messages"
-}
-, c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
-return c;
+  c.commit_retries = static_cast<int>(num(j, "commit_retries", c.commit_retries, 0, 10));
+  c.commit_retry_backoff =
+      std::chrono::milliseconds(num(j, "commit_retry_backoff_ms", c.commit_retry_backoff.count(), 0, 10000));
+  c.max_json_depth = static_cast<size_t>(num(j, "max_json_depth", static_cast<int64_t>(c.max_json_depth), 1,
+                                             static_cast<int64_t>(kMaxConfigurableJsonDepth)));
+  c.max_input_parts =
+      static_cast<size_t>(num(j, "max_input_parts", static_cast<int64_t>(c.max_input_parts), 1, 100000));
+  c.max_input_messages =
+      static_cast<size_t>(num(j, "max_input_messages", static_cast<int64_t>(c.max_input_messages), 1, 1000000));
+  c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
+  return c;
 }
 
 bool uses_demo_model(const RuntimeConfig& config) { return config.model && config.model->name() == "scripted"; }
