@@ -12,6 +12,7 @@
 #include "agentrt/content.hpp"
 #include "agentrt/jobs.hpp"
 #include "agentrt/json.hpp"
+#include "agentrt/ledger_state.hpp"
 #include "agentrt/turn_state.hpp"
 
 namespace agentrt {
@@ -58,10 +59,6 @@ struct MessageRecord {
   Message message;
 };
 
-enum class LedgerStatus { requested, approved, rejected, started, finished, failed, interrupted, expired };
-std::string_view to_string(LedgerStatus s) noexcept;
-LedgerStatus ledger_status_from_string(std::string_view s);
-
 // The tool ledger: one durable record per tool call; what makes execution exactly-once.
 struct LedgerEntry {
   std::string tool_call_id;
@@ -81,6 +78,9 @@ struct LedgerEntry {
   int64_t updated_at = 0;
   bool has_output() const { return !output.empty(); }
 };
+// The one way a ledger entry's status changes: through the table of ledger_state.hpp (Error(invalid_state) for
+// a move it refuses, and for started -> started unless the call is idempotent; the entry is left as it was).
+void advance(LedgerEntry& entry, LedgerStatus to);
 
 // The answer to a resume, kept so that the same approval request id gets the same answer.
 struct ApprovalRecord {

@@ -32,6 +32,18 @@ const StagePolicy& policy_of(const StagePolicies& p, std::string_view s) {
 
 enum class Visibility { hidden, reasoning, text };
 
+// The ledger status a call's outcome moves it to.
+LedgerStatus ledger_outcome(ToolStatus s) {
+  switch (s) {
+    case ToolStatus::succeeded: return LedgerStatus::finished;
+    case ToolStatus::failed: return LedgerStatus::failed;
+    case ToolStatus::rejected: return LedgerStatus::rejected;
+    case ToolStatus::expired: return LedgerStatus::expired;
+    case ToolStatus::interrupted: return LedgerStatus::interrupted;
+  }
+  return LedgerStatus::failed;
+}
+
 bool is_size_limit(const std::exception& e) {
   auto* err = dynamic_cast<const Error*>(&e);
   return err && err->code() == ErrorCode::too_large;
@@ -41,7 +53,8 @@ bool is_size_limit(const std::exception& e) {
 constexpr const char* kStorageFailed = "storage failed: the run could not be saved and was stopped";
 // What history says of a call that was started and whose result was never stored (its runtime stopped).
 constexpr const char* kOutcomeUnknown =
-    "the runtime stopped while this call was running; it may have taken effect, and it was not run again";
+    "the runtime stopped while this call was running: its outcome is unknown (it may have taken effect), and it "
+    "was not repeated";
 
 void add_usage(std::vector<TokenUsage>& acc, const TokenUsage& u) {
   for (auto& a : acc)
@@ -275,6 +288,7 @@ class TurnRunner {
     }
     check_cancel();
     auto& em = *ctx_.em;
+    RunEmitter::Unit unit(em);  // the events that end the model's answer commit with its message
     if (!ctx_.open_reasoning.empty()) {
       em.emit(events::reasoning_message_end(ctx_.open_reasoning));
       em.emit(events::reasoning_end(ctx_.open_reasoning));
@@ -381,7 +395,7 @@ class TurnRunner {
           } catch (...) {
             l.needs_approval = true;  // a failing predicate errs on the side of asking
           }
-          if (!l.needs_approval) l.status = LedgerStatus::approved;
+          if (!l.needs_approval) advance(l, LedgerStatus::approved);
         }
       }
       ctx_.ledger.push_back(l);
@@ -443,7 +457,7 @@ class TurnRunner {
         record_result(id, std::move(out));
         continue;
       }
-      l->status = LedgerStatus::started;
+      advance(*l, LedgerStatus::started);
       ctx_.em->put_ledger(*l);
       if (!r.entry->spec.idempotent) durable = true;
       running.push_back(std::move(r));
@@ -686,7 +700,7 @@ class TurnRunner {
     j.metadata = js.metadata;
     if (js.timeout) j.timeout_ms = js.timeout->count();  // kept for the start after the confirmation
     stage_job(j, -1);
-    l.status = LedgerStatus::requested;
+    advance(l, LedgerStatus::requested);
     l.needs_approval = true;
     ctx_.em->put_ledger(l);
   }
@@ -760,6 +774,9 @@ class TurnRunner {
   // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger. `summary`: the
   // result's summary when the runtime writes it itself (a started job), else the summarizer's.
   void record_result(const std::string& id, ToolAgentOutput out, const std::string& summary = {}) {
+    // TOOL_CALL_RESULT commits with the tool message and the ledger's outcome: after a crash, a result that is
+    // in the log is in history and the ledger too, so recovery never gives the call a second one.
+    RunEmitter::Unit unit(*ctx_.em);
     LedgerEntry* l = ctx_.find_ledger(id);
     const ToolSummaryError err = out.error ? ToolSummaryError{out.error->code, out.error->message} : ToolSummaryError{};
     out.result_summary = !summary.empty() ? summary
@@ -827,19 +844,14 @@ class TurnRunner {
     ctx_.em->add_message(rec);
     ctx_.history.push_back(std::move(rec));
     if (l) {
-      switch (out.status) {
-        case ToolStatus::succeeded: l->status = LedgerStatus::finished; break;
-        case ToolStatus::failed: l->status = LedgerStatus::failed; break;
-        case ToolStatus::rejected: l->status = LedgerStatus::rejected; break;
-        case ToolStatus::expired: l->status = LedgerStatus::expired; break;
-        case ToolStatus::interrupted: l->status = LedgerStatus::interrupted; break;
-      }
+      advance(*l, ledger_outcome(out.status));
       l->output = out_str;
       ctx_.em->put_ledger(*l);
     }
   }
 
   void pause(const std::vector<std::string>& ids) {
+    RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
     const int64_t expires = now_ms() + rt_.cfg.approval_timeout.count();
     const std::string apr = new_id("apr");
     json interrupts = json::array();
@@ -913,6 +925,7 @@ class TurnRunner {
   }
 
   void finish_completed() {
+    RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
     check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::completed);
     ctx_.turn.status = TurnStatus::completed;
     ctx_.turn.owner.clear();
@@ -991,6 +1004,7 @@ class TurnRunner {
   }
 
   void finish_cancelled() {
+    RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
     close_open_streams();
     close_unanswered("cancelled", "not run: the turn was cancelled", ToolStatus::rejected);
     end_step();
@@ -1005,6 +1019,7 @@ class TurnRunner {
   }
 
   void fail(const std::string& code, const std::string& message) {
+    RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
     // Events still open stay as they are: RUN_ERROR may end a run at any point.
     ctx_.open_text.clear();
     ctx_.open_reasoning.clear();

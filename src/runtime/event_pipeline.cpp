@@ -325,10 +325,13 @@ CommitBatch RunEmitter::commit_locked() {
   return out;
 }
 
-CommitBatch RunEmitter::flush() {
+CommitBatch RunEmitter::flush() { return flush(false); }
+
+CommitBatch RunEmitter::flush(bool background) {
   CommitBatch out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (background && open_units_ > 0) return out;
     const bool was_failed = failure_.has_value();
     try {
       out = commit_locked();
@@ -345,10 +348,20 @@ CommitBatch RunEmitter::flush() {
 
 void RunEmitter::flush_in_background() noexcept {
   try {
-    flush();
+    flush(true);
   } catch (...) {
     // The failure stays in failure_ for the run; the Failed callback has told it.
   }
+}
+
+RunEmitter::Unit::Unit(RunEmitter& em) : em_(em) {
+  std::lock_guard<std::mutex> lock(em_.mutex_);
+  ++em_.open_units_;
+}
+
+RunEmitter::Unit::~Unit() {
+  std::lock_guard<std::mutex> lock(em_.mutex_);
+  --em_.open_units_;
 }
 
 std::optional<Error> RunEmitter::failure() const {

@@ -116,8 +116,24 @@ class RunEmitter {
   // commit failed, that failure again; nothing is published then.
   CommitBatch flush();
   // The group-commit flusher's flush: the same, but a failure is left for the run (failure(), the next
-  // flush(), the Failed callback) instead of thrown.
+  // flush(), the Failed callback) instead of thrown. It commits nothing while a Unit is open: it leaves the
+  // batch for its next tick or the run's own flush.
   void flush_in_background() noexcept;
+
+  // What the run stages while a Unit is open (nested units count as one) commits in one transaction with
+  // everything before it, never split by the group-commit flusher: a tool result with its message and ledger
+  // outcome, an assistant message with the events that end it, a run's end with the turn's state, a start or
+  // a decision with its records. The run's own flush() inside a unit commits as usual.
+  class Unit {
+   public:
+    explicit Unit(RunEmitter& em);
+    ~Unit();
+    Unit(const Unit&) = delete;
+    Unit& operator=(const Unit&) = delete;
+
+   private:
+    RunEmitter& em_;
+  };
   // Set once a commit failed for good: why (the store's code: io for storage, conflict when the turn changed
   // under the run, too_large for a size limit).
   std::optional<Error> failure() const;
@@ -130,6 +146,7 @@ class RunEmitter {
   bool staging() const { return !failure_; }  // under mutex_: a failed emitter takes nothing more
   void note_pending();                        // under mutex_
   CommitBatch commit_locked();                // under mutex_; throws
+  CommitBatch flush(bool background);
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;
@@ -144,6 +161,7 @@ class RunEmitter {
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
+  int open_units_ = 0;  // under mutex_
   std::optional<Error> failure_;
 };
 

@@ -500,6 +500,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   th.id = turn.thread_id;
   th.user_id = turn.user_id;
   auto stage_start = [th, turn, user](RunEmitter& e) {
+    RunEmitter::Unit unit(e);  // the thread, the turn, its input and RUN_STARTED commit together
     e.create_thread(th);
     e.set_turn(turn);
     e.add_message(user);
@@ -650,10 +651,10 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
       JobRecord next = *job;
       if (d.action == Decision::Action::approve) {
         next.confirmation = JobConfirmation::confirmed;
-        l.status = LedgerStatus::approved;
+        advance(l, LedgerStatus::approved);
       } else {
         decline_job(next, d.reason);
-        l.status = LedgerStatus::rejected;
+        advance(l, LedgerStatus::rejected);
       }
       dj["jobId"] = job->id;
       l.decision = dj;
@@ -677,9 +678,9 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
         l.arguments = d.edited_args->dump();
         dj["editedArgs"] = *d.edited_args;
       }
-      l.status = LedgerStatus::approved;
+      advance(l, LedgerStatus::approved);
     } else {
-      l.status = LedgerStatus::rejected;
+      advance(l, LedgerStatus::rejected);
     }
     l.decision = dj;
     updates.push_back(l);
@@ -713,11 +714,14 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
 
   auto handle = register_run(turn->id);
   auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
-  em->set_turn(next);
-  for (const auto& l : updates) em->put_ledger(l);
-  for (const auto& j : job_updates) em->put_job(j);
-  em->set_approval(
-      ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+  {
+    RunEmitter::Unit unit(*em);  // the decision commits whole: the turn, the ledger, the jobs and the answer
+    em->set_turn(next);
+    for (const auto& l : updates) em->put_ledger(l);
+    for (const auto& j : job_updates) em->put_job(j);
+    em->set_approval(
+        ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+  }
   auto lost = [&](const Error& e) -> json {
     if (e.code() == ErrorCode::conflict) {
       // Another resume (or the sweeper) changed the turn first; the first answer wins.

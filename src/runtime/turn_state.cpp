@@ -46,26 +46,5 @@ std::string_view to_string(LogLevel l) noexcept {
   return "info";
 }
 
-std::string_view to_string(LedgerStatus s) noexcept {
-  switch (s) {
-    case LedgerStatus::requested: return "requested";
-    case LedgerStatus::approved: return "approved";
-    case LedgerStatus::rejected: return "rejected";
-    case LedgerStatus::started: return "started";
-    case LedgerStatus::finished: return "finished";
-    case LedgerStatus::failed: return "failed";
-    case LedgerStatus::interrupted: return "interrupted";
-    case LedgerStatus::expired: return "expired";
-  }
-  return "failed";
-}
-
-LedgerStatus ledger_status_from_string(std::string_view s) {
-  for (auto st : {LedgerStatus::requested, LedgerStatus::approved, LedgerStatus::rejected, LedgerStatus::started,
-                  LedgerStatus::finished, LedgerStatus::failed, LedgerStatus::interrupted, LedgerStatus::expired})
-    if (to_string(st) == s) return st;
-  throw Error(ErrorCode::invalid_argument, fmt::format("unknown ledger status '{}'", s));
-}
-
 }  // namespace v1
 }  // namespace agentrt

@@ -203,9 +203,9 @@ TEST_CASE("after a crash, a running turn fails and a started tool is recorded in
   CHECK(hist[2].role == Role::tool);
   // It was started: it most likely ran. History says its outcome is unknown, never that it did not run.
   CHECK(hist[2].content ==
-        "book_room: outcome unknown: the runtime stopped while this call was running; it may have taken effect, "
-        "and it was not run again");
-  CHECK(hist[2].content.find("not run:") == std::string::npos);
+        "book_room: outcome unknown: the runtime stopped while this call was running: its outcome is unknown (it "
+        "may have taken effect), and it was not repeated");
+  CHECK(hist[2].content.find("not run") == std::string::npos);
   CHECK(json::parse(ledger[0].output)["error"]["code"] == "outcome_unknown");
   CHECK(hist[3].role == Role::system);
   // The whole log, replayed: the crashed run's events, then the recovery's.

@@ -1,0 +1,51 @@
+// Tool-ledger statuses and the one transition table every ledger change goes through (beside the turn table in
+// turn_state.hpp). The ledger is what makes a tool run at most once per call: a call is durable `started`
+// before a tool that is not idempotent runs, and no status leads back to `approved` from there.
+#pragma once
+
+#include <string_view>
+
+namespace agentrt {
+inline namespace v1 {
+
+enum class LedgerStatus { requested, approved, rejected, started, finished, failed, interrupted, expired };
+
+std::string_view to_string(LedgerStatus s) noexcept;  // "requested", "approved", ...
+LedgerStatus ledger_status_from_string(std::string_view s);
+
+// A call has its outcome (nothing changes it afterwards but recording the same outcome again, as recovery does).
+constexpr bool is_terminal(LedgerStatus s) noexcept {
+  return s == LedgerStatus::rejected || s == LedgerStatus::finished || s == LedgerStatus::failed ||
+         s == LedgerStatus::interrupted || s == LedgerStatus::expired;
+}
+
+// The transition table (ARCHITECTURE.md, "Words: tool ledger").
+//   requested -> approved (no approval needed, or a person approved) | rejected | expired (the deadline passed)
+//                | failed (unknown tool, invalid arguments) | interrupted (the turn was cancelled or failed)
+//   approved  -> started | failed (the tool is gone when it is due) | interrupted (cancelled before it started)
+//   started   -> finished | failed | interrupted (cancelled, or found started after a crash: outcome unknown)
+//                | started (found started after a crash, run again: only a call to an idempotent tool — advance()
+//                  refuses it for any other)
+//                | requested (the tool asked for a job confirmation: the call waits for the person again; the
+//                  job, not the tool, is what runs after the confirmation)
+//   an outcome -> the same outcome (recorded again), nothing else
+constexpr bool can_transition(LedgerStatus from, LedgerStatus to) noexcept {
+  constexpr bool table[8][8] = {
+      //              req    appr   rej    start  fin    fail   intr   exp
+      /* requested */ {false, true, true, false, false, true, true, true},
+      /* approved  */ {false, false, false, true, false, true, true, false},
+      /* rejected  */ {false, false, true, false, false, false, false, false},
+      /* started   */ {true, false, false, true, true, true, true, false},
+      /* finished  */ {false, false, false, false, true, false, false, false},
+      /* failed    */ {false, false, false, false, false, true, false, false},
+      /* interrupt */ {false, false, false, false, false, false, true, false},
+      /* expired   */ {false, false, false, false, false, false, false, true},
+  };
+  return table[static_cast<int>(from)][static_cast<int>(to)];
+}
+
+// Throws Error(invalid_state) "tool call <id>: cannot go from X to Y" when the table refuses the transition.
+void check_transition(std::string_view tool_call_id, LedgerStatus from, LedgerStatus to);
+
+}  // namespace v1
+}  // namespace agentrt
