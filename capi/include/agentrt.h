@@ -236,10 +236,11 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
  *   {threadId, userId, message: {id?, role?: "user", content: string | ContentPart[]}, runId?,
  *    clientMessageId?}
  * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
- * taken (history sent by a client is ignored). *out = {turnId, runId, threadId, existing, firstSeq}.
- * A repeated client message id returns the first turn with existing = true, firstSeq 0, and deltaMessages:
- * the AG-UI messages that turn has added so far (its user message first; the ERROR system message when it
- * failed), as agentrt_turn_messages. AGENTRT_E_CONFLICT when the thread has an active turn,
+ * taken (history sent by a client is ignored). *out = {threadId, turnId, runId, existing: false, firstSeq}
+ * (firstSeq: the RUN_STARTED event's sequence number). A repeated client message id returns the first turn:
+ * {threadId, turnId, runId, existing: true, status, deltaMessages}, status that turn's (as agentrt_turn_get),
+ * deltaMessages the AG-UI messages it has added so far (its user message first; the ERROR system message when
+ * it failed), as agentrt_turn_messages. AGENTRT_E_CONFLICT when the thread has an active turn,
  * AGENTRT_E_NOT_FOUND when the thread belongs to another user. */
 AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const char* input_json);
 
@@ -278,6 +279,31 @@ AGENTRT_API int32_t agentrt_turn_messages(char** out, agentrt_runtime* rt, const
  * finished job's outcome is a tool message with metadata {job_id, job_status, tool_call_id, tool_name,
  * turn_id, assets?, error_code?}). An unknown thread has an empty history. */
 AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, const char* thread_id);
+
+/* The user's threads that are not deleted, most recently updated first, as a JSON array of
+ *   {id, title, createdAt, updatedAt, lastSeq}   (times in ms; lastSeq: its last event's sequence number)
+ * A user without threads has []. AGENTRT_E_INVALID_ARGUMENT for a NULL or empty user_id. */
+AGENTRT_API int32_t agentrt_threads_list(char** out, agentrt_runtime* rt, const char* user_id);
+
+/* Soft-deletes `user_id`'s thread: a running or waiting turn on it is cancelled first, and no turn can start
+ * on it afterwards (agentrt_turn_start fails with AGENTRT_E_NOT_FOUND). Its history, events and jobs are no
+ * longer listed for the user. AGENTRT_E_NOT_FOUND for an unknown thread, one already deleted, or another
+ * user's thread (which looks exactly like an unknown one). */
+AGENTRT_API int32_t agentrt_thread_delete(agentrt_runtime* rt, const char* thread_id, const char* user_id);
+
+/* Stores a file a user sends on a thread (the thread must be the user's or not exist yet) in the runtime's
+ * object store, under agent-inputs/{user}/{thread}/uploads/{id}. `bytes` (`len` bytes; NULL only when `len`
+ * is 0: empty files are allowed) is borrowed for the call; `mime_type` e.g. "image/png" (parameters such as "; charset"
+ * are dropped, case is folded). *out = {id, url, mimeType, size, expiresAt, ref, part}: url a signed URL that expires
+ * at expiresAt (ms), ref the name the model knows it by ("img_..."), part the content part that sends it in a turn's
+ * message
+ * ({type: "image"|"audio"|"video"|"document", source: {type: "url", value: url, mimeType}}; a part
+ * {type, source: {type: "file", value: id}} does too). AGENTRT_E_UNSUPPORTED when the runtime has no object
+ * store (config "objects": null), AGENTRT_E_NOT_FOUND for another user's (or a deleted) thread,
+ * AGENTRT_E_INVALID_ARGUMENT for NULL or empty ids or MIME type, a bad id or a MIME type that is not accepted,
+ * AGENTRT_E_TOO_LARGE for a file over the attachment limits. */
+AGENTRT_API int32_t agentrt_upload_create(char** out, agentrt_runtime* rt, const char* user_id, const char* thread_id,
+                                          const void* bytes, size_t len, const char* mime_type);
 
 /* --------------------------------------------------------------------------------------------- jobs */
 
@@ -343,6 +369,14 @@ typedef struct agentrt_events agentrt_events;
  * start). Freed with agentrt_events_free, before or after the runtime. */
 AGENTRT_API int32_t agentrt_events_open(agentrt_events** out, agentrt_runtime* rt, const char* thread_id,
                                         int64_t after_seq);
+
+/* A page of `user_id`'s thread's committed events, without waiting for more: those with sequence numbers
+ * greater than `after_seq`, in order, at most `limit` (1..1000), as a JSON array of {seq, event} (event: the
+ * AG-UI event object). [] past the last event; ask again after the last seq returned for the next page.
+ * AGENTRT_E_NOT_FOUND for an unknown, deleted or another user's thread, AGENTRT_E_INVALID_ARGUMENT for a
+ * negative after_seq or a limit out of range. */
+AGENTRT_API int32_t agentrt_events_page(char** out, agentrt_runtime* rt, const char* thread_id, const char* user_id,
+                                        int64_t after_seq, int32_t limit);
 
 /* Pulls the next event: *out = the AG-UI event JSON (free with agentrt_free), *out_seq = its sequence
  * number (`out_seq` may be NULL). Waits up to `timeout_ms` (0: does not wait). AGENTRT_E_TIMEOUT when no

@@ -11,6 +11,7 @@
 #include "agentrt/config.hpp"
 #include "agentrt/jobs.hpp"
 #include "agentrt/json_limits.hpp"
+#include "agentrt/records.hpp"
 #include "firewall.hpp"
 #include "host_model.hpp"
 #include "host_tool.hpp"
@@ -258,7 +259,11 @@ AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const ch
     auto& st = state_of(rt);
     const auto limits = agentrt::input_limits(st.runtime().config());
     auto input = turn_input_from_json(parse_json_arg(input_json, "input_json", limits.max_json_depth), limits);
-    *out = dup_json(turn_handle_to_json(st.runtime().start_turn(input)));
+    const agentrt::TurnHandle h = st.runtime().start_turn(input);
+    std::string status;  // a repeated start says where the first turn is
+    if (h.existing)
+      if (auto t = st.runtime().turn(h.turn_id)) status = to_string(t->status);
+    *out = dup_json(agentrt::turn_handle_to_json(h, status));
     return AGENTRT_OK;
   });
 }
@@ -300,7 +305,7 @@ agentrt::TurnRecord find_turn(agentrt_runtime* rt, const char* turn_id) {
 AGENTRT_API int32_t agentrt_turn_get(char** out, agentrt_runtime* rt, const char* turn_id) {
   return guard("agentrt_turn_get", [&]() -> int32_t {
     require_out(out);
-    *out = dup_json(turn_record_to_json(find_turn(rt, turn_id)));
+    *out = dup_json(agentrt::turn_to_json(find_turn(rt, turn_id)));
     return AGENTRT_OK;
   });
 }
@@ -316,7 +321,7 @@ AGENTRT_API int32_t agentrt_turn_wait(char** out, agentrt_runtime* rt, const cha
     if (t.status == agentrt::TurnStatus::running || t.status == agentrt::TurnStatus::resuming)
       return fail(AGENTRT_E_TIMEOUT, fmt::format("agentrt_turn_wait: turn {} is still {} after {} ms", id,
                                                  to_string(t.status), timeout_ms));
-    *out = dup_json(turn_record_to_json(t));
+    *out = dup_json(agentrt::turn_to_json(t));
     return AGENTRT_OK;
   });
 }
@@ -324,7 +329,7 @@ AGENTRT_API int32_t agentrt_turn_wait(char** out, agentrt_runtime* rt, const cha
 AGENTRT_API int32_t agentrt_turn_interrupts(char** out, agentrt_runtime* rt, const char* turn_id) {
   return guard("agentrt_turn_interrupts", [&]() -> int32_t {
     require_out(out);
-    *out = dup_json(turn_interrupts_to_json(find_turn(rt, turn_id)));
+    *out = dup_json(agentrt::turn_interrupts_to_json(find_turn(rt, turn_id)));
     return AGENTRT_OK;
   });
 }
@@ -348,6 +353,42 @@ AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, cons
   });
 }
 
+AGENTRT_API int32_t agentrt_threads_list(char** out, agentrt_runtime* rt, const char* user_id) {
+  return guard("agentrt_threads_list", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    json list = json::array();
+    for (const auto& t : st.runtime().threads(id_arg(user_id, "user_id"))) list.push_back(agentrt::thread_to_json(t));
+    *out = dup_json(list);
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_thread_delete(agentrt_runtime* rt, const char* thread_id, const char* user_id) {
+  return guard("agentrt_thread_delete", [&]() -> int32_t {
+    auto& st = state_of(rt);
+    const std::string thread = id_arg(thread_id, "thread_id");
+    st.runtime().delete_thread(thread, id_arg(user_id, "user_id"));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_upload_create(char** out, agentrt_runtime* rt, const char* user_id, const char* thread_id,
+                                          const void* bytes, size_t len, const char* mime_type) {
+  return guard("agentrt_upload_create", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string user = id_arg(user_id, "user_id");
+    const std::string thread = id_arg(thread_id, "thread_id");
+    if (!bytes && len > 0) throw Error(ErrorCode::invalid_argument, fmt::format("bytes is NULL (len is {})", len));
+    const std::string mime = id_arg(mime_type, "mime_type");
+    const agentrt::Upload u =
+        st.runtime().upload(user, thread, std::string_view(len ? static_cast<const char*>(bytes) : "", len), mime);
+    *out = dup_json(agentrt::upload_to_json(u));
+    return AGENTRT_OK;
+  });
+}
+
 // --------------------------------------------------------------------------------------------------- jobs
 
 AGENTRT_API int32_t agentrt_job_get(char** out, agentrt_runtime* rt, const char* job_id) {
@@ -366,7 +407,9 @@ AGENTRT_API int32_t agentrt_jobs_list(char** out, agentrt_runtime* rt, const cha
   return guard("agentrt_jobs_list", [&]() -> int32_t {
     require_out(out);
     auto& st = state_of(rt);
-    *out = dup_json(jobs_to_json(st.runtime().jobs(id_arg(thread_id, "thread_id"))));
+    json list = json::array();
+    for (const auto& j : st.runtime().jobs(id_arg(thread_id, "thread_id"))) list.push_back(agentrt::job_to_json(j));
+    *out = dup_json(list);
     return AGENTRT_OK;
   });
 }
@@ -439,6 +482,24 @@ AGENTRT_API int32_t agentrt_events_open(agentrt_events** out, agentrt_runtime* r
     auto handle = std::make_unique<agentrt_events>();
     handle->stream = st.open_stream(thread, after_seq);
     *out = handle.release();
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_events_page(char** out, agentrt_runtime* rt, const char* thread_id, const char* user_id,
+                                        int64_t after_seq, int32_t limit) {
+  return guard("agentrt_events_page", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string thread = id_arg(thread_id, "thread_id");
+    const std::string user = id_arg(user_id, "user_id");
+    if (limit < 1 || static_cast<size_t>(limit) > agentrt::kMaxEventsPage)
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("limit must be from 1 to {}, not {}", agentrt::kMaxEventsPage, limit));
+    json page = json::array();
+    for (const auto& e : st.runtime().events_page(thread, user, after_seq, static_cast<size_t>(limit)))
+      page.push_back(agentrt::stored_event_to_json(e));
+    *out = dup_json(page);
     return AGENTRT_OK;
   });
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/openai.hpp"
+#include "agentrt/records.hpp"
 
 namespace agentrt::capi {
 

@@ -81,16 +81,6 @@ TurnInput turn_input_from_json(const json& in, const InputLimits& limits) {
   return t;
 }
 
-json turn_handle_to_json(const TurnHandle& h) {
-  json out{{"turnId", h.turn_id},
-           {"runId", h.run_id},
-           {"threadId", h.thread_id},
-           {"existing", h.existing},
-           {"firstSeq", h.first_seq}};
-  if (h.existing) out["deltaMessages"] = json(h.delta_messages);
-  return out;
-}
-
 ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits) {
   check_json_depth(j, limits.max_json_depth, "decisions_json");
   ResumeRequest r;
@@ -116,37 +106,6 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
     for (const auto& d : *list) r.decisions.push_back(decision_from_json(d, limits.max_json_depth));
   }
   return r;
-}
-
-json turn_record_to_json(const TurnRecord& t) {
-  return json{{"id", t.id},
-              {"threadId", t.thread_id},
-              {"userId", t.user_id},
-              {"status", std::string(to_string(t.status))},
-              {"version", t.version},
-              {"clientMessageId", t.client_message_id},
-              {"runId", t.run_id},
-              {"parentRunId", t.parent_run_id},
-              {"stage", t.stage},
-              {"approvalRequestId", t.approval_request_id},
-              {"interrupts", t.interrupts.is_array() ? t.interrupts : json::array()},
-              {"expiresAt", t.expires_at},
-              {"intent", t.intent},
-              {"error", t.error},
-              {"usage", t.usage.is_array() ? t.usage : json::array()},
-              {"steps", t.steps},
-              {"createdAt", t.created_at},
-              {"updatedAt", t.updated_at}};
-}
-
-json turn_interrupts_to_json(const TurnRecord& t) {
-  const bool waiting = t.status == TurnStatus::waiting_approval;
-  return json{{"turnId", t.id},
-              {"threadId", t.thread_id},
-              {"status", std::string(to_string(t.status))},
-              {"approvalRequestId", waiting ? t.approval_request_id : std::string()},
-              {"expiresAt", waiting ? t.expires_at : 0},
-              {"interrupts", waiting && t.interrupts.is_array() ? t.interrupts : json::array()}};
 }
 
 namespace {
@@ -239,12 +198,6 @@ JobResult job_result_from_json(const json& j) {
   }
   if (!has_result) bad("result_json: 'result' is required (any JSON value, null included)");
   return r;
-}
-
-json jobs_to_json(const std::vector<JobRecord>& jobs) {
-  json out = json::array();
-  for (const auto& j : jobs) out.push_back(job_to_json(j));
-  return out;
 }
 
 TranscribeOptions transcribe_options_from_json(const json& j) {

@@ -1,5 +1,5 @@
-// The C ABI's JSON shapes: parsing host input (turn input, decisions, options) and writing records
-// (turns, interrupts) in camelCase.
+// The C ABI's JSON input: parsing host input (turn input, decisions, job values, options). Records are
+// written by the records codec (agentrt/records.hpp).
 #pragma once
 
 #include <string>
@@ -23,8 +23,6 @@ char* dup_json(const json& j);
 
 // The native form {threadId, userId, message, runId?, clientMessageId?} or an AG-UI RunAgentInput with userId.
 TurnInput turn_input_from_json(const json& input, const InputLimits& limits);
-// {turnId, runId, threadId, existing, firstSeq}, plus deltaMessages (AG-UI messages) when existing.
-json turn_handle_to_json(const TurnHandle& h);
 
 struct ResumeRequest {
   std::vector<Decision> decisions;
@@ -33,9 +31,6 @@ struct ResumeRequest {
 // An array of decisions or AG-UI resume entries, or {decisions|resume: [...], runId?}.
 ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits);
 
-json turn_record_to_json(const TurnRecord& t);
-json turn_interrupts_to_json(const TurnRecord& t);
-
 // Jobs. Each throws Error(invalid_argument) naming the argument and the bad key.
 // {status?: "queued"|"running", message?, metadata?: object, confirm?, confirmMessage?, timeoutMs?}
 JobStart job_start_from_json(const json& j);
@@ -43,7 +38,6 @@ JobStart job_start_from_json(const json& j);
 JobProgress job_progress_from_json(const json& j);
 // {result, assets?: array, message?}
 JobResult job_result_from_json(const json& j);
-json jobs_to_json(const std::vector<JobRecord>& jobs);
 
 // {model?, language?, prompt?, responseFormat?, filename?}
 TranscribeOptions transcribe_options_from_json(const json& j);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/config.hpp"
+#include "agentrt/records.hpp"
 #include "agentrt/runtime.hpp"
 #include "command_line.hpp"
 #include "demo_jobs.hpp"
@@ -376,21 +377,16 @@ int cmd_threads(Host& host) {
   for (const auto& t : threads) {
     std::string title = t.title;
     if (title.empty()) {
-      for (const auto& rec : host.rt->store().messages(t.id))
-        if (rec.message.role == Role::user) {
-          title = rec.message.text();
+      for (const auto& m : host.rt->history(t.id))
+        if (m.role == Role::user) {
+          title = m.text();
           break;
         }
     }
     auto active = host.rt->active_turn(t.id);
     if (host.opt.json) {
-      // list_threads() leaves last_seq at 0 (SQLite store); thread() fills it in.
-      const auto full = host.rt->thread(t.id);
-      json j = {{"id", t.id},
-                {"title", title},
-                {"createdAt", t.created_at},
-                {"updatedAt", t.updated_at},
-                {"lastSeq", full ? full->last_seq : t.last_seq}};
+      json j = thread_to_json(t);
+      j["title"] = title;
       if (active) j["activeTurn"] = {{"id", active->id}, {"status", to_string(active->status)}};
       out.push_back(std::move(j));
     } else {
@@ -426,7 +422,7 @@ int cmd_events(Host& host) {
   require_thread(host);
   int64_t after = host.opt.after;
   for (;;) {
-    auto page = host.rt->store().events_after(host.opt.thread, after, 500);
+    auto page = host.rt->events_page(host.opt.thread, host.opt.user, after, 500);
     if (page.empty()) break;
     for (const auto& e : page) fmt::print("{}\n", e.json);
     after = page.back().seq;
@@ -466,7 +462,7 @@ int cmd_chat(Host& host) {
   fmt::print("agentrt chat: thread {} (data {}, model {}{})\n", host.opt.thread, host.data_dir, model,
              model == "scripted" ? ", offline demo" : "");
   if (existing) {
-    size_t n = host.rt->store().messages(host.opt.thread).size();
+    size_t n = host.rt->history(host.opt.thread).size();
     fmt::print("{} earlier message(s) on this thread; /history shows them.\n", n);
   }
   fmt::print("Type /help for help, /quit or Ctrl-D to leave.\n");

@@ -136,7 +136,7 @@ TurnOutcome TurnDriver::follow(Subscription& sub, const std::string& thread_id, 
 }
 
 std::vector<TurnDriver::Pending> TurnDriver::pending(const TurnRecord& turn) {
-  std::vector<LedgerEntry> ledger = rt_.store().ledger(turn.id);
+  std::vector<LedgerEntry> ledger = rt_.tool_calls(turn.id);
   std::vector<Pending> out;
   for (const auto& i : turn.interrupts) {
     if (!i.is_object()) continue;

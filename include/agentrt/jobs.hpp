@@ -52,10 +52,7 @@ struct JobRecord {
   int64_t created_at = 0, updated_at = 0, finished_at = 0;  // ms
 };
 
-// {id, threadId, turnId, runId, toolCallId, toolName, userId, status, progress, message?, result?, assets,
-//  error?: {code, message}, metadata, confirmation? ("pending"|"confirmed"|"declined"), confirmMessage?,
-//  timeoutMs?, expiresAt?, delivered, version, createdAt, updatedAt, finishedAt?} — timestamps in ms.
-json job_to_json(const JobRecord& j);
+// Its JSON form: job_to_json (agentrt/records.hpp).
 
 // What a tool answers to start a job (ToolCompletion::start_job).
 struct JobStart {

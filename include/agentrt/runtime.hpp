@@ -153,6 +153,9 @@ class Subscription {
   virtual void on_ready(std::function<void()> ready) = 0;
 };
 
+// The most events one events_page() call returns.
+inline constexpr size_t kMaxEventsPage = 1000;
+
 struct RuntimeStats {
   int64_t model_calls = 0;
   int64_t tool_executions = 0;
@@ -205,7 +208,21 @@ class Runtime {
   std::optional<TurnRecord> turn(std::string_view turn_id);
   std::optional<TurnRecord> active_turn(std::string_view thread_id);
   std::optional<ThreadRecord> thread(std::string_view thread_id);
+  // The user's threads that are not deleted, most recently updated first, each with its last_seq.
   std::vector<ThreadRecord> threads(std::string_view user_id);
+  // A page of a user's thread's committed events: those after `after_seq`, in order, at most `limit`
+  // (1..kMaxEventsPage); empty past the last one. Error(not_found) for an unknown, deleted or another user's
+  // thread, Error(invalid_argument) for a negative after_seq or a limit out of range.
+  std::vector<StoredEvent> events_page(std::string_view thread_id, std::string_view user_id, int64_t after_seq,
+                                       size_t limit);
+  // The thread's latest turn, whatever its status; nullopt when it has none.
+  std::optional<TurnRecord> last_turn(std::string_view thread_id);
+  // An answered approval request (its thread, turn, decisions and the answer resume() gave); nullopt for an
+  // id that was never answered.
+  std::optional<ApprovalRecord> approval(std::string_view approval_request_id);
+  // The turn's tool calls as its ledger records them (arguments, status, decision, outcome); empty for an
+  // unknown turn.
+  std::vector<LedgerEntry> tool_calls(std::string_view turn_id);
   // Soft-deletes a user's thread: an active turn is cancelled first, and no turn can start on it afterwards
   // (the store checks both in the delete's transaction and refuses a start on a deleted thread). Error(not_found)
   // for an unknown, deleted or another user's thread.
@@ -235,7 +252,6 @@ class Runtime {
   std::vector<Message> turn_messages(std::string_view turn_id);
 
   RuntimeStats stats() const;
-  Store& store();
   const RuntimeConfig& config() const;
 
   struct Impl;  // opaque: the implementation's own

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/records.hpp"
 #include "agentrt/summary.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/event_wire.hpp"

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
+#include "agentrt/records.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace agentrt {
@@ -45,34 +46,6 @@ JobConfirmation job_confirmation_from_string(std::string_view s) {
        {JobConfirmation::none, JobConfirmation::pending, JobConfirmation::confirmed, JobConfirmation::declined})
     if (to_string(v) == s) return v;
   throw Error(ErrorCode::invalid_argument, fmt::format("unknown job confirmation state '{}'", s.substr(0, 40)));
-}
-
-json job_to_json(const JobRecord& j) {
-  json out = {{"id", j.id},
-              {"threadId", j.thread_id},
-              {"turnId", j.turn_id},
-              {"runId", j.run_id},
-              {"toolCallId", j.tool_call_id},
-              {"toolName", j.tool_name},
-              {"userId", j.user_id},
-              {"status", to_string(j.status)},
-              {"progress", j.progress},
-              {"assets", j.assets.is_array() ? j.assets : json::array()},
-              {"metadata", j.metadata.is_object() ? j.metadata : json::object()},
-              {"delivered", j.delivered},
-              {"version", j.version},
-              {"createdAt", j.created_at},
-              {"updatedAt", j.updated_at}};
-  if (!j.message.empty()) out["message"] = j.message;
-  if (!j.result.is_null()) out["result"] = j.result;
-  if (!j.error_code.empty() || !j.error_message.empty())
-    out["error"] = {{"code", j.error_code}, {"message", j.error_message}};
-  if (j.confirmation != JobConfirmation::none) out["confirmation"] = to_string(j.confirmation);
-  if (!j.confirm_message.empty()) out["confirmMessage"] = j.confirm_message;
-  if (j.timeout_ms > 0) out["timeoutMs"] = j.timeout_ms;
-  if (j.expires_at > 0) out["expiresAt"] = j.expires_at;
-  if (j.finished_at > 0) out["finishedAt"] = j.finished_at;
-  return out;
 }
 
 void decline_job(JobRecord& j, const std::string& reason) {

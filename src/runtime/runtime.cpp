@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/records.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "store/document_store.hpp"
@@ -687,11 +688,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   }
 
   const std::string new_run = run_id.empty() ? new_id("run") : std::string(run_id);
-  json answer = {{"status", "accepted"},
-                 {"turnId", turn->id},
-                 {"threadId", turn->thread_id},
-                 {"runId", new_run},
-                 {"approvalRequestId", std::string(approval_request_id)}};
+  json answer = resume_answer_to_json(turn->id, turn->thread_id, new_run, approval_request_id);
   json decisions_json = json::array();
   for (const auto& d : decisions) {
     json dj = {{"interruptId", d.interrupt_id},
@@ -897,7 +894,39 @@ std::optional<TurnRecord> Runtime::active_turn(std::string_view thread_id) {
 std::optional<ThreadRecord> Runtime::thread(std::string_view thread_id) {
   return impl_->cfg.store->get_thread(thread_id);
 }
-std::vector<ThreadRecord> Runtime::threads(std::string_view user_id) { return impl_->cfg.store->list_threads(user_id); }
+std::vector<ThreadRecord> Runtime::threads(std::string_view user_id) {
+  Store& store = *impl_->cfg.store;
+  std::vector<ThreadRecord> out = store.list_threads(user_id);
+  // A listing may leave last_seq out (the SQLite store's does); the thread's own record has it.
+  for (auto& t : out)
+    if (auto full = store.get_thread(t.id)) t.last_seq = full->last_seq;
+  return out;
+}
+
+std::vector<StoredEvent> Runtime::events_page(std::string_view thread_id, std::string_view user_id, int64_t after_seq,
+                                              size_t limit) {
+  require_id(thread_id, "thread id");
+  if (after_seq < 0)
+    throw Error(ErrorCode::invalid_argument, fmt::format("after_seq must not be negative, not {}", after_seq));
+  if (limit < 1 || limit > kMaxEventsPage)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("an events page holds 1 to {} events, not {}", kMaxEventsPage, limit));
+  Store& store = *impl_->cfg.store;
+  auto t = store.get_thread(thread_id);
+  if (!t || t->deleted || t->user_id != user_id)
+    throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+  return store.events_after(thread_id, after_seq, limit);
+}
+
+std::optional<TurnRecord> Runtime::last_turn(std::string_view thread_id) {
+  return impl_->cfg.store->last_turn(thread_id);
+}
+
+std::optional<ApprovalRecord> Runtime::approval(std::string_view approval_request_id) {
+  return impl_->cfg.store->get_approval(approval_request_id);
+}
+
+std::vector<LedgerEntry> Runtime::tool_calls(std::string_view turn_id) { return impl_->cfg.store->ledger(turn_id); }
 
 void Runtime::delete_thread(std::string_view thread_id, std::string_view user_id) {
   require_id(thread_id, "thread id");
@@ -942,7 +971,6 @@ void Runtime::sweep() { impl_->sweep(); }
 RuntimeStats Runtime::stats() const {
   return RuntimeStats{impl_->model_calls.load(), impl_->tool_executions.load(), impl_->runs_started.load()};
 }
-Store& Runtime::store() { return *impl_->cfg.store; }
 const RuntimeConfig& Runtime::config() const { return impl_->cfg; }
 
 }  // namespace v1

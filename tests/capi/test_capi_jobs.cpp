@@ -673,6 +673,10 @@ TEST_CASE("a repeated start returns deltaMessages: the messages the first turn a
   auto again = r.start("t-delta", "hi", "cm-1");
   CHECK(again["existing"] == true);
   CHECK(again["turnId"] == first["turnId"]);
+  // The server's shape: the first turn's status instead of a firstSeq.
+  CHECK(again["status"] == "COMPLETED");
+  CHECK_FALSE(again.contains("firstSeq"));
+  CHECK(first["firstSeq"].get<int64_t>() > 0);
   CHECK(again["runId"] == first["runId"]);
   REQUIRE(again["deltaMessages"].is_array());
   REQUIRE(again["deltaMessages"].size() == 2);

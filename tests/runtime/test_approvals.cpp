@@ -266,3 +266,49 @@ TEST_CASE("an approval predicate asks only for the calls it matches") {
   CHECK(done.status == TurnStatus::completed);
   CHECK(h.tool_runs == 2);
 }
+
+TEST_CASE("the facade's reads for hosts: a turn's tool calls, the answered approval, the last turn, events pages") {
+  Harness h;
+  h.add_book_room();
+  CHECK_FALSE(h.rt->last_turn("t-reads").has_value());
+  auto t = pause_booking(h, "t-reads");
+  auto calls = h.rt->tool_calls(t.id);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].tool_call_id == "call_1");
+  CHECK(calls[0].tool_name == "book_room");
+  CHECK(json::parse(calls[0].arguments) == json{{"room", "A1"}, {"day", "mon"}});
+  CHECK(calls[0].status == LedgerStatus::requested);
+  CHECK_FALSE(h.rt->approval(t.approval_request_id).has_value());  // not answered yet
+
+  Decision d{interrupt_id(t), Decision::Action::approve, std::nullopt, ""};
+  const json answer = h.rt->resume(t.id, t.approval_request_id, {d}, "run-reads-2");
+  CHECK(answer == json{{"status", "accepted"},
+                       {"turnId", t.id},
+                       {"threadId", "t-reads"},
+                       {"runId", "run-reads-2"},
+                       {"approvalRequestId", t.approval_request_id}});
+  CHECK(h.wait(t.id).status == TurnStatus::completed);
+  auto approval = h.rt->approval(t.approval_request_id);
+  REQUIRE(approval.has_value());
+  CHECK(approval->turn_id == t.id);
+  CHECK(approval->thread_id == "t-reads");
+  CHECK(approval->answer == answer);
+  CHECK(h.rt->tool_calls(t.id).at(0).status == LedgerStatus::finished);
+  CHECK(h.rt->last_turn("t-reads")->id == t.id);
+  CHECK(h.rt->tool_calls("turn_unknown").empty());
+  CHECK_FALSE(h.rt->approval("apr_unknown").has_value());
+
+  // The page is the log as a subscription reads it; only the owner reads it.
+  const auto evs = h.events("t-reads", 2);
+  const auto page = h.rt->events_page("t-reads", "u1", 0, kMaxEventsPage);
+  REQUIRE(page.size() == evs.size());
+  for (size_t i = 0; i < page.size(); ++i) {
+    CHECK(page[i].seq == static_cast<int64_t>(i) + 1);
+    CHECK(json::parse(page[i].json) == evs[i]);
+  }
+  CHECK(h.rt->events_page("t-reads", "u1", 3, 2).front().seq == 4);
+  CHECK(h.rt->events_page("t-reads", "u1", 3, 2).size() == 2);
+  CHECK_THROWS_WITH_AS(h.rt->events_page("t-reads", "u2", 0, 10), "thread t-reads not found", Error);
+  CHECK_THROWS_WITH_AS(h.rt->events_page("t-reads", "u1", 0, 0), "an events page holds 1 to 1000 events, not 0", Error);
+  CHECK_THROWS_WITH_AS(h.rt->events_page("t-reads", "u1", -1, 10), "after_seq must not be negative, not -1", Error);
+}

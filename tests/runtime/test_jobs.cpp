@@ -144,7 +144,7 @@ struct JobHarness {
   }
   std::vector<json> all_events(const std::string& thread) {
     std::vector<json> out;
-    for (const auto& e : rt->store().events_after(thread, 0, 100000)) out.push_back(json::parse(e.json));
+    for (const auto& e : rt->config().store->events_after(thread, 0, 100000)) out.push_back(json::parse(e.json));
     return out;
   }
 };
@@ -225,7 +225,8 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
 
   // The delivery is a run of its own: RUN_STARTED, TOOL_CALL_RESULT, CUSTOM, RUN_FINISHED.
   std::vector<json> delivery;
-  for (const auto& e : h.rt->store().events_after("t-job", seq_before, 100)) delivery.push_back(json::parse(e.json));
+  for (const auto& e : h.rt->config().store->events_after("t-job", seq_before, 100))
+    delivery.push_back(json::parse(e.json));
   CHECK(types_of(delivery) == std::vector<std::string>{"RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"});
   CHECK(delivery[1]["toolCallId"] == "call_r");
   CHECK(delivery[1]["content"].get<std::string>().find("beach.png") != std::string::npos);
@@ -602,7 +603,7 @@ TEST_CASE("jobs survive a restart: a new runtime completes them, and delivers ou
   CHECK(notes[0].metadata["job_id"] == job_b);
   CHECK(notes[1].metadata["job_id"] == job_a);
   std::vector<json> evs;
-  for (const auto& e : h2.rt->store().events_after("t-r", 0, 1000)) evs.push_back(json::parse(e.json));
+  for (const auto& e : h2.rt->config().store->events_after("t-r", 0, 1000)) evs.push_back(json::parse(e.json));
   check_agui(evs);
 }
 

@@ -335,8 +335,8 @@ class Runtime {
   // ------------------------------------------------------------------------------------------------ turns
 
   // Starts a turn with a new user message (a string, an array of content parts, or a message object). Returns
-  // {turnId, runId, threadId, existing, firstSeq}; a repeated clientMessageId returns the first turn with
-  // existing: true and deltaMessages (the messages it has added so far, as turnMessages()).
+  // {threadId, turnId, runId, existing: false, firstSeq}; a repeated clientMessageId returns the first turn with
+  // existing: true, its status and deltaMessages (the messages it has added so far, as turnMessages()).
   startTurn(threadId, message, { userId, runId, clientMessageId } = {}) {
     const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
     const input = { threadId, userId, message: msg };
@@ -397,6 +397,34 @@ class Runtime {
 
   events(threadId, options = {}) {
     return new EventStream(this, threadId, options);
+  }
+
+  // The user's thread's committed events after `afterSeq`, at most `limit` (1..1000), without waiting: an array
+  // of {seq, event}; [] past the last one. NotFound for an unknown, deleted or another user's thread.
+  eventsPage(threadId, userId, { afterSeq = 0, limit = 1000 } = {}) {
+    return this._json(fns.agentrt_events_page, threadId, userId, afterSeq, limit);
+  }
+
+  // ---------------------------------------------------------------------------------------- threads, uploads
+
+  // The user's threads that are not deleted, most recently updated first: [{id, title, createdAt, updatedAt,
+  // lastSeq}].
+  threads(userId) {
+    return this._json(fns.agentrt_threads_list, userId);
+  }
+
+  // Soft-deletes the user's thread (a running or waiting turn on it is cancelled first). NotFound for an
+  // unknown, deleted or another user's thread.
+  deleteThread(threadId, userId) {
+    check(fns.agentrt_thread_delete(this._handle(), threadId, userId));
+  }
+
+  // Stores a file (a Buffer or Uint8Array) for the user's thread (theirs or not started yet): {id, url,
+  // mimeType, size, expiresAt, ref, part}, `part` the content part that sends it in a message. Unsupported
+  // without an object store.
+  upload(userId, threadId, data, mimeType) {
+    const bytes = Buffer.isBuffer(data) ? data : Buffer.from(data);
+    return this._json(fns.agentrt_upload_create, userId, threadId, bytes, bytes.length, mimeType);
   }
 
   // ------------------------------------------------------------------------------------------------- jobs

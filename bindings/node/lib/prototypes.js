@@ -49,6 +49,11 @@ const PROTOTYPES = {
   agentrt_turn_interrupts: 'int32_t agentrt_turn_interrupts(_Out_ void **out, void *rt, const char *turn_id)',
   agentrt_turn_messages: 'int32_t agentrt_turn_messages(_Out_ void **out, void *rt, const char *turn_id)',
   agentrt_thread_history: 'int32_t agentrt_thread_history(_Out_ void **out, void *rt, const char *thread_id)',
+  agentrt_threads_list: 'int32_t agentrt_threads_list(_Out_ void **out, void *rt, const char *user_id)',
+  agentrt_thread_delete: 'int32_t agentrt_thread_delete(void *rt, const char *thread_id, const char *user_id)',
+  agentrt_upload_create:
+    'int32_t agentrt_upload_create(_Out_ void **out, void *rt, const char *user_id, const char *thread_id, ' +
+    'const void *bytes, size_t len, const char *mime_type)',
   agentrt_job_get: 'int32_t agentrt_job_get(_Out_ void **out, void *rt, const char *job_id)',
   agentrt_jobs_list: 'int32_t agentrt_jobs_list(_Out_ void **out, void *rt, const char *thread_id)',
   agentrt_job_update:
@@ -63,6 +68,9 @@ const PROTOTYPES = {
     'agentrt_destroy_cb *destroy)',
   agentrt_events_open:
     'int32_t agentrt_events_open(_Out_ void **out, void *rt, const char *thread_id, int64_t after_seq)',
+  agentrt_events_page:
+    'int32_t agentrt_events_page(_Out_ void **out, void *rt, const char *thread_id, const char *user_id, ' +
+    'int64_t after_seq, int32_t limit)',
   agentrt_events_next:
     'int32_t agentrt_events_next(_Out_ void **out, _Out_ int64_t *out_seq, void *stream, int32_t timeout_ms)',
   agentrt_events_close: 'int32_t agentrt_events_close(void *stream)',

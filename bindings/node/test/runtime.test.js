@@ -285,6 +285,62 @@ test('the AG-UI RunAgentInput form takes only the last user message', async () =
   });
 });
 
+const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64, 7)]);
+
+test('threads() lists the user\'s threads; deleteThread() removes only your own', async () => {
+  await withRuntime(async (rt) => {
+    await rt.wait(rt.startTurn('t-node-a', 'hello', { userId: 'u1' }).turnId);
+    await rt.wait(rt.startTurn('t-node-z', 'hello', { userId: 'u2' }).turnId);
+    const lastSeq = rt.eventsPage('t-node-a', 'u1').at(-1).seq;
+    const mine = rt.threads('u1');
+    assert.deepEqual(mine.map((t) => t.id), ['t-node-a']);
+    assert.deepEqual(Object.keys(mine[0]).sort(), ['createdAt', 'id', 'lastSeq', 'title', 'updatedAt']);
+    assert.equal(mine[0].lastSeq, lastSeq);
+    assert.deepEqual(rt.threads('u2').map((t) => t.id), ['t-node-z']);
+    assert.deepEqual(rt.threads('nobody'), []);
+    assert.throws(() => rt.deleteThread('t-node-a', 'u2'),
+      { name: 'NotFound', message: 'agentrt_thread_delete: thread t-node-a not found' });
+    rt.deleteThread('t-node-a', 'u1');
+    assert.deepEqual(rt.threads('u1'), []);
+    assert.throws(() => rt.deleteThread('t-node-a', 'u1'), agentrt.NotFound);
+    assert.throws(() => rt.startTurn('t-node-a', 'back?', { userId: 'u1' }), agentrt.NotFound);
+    assert.throws(() => rt.threads(''), agentrt.InvalidArgument);
+  });
+});
+
+test('eventsPage() reads the log in pages, for the thread\'s owner only', async () => {
+  await withRuntime(async (rt) => {
+    await rt.wait(rt.startTurn('t-node-p', 'hello', { userId: 'u1' }).turnId);
+    const streamed = await collect(rt.events('t-node-p', { runs: 1, timeoutMs: 10000 }));
+    const page = rt.eventsPage('t-node-p', 'u1');
+    assert.deepEqual(page.map((e) => e.event.type), streamed.map((e) => e.type));
+    assert.deepEqual(page.map((e) => e.seq), page.map((_, i) => i + 1));
+    assert.deepEqual(rt.eventsPage('t-node-p', 'u1', { afterSeq: 1, limit: 2 }), page.slice(1, 3));
+    assert.deepEqual(rt.eventsPage('t-node-p', 'u1', { afterSeq: page.at(-1).seq }), []);
+    assert.throws(() => rt.eventsPage('t-node-p', 'u2'),
+      { name: 'NotFound', message: 'agentrt_events_page: thread t-node-p not found' });
+    assert.throws(() => rt.eventsPage('t-node-p', 'u1', { limit: 1001 }),
+      { name: 'InvalidArgument', message: 'agentrt_events_page: limit must be from 1 to 1000, not 1001' });
+  });
+});
+
+test('upload() stores a file whose part sends it in a turn', async () => {
+  await withRuntime(async (rt) => {
+    const up = rt.upload('u1', 't-node-up', PNG, 'image/png');
+    assert.deepEqual(Object.keys(up).sort(), ['expiresAt', 'id', 'mimeType', 'part', 'ref', 'size', 'url']);
+    assert.equal(up.size, PNG.length);
+    assert.deepEqual(up.part, { type: 'image', source: { type: 'url', value: up.url, mimeType: 'image/png' } });
+    const h = rt.startTurn('t-node-up', [{ type: 'text', text: 'look' }, up.part], { userId: 'u1' });
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    assert.equal(rt.history('t-node-up')[0].content[1].type, 'image');
+    assert.throws(() => rt.upload('u2', 't-node-up', PNG, 'image/png'), agentrt.NotFound);
+    assert.throws(() => rt.upload('u1', 't-node-up', PNG, 'application/x-msdownload'), agentrt.InvalidArgument);
+  });
+  await withRuntime(async (rt) => {
+    assert.throws(() => rt.upload('u1', 't-node-up', PNG, 'image/png'), agentrt.Unsupported);
+  }, { config: { objects: null } });
+});
+
 test('callbacks are registered per runtime and unregistered at close; tools are forgotten on unregister', async () => {
   const before = koffi.stats().callbacks;
   await withRuntime(async (rt) => {

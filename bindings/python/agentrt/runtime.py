@@ -338,14 +338,16 @@ class EventStream:
 # ----------------------------------------------------------------------------------------------- runtime
 
 class TurnHandle(dict):
-    """The answer to start_turn: {turnId, runId, threadId, existing, firstSeq}, with attribute access. A repeated
-    start (existing) also has deltaMessages: the messages that turn has added so far (see Runtime.turn_messages)."""
+    """The answer to start_turn: {threadId, turnId, runId, existing, firstSeq}, with attribute access. A repeated
+    start (existing) has instead the first turn's status and deltaMessages: the messages that turn has added so
+    far (see Runtime.turn_messages)."""
 
     turn_id = property(lambda self: self["turnId"])
     run_id = property(lambda self: self["runId"])
     thread_id = property(lambda self: self["threadId"])
     existing = property(lambda self: self["existing"])
-    first_seq = property(lambda self: self["firstSeq"])
+    first_seq = property(lambda self: self.get("firstSeq", 0))  # 0 for a repeated start (existing)
+    status = property(lambda self: self.get("status"))  # a repeated start's: its turn's status
     delta_messages = property(lambda self: self.get("deltaMessages", []))
 
 
@@ -491,6 +493,32 @@ class Runtime:
 
     def events(self, thread_id, after_seq=0, *, runs=None, timeout=None):
         return EventStream(self, thread_id, after_seq, runs, timeout)
+
+    def events_page(self, thread_id, user_id, after_seq=0, limit=1000):
+        """The user's thread's committed events after `after_seq`, at most `limit` (1..1000), without waiting:
+        a list of {seq, event}; [] past the last one. NotFound for an unknown, deleted or another user's
+        thread."""
+        return self._call_json(lib.agentrt_events_page, thread_id.encode(), user_id.encode(), after_seq, limit)
+
+    # -- threads and uploads
+    def threads(self, user_id):
+        """The user's threads that are not deleted, most recently updated first: a list of
+        {id, title, createdAt, updatedAt, lastSeq}."""
+        return self._call_json(lib.agentrt_threads_list, user_id.encode())
+
+    def delete_thread(self, thread_id, user_id):
+        """Soft-deletes the user's thread (a running or waiting turn on it is cancelled first). NotFound for an
+        unknown, deleted or another user's thread."""
+        check(lib.agentrt_thread_delete(self._handle(), thread_id.encode(), user_id.encode()))
+
+    def upload(self, user_id, thread_id, data, mime_type):
+        """Stores a file for the user's thread (theirs or not started yet): {id, url, mimeType, size, expiresAt,
+        ref, part}, `part` the content part that sends it in a message. Unsupported without an object store."""
+        data = bytes(data)
+        out = ctypes.c_void_p()
+        check(lib.agentrt_upload_create(ctypes.byref(out), self._handle(), user_id.encode(), thread_id.encode(),
+                                        data, len(data), mime_type.encode()))
+        return json.loads(take_string(out.value))
 
     # -- jobs
     # Jobs are started by tools (ToolCall.start_job) and ended by the host from any thread (or any process sharing

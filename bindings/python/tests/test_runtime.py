@@ -304,5 +304,68 @@ class Streams(RuntimeCase):
             self.assertEqual(len(history), 2)
 
 
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+class ThreadsAndUploads(RuntimeCase):
+    def test_threads_lists_the_users_threads_and_delete_thread_removes_only_your_own(self):
+        with agentrt.Runtime(self.config()) as rt:
+            rt.wait(rt.start_turn("t-py-a", "hello", user_id="u1").turn_id)
+            rt.wait(rt.start_turn("t-py-z", "hello", user_id="u2").turn_id)
+            last_seq = rt.events_page("t-py-a", "u1")[-1]["seq"]
+            mine = rt.threads("u1")
+            self.assertEqual([t["id"] for t in mine], ["t-py-a"])
+            self.assertEqual(sorted(mine[0]), ["createdAt", "id", "lastSeq", "title", "updatedAt"])
+            self.assertEqual((mine[0]["title"], mine[0]["lastSeq"]), ("", last_seq))
+            self.assertEqual([t["id"] for t in rt.threads("u2")], ["t-py-z"])
+            self.assertEqual(rt.threads("nobody"), [])
+            with self.assertRaises(agentrt.NotFound) as nf:
+                rt.delete_thread("t-py-a", "u2")
+            self.assertEqual(str(nf.exception), "agentrt_thread_delete: thread t-py-a not found")
+            rt.delete_thread("t-py-a", "u1")
+            self.assertEqual(rt.threads("u1"), [])
+            with self.assertRaises(agentrt.NotFound):
+                rt.delete_thread("t-py-a", "u1")
+            with self.assertRaises(agentrt.NotFound):
+                rt.start_turn("t-py-a", "back?", user_id="u1")
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.threads("")
+
+    def test_events_page_reads_the_log_in_pages_for_the_owner_only(self):
+        with agentrt.Runtime(self.config()) as rt:
+            rt.wait(rt.start_turn("t-py-p", "hello", user_id="u1").turn_id)
+            streamed = list(rt.events("t-py-p", runs=1, timeout=10))
+            page = rt.events_page("t-py-p", "u1")
+            self.assertEqual([e["seq"] for e in page], [e.seq for e in streamed])
+            self.assertEqual([e["event"]["type"] for e in page], [e.type for e in streamed])
+            self.assertEqual(rt.events_page("t-py-p", "u1", after_seq=1, limit=2), page[1:3])
+            self.assertEqual(rt.events_page("t-py-p", "u1", after_seq=page[-1]["seq"]), [])
+            with self.assertRaises(agentrt.NotFound) as nf:
+                rt.events_page("t-py-p", "u2")
+            self.assertEqual(str(nf.exception), "agentrt_events_page: thread t-py-p not found")
+            with self.assertRaises(agentrt.InvalidArgument) as bad:
+                rt.events_page("t-py-p", "u1", limit=0)
+            self.assertEqual(str(bad.exception), "agentrt_events_page: limit must be from 1 to 1000, not 0")
+
+    def test_upload_stores_a_file_whose_part_sends_it_in_a_turn(self):
+        with agentrt.Runtime(self.config()) as rt:
+            up = rt.upload("u1", "t-py-up", PNG, "image/png")
+            self.assertEqual(sorted(up), ["expiresAt", "id", "mimeType", "part", "ref", "size", "url"])
+            self.assertEqual((up["mimeType"], up["size"]), ("image/png", len(PNG)))
+            self.assertEqual(up["part"], {"type": "image",
+                                          "source": {"type": "url", "value": up["url"], "mimeType": "image/png"}})
+            h = rt.start_turn("t-py-up", [{"type": "text", "text": "look"}, up["part"]], user_id="u1")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            self.assertEqual(rt.history("t-py-up")[0]["content"][1]["type"], "image")
+            with self.assertRaises(agentrt.NotFound):
+                rt.upload("u2", "t-py-up", PNG, "image/png")
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.upload("u1", "t-py-up", PNG, "application/x-msdownload")
+        with agentrt.Runtime(self.config(objects=None)) as rt:
+            with self.assertRaises(agentrt.Unsupported):
+                rt.upload("u1", "t-py-up", PNG, "image/png")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -169,6 +169,18 @@ class CliTest(unittest.TestCase):
         self.assertEqual(self.streamed_text(events), DIRECT_ANSWER)
         # Exactly as stored: the same lines as the thread's event log.
         self.assertEqual(events, self.events("t1"))
+        # `threads --json` lists it with its last sequence number and its first user message as the title.
+        listing = self.cli("threads", "--json")
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        self.assertEqual(json.loads(listing.stdout), [{
+            "id": "t1", "title": "hello", "createdAt": json.loads(listing.stdout)[0]["createdAt"],
+            "updatedAt": json.loads(listing.stdout)[0]["updatedAt"], "lastSeq": len(events)}])
+        # The events of a thread are its owner's: another user's look like an unknown thread's.
+        other = self.cli("events", "t1", "--user", "bob")
+        self.assertEqual((other.returncode, other.stdout), (1, ""))
+        self.assertIn("thread t1 not found", other.stderr)
+        tail = self.cli("events", "t1", "--after", str(len(events) - 1)).stdout.splitlines()
+        self.assertEqual([json.loads(line) for line in tail], [events[-1]])
 
     def test_run_yes_approves_and_the_tool_runs_once(self):
         p = self.cli("run", "--thread", "b1", "--message", "book a room", "--yes")

@@ -22,6 +22,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/json_limits.hpp"
 #include "agentrt/openai.hpp"
+#include "agentrt/records.hpp"
 #include "agentrt/runtime.hpp"
 #include "agentrt/scripted_model.hpp"
 #include "demo_jobs.hpp"  // examples/cli: the opt-in render_preview demo job tool (--demo-jobs)
@@ -125,13 +126,6 @@ bool prefers_json(std::string_view accept) {
     if (type == "text/event-stream") sse_q = std::max(sse_q, q);
   }
   return json_q > 0 && json_q > sse_q;
-}
-
-std::string media_kind(std::string_view mime) {
-  if (mime.rfind("image/", 0) == 0) return "image";
-  if (mime.rfind("audio/", 0) == 0) return "audio";
-  if (mime.rfind("video/", 0) == 0) return "video";
-  return "document";
 }
 
 // A single byte range of an object of `size` bytes: "bytes=a-b", "bytes=a-", "bytes=-n".
@@ -822,17 +816,12 @@ struct AgentServer::Impl final : HttpApp {
     }
     if (prefers_json(c.req.header("Accept"))) {
       const TurnHandle h = start_run(c, in);
-      json out = {{"threadId", c.client_thread}, {"turnId", h.turn_id}, {"runId", h.run_id}, {"existing", h.existing}};
-      if (!h.existing) {
-        out["firstSeq"] = h.first_seq;
-        send_json(c, 202, out);
-        return;
-      }
-      if (auto t = rt->turn(h.turn_id)) out["status"] = std::string(to_string(t->status));
-      json delta = json::array();
-      for (const auto& m : h.delta_messages) delta.push_back(m);
-      out["deltaMessages"] = std::move(delta);
-      send_json(c, 200, out);
+      std::string status;
+      if (h.existing)
+        if (auto t = rt->turn(h.turn_id)) status = to_string(t->status);
+      json out = turn_handle_to_json(h, status);
+      out["threadId"] = c.client_thread;
+      send_json(c, h.existing ? 200 : 202, out);
       return;
     }
     auto slot = take_stream_slot(c.user);  // a free stream slot before anything starts
@@ -880,10 +869,9 @@ struct AgentServer::Impl final : HttpApp {
       approval_id = active->approval_request_id;
     } else {
       // The same request again (a retry after the first was accepted): answer with the first run.
-      auto last = rt->store().last_turn(c.internal_thread);
+      auto last = rt->last_turn(c.internal_thread);
       if (last && !last->approval_request_id.empty())
-        if (auto prior = rt->store().get_approval(last->approval_request_id);
-            prior && prior->answer.value("runId", "") == run_id) {
+        if (auto prior = rt->approval(last->approval_request_id); prior && prior->answer.value("runId", "") == run_id) {
           turn_id = last->id;
           approval_id = last->approval_request_id;
           replay = true;
@@ -937,7 +925,7 @@ struct AgentServer::Impl final : HttpApp {
     for (const auto& d : body["decisions"]) decisions.push_back(d.get<Decision>());
     const std::string run_id = body.value("runId", "");
     std::string turn_id;
-    if (auto prior = rt->store().get_approval(approval_id)) {
+    if (auto prior = rt->approval(approval_id)) {
       if (prior->thread_id != c.internal_thread)
         throw HttpError{404, "not_found", fmt::format("approval request {} not found", approval_id)};
       turn_id = prior->turn_id;
@@ -1029,11 +1017,9 @@ struct AgentServer::Impl final : HttpApp {
     for (const auto& t : rt->threads(c.user)) {
       auto id = client_thread_id(c.user, t.id);
       if (!id) continue;  // not made through this server's namespaces
-      out.push_back(json{{"id", *id},
-                         {"title", t.title},
-                         {"createdAt", t.created_at},
-                         {"updatedAt", t.updated_at},
-                         {"lastSeq", t.last_seq}});
+      json record = thread_to_json(t);
+      record["id"] = *id;
+      out.push_back(std::move(record));
     }
     send_json(c, 200, json{{"threads", std::move(out)}});
   }
@@ -1070,16 +1056,7 @@ struct AgentServer::Impl final : HttpApp {
       throw;
     }
     const Upload u = rt->upload(c.user, c.internal_thread, c.req.body, mime);
-    send_json(c, 201,
-              json{{"id", u.id},
-                   {"url", u.url},
-                   {"mimeType", u.mime_type},
-                   {"size", u.size},
-                   {"expiresAt", u.expires_at},
-                   {"ref", u.ref},
-                   {"part",
-                    {{"type", media_kind(u.mime_type)},
-                     {"source", {{"type", "url"}, {"value", u.url}, {"mimeType", u.mime_type}}}}}});
+    send_json(c, 201, upload_to_json(u));
   }
 
   // GET /objects/{bucket}/{key}?expires&sig: the signature is the credential (an <img src> sends no header).

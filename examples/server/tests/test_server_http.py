@@ -261,6 +261,9 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(st, 200)
         ids = [t["id"] for t in listing["threads"]]
         self.assertIn(thread, ids)
+        listed = [t for t in listing["threads"] if t["id"] == thread][0]
+        self.assertEqual(sorted(listed), ["createdAt", "id", "lastSeq", "title", "updatedAt"])
+        self.assertEqual(listed["lastSeq"], self.srv.thread_events(thread)[-1][0])  # the thread's last event
         self.assertNotIn(thread, [t["id"] for t in self.srv.request("GET", "/api/v1/agent/threads", token=BOB)[3]
                                   ["threads"]])
         self.assertError(self.srv.request("DELETE", "/api/v1/agent/threads/" + thread, token=BOB), 404)

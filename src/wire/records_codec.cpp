@@ -1,0 +1,122 @@
+// The records codec: the JSON form of every record the Runtime facade returns (agentrt/records.hpp).
+#include <string>
+
+#include "agentrt/json_limits.hpp"
+#include "agentrt/records.hpp"
+#include "agentrt/turn_state.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+json turn_to_json(const TurnRecord& t) {
+  return json{{"id", t.id},
+              {"threadId", t.thread_id},
+              {"userId", t.user_id},
+              {"status", to_string(t.status)},
+              {"version", t.version},
+              {"clientMessageId", t.client_message_id},
+              {"runId", t.run_id},
+              {"parentRunId", t.parent_run_id},
+              {"stage", t.stage},
+              {"approvalRequestId", t.approval_request_id},
+              {"interrupts", t.interrupts.is_array() ? t.interrupts : json::array()},
+              {"expiresAt", t.expires_at},
+              {"intent", t.intent},
+              {"error", t.error},
+              {"usage", t.usage.is_array() ? t.usage : json::array()},
+              {"steps", t.steps},
+              {"createdAt", t.created_at},
+              {"updatedAt", t.updated_at}};
+}
+
+json turn_handle_to_json(const TurnHandle& h, std::string_view status) {
+  json out{{"threadId", h.thread_id}, {"turnId", h.turn_id}, {"runId", h.run_id}, {"existing", h.existing}};
+  if (!h.existing) {
+    out["firstSeq"] = h.first_seq;
+    return out;
+  }
+  if (!status.empty()) out["status"] = status;
+  out["deltaMessages"] = json(h.delta_messages);
+  return out;
+}
+
+json turn_interrupts_to_json(const TurnRecord& t) {
+  const bool waiting = t.status == TurnStatus::waiting_approval;
+  return json{{"turnId", t.id},
+              {"threadId", t.thread_id},
+              {"status", to_string(t.status)},
+              {"approvalRequestId", waiting ? t.approval_request_id : std::string()},
+              {"expiresAt", waiting ? t.expires_at : 0},
+              {"interrupts", waiting && t.interrupts.is_array() ? t.interrupts : json::array()}};
+}
+
+json job_to_json(const JobRecord& j) {
+  json out = {{"id", j.id},
+              {"threadId", j.thread_id},
+              {"turnId", j.turn_id},
+              {"runId", j.run_id},
+              {"toolCallId", j.tool_call_id},
+              {"toolName", j.tool_name},
+              {"userId", j.user_id},
+              {"status", to_string(j.status)},
+              {"progress", j.progress},
+              {"assets", j.assets.is_array() ? j.assets : json::array()},
+              {"metadata", j.metadata.is_object() ? j.metadata : json::object()},
+              {"delivered", j.delivered},
+              {"version", j.version},
+              {"createdAt", j.created_at},
+              {"updatedAt", j.updated_at}};
+  if (!j.message.empty()) out["message"] = j.message;
+  if (!j.result.is_null()) out["result"] = j.result;
+  if (!j.error_code.empty() || !j.error_message.empty())
+    out["error"] = {{"code", j.error_code}, {"message", j.error_message}};
+  if (j.confirmation != JobConfirmation::none) out["confirmation"] = to_string(j.confirmation);
+  if (!j.confirm_message.empty()) out["confirmMessage"] = j.confirm_message;
+  if (j.timeout_ms > 0) out["timeoutMs"] = j.timeout_ms;
+  if (j.expires_at > 0) out["expiresAt"] = j.expires_at;
+  if (j.finished_at > 0) out["finishedAt"] = j.finished_at;
+  return out;
+}
+
+json thread_to_json(const ThreadRecord& t) {
+  return json{{"id", t.id},
+              {"title", t.title},
+              {"createdAt", t.created_at},
+              {"updatedAt", t.updated_at},
+              {"lastSeq", t.last_seq}};
+}
+
+std::string_view media_kind(std::string_view mime_type) {
+  if (mime_type.rfind("image/", 0) == 0) return "image";
+  if (mime_type.rfind("audio/", 0) == 0) return "audio";
+  if (mime_type.rfind("video/", 0) == 0) return "video";
+  return "document";
+}
+
+json upload_to_json(const Upload& u) {
+  return json{{"id", u.id},
+              {"url", u.url},
+              {"mimeType", u.mime_type},
+              {"size", u.size},
+              {"expiresAt", u.expires_at},
+              {"ref", u.ref},
+              {"part",
+               {{"type", media_kind(u.mime_type)},
+                {"source", {{"type", "url"}, {"value", u.url}, {"mimeType", u.mime_type}}}}}};
+}
+
+json resume_answer_to_json(std::string_view turn_id, std::string_view thread_id, std::string_view run_id,
+                           std::string_view approval_request_id) {
+  return json{{"status", "accepted"},
+              {"turnId", turn_id},
+              {"threadId", thread_id},
+              {"runId", run_id},
+              {"approvalRequestId", approval_request_id}};
+}
+
+json stored_event_to_json(const StoredEvent& e) {
+  return json{{"seq", e.seq}, {"event", parse_json_text(e.json, kMaxStoredJsonDepth, "a stored event")}};
+}
+
+}  // namespace v1
+}  // namespace agentrt
