@@ -1,14 +1,14 @@
-// A JSON-Schema validator for the subset tool parameters use (draft 4/6/7 keywords below).
-// Supported: boolean schemas, type (string or array; 1.0 is an integer), enum, const, required, properties,
-// additionalProperties (bool or schema), patternProperties, items (schema or tuple array), additionalItems,
-// minItems, maxItems, uniqueItems, minimum, maximum, exclusiveMinimum/exclusiveMaximum (number form and
-// draft-4 bool form), multipleOf, minLength, maxLength (in Unicode code points), pattern and
-// patternProperties (std::regex ECMAScript with search semantics, over UTF-8 bytes: no backreferences,
-// lookbehind or \p{..}), minProperties, maxProperties, allOf, anyOf, oneOf, not, and local "$ref" (any
-// JSON Pointer fragment into the same document: "#", "#/definitions/..", "#/$defs/..").
-// As in drafts 4-7, a "$ref" replaces its sibling keywords. Remote refs and "$id" are not supported.
-// Other keywords (title, description, default, format, examples, if/then/else, contains, propertyNames,
-// dependencies, ...) are ignored. Validation deeper than 256 levels (a cyclic "$ref") is a violation.
+// JSON-Schema validation of tool parameters, by valijson (drafts 4 and 7: draft 4 when "$schema" names
+// draft-04, draft 7 otherwise), behind a small interface of our own. A float with a zero fractional part is
+// an integer (4.0 matches "type": "integer").
+// Local "$ref"s only (JSON Pointer fragments into the same document, "%XX" escapes decoded); a remote "$ref" is
+// refused when the schema is built, nothing is ever fetched. "format" is not checked. "pattern" and
+// "patternProperties" are ECMAScript regular expressions over UTF-8 bytes; "pattern" matches in bounded stack
+// and linear time (no backreferences). Recursion is bounded: a schema nested deeper than 256 levels, with a
+// cycle of "$ref"s or combinators that never descends into the value ({"$ref": "#"}), or with more "$ref"s
+// than its depth allows is refused; a value nested deeper than the schema can check in 256 recursion steps
+// (at most 512 levels), or with a property name over 4096 bytes where patternProperties applies, is a
+// violation at "".
 #pragma once
 
 #include <memory>
@@ -23,7 +23,7 @@ inline namespace v1 {
 
 struct SchemaViolation {
   std::string path;     // JSON Pointer into the instance, "" for the root
-  std::string message;  // one line: what was expected and what was found
+  std::string message;  // one line: what is wrong (valijson's description)
 };
 
 // Compiled once, validated many times. Thread-safe for concurrent validate() calls.
@@ -35,7 +35,7 @@ class JsonSchema {
   JsonSchema(JsonSchema&&) noexcept;
   JsonSchema& operator=(JsonSchema&&) noexcept;
 
-  // The first violation, or nullopt when the instance is valid.
+  // The first violation (valijson's deepest first), or nullopt when the instance is valid.
   std::optional<SchemaViolation> validate(const json& instance) const;
   bool is_valid(const json& instance) const { return !validate(instance).has_value(); }
   const json& schema() const;
