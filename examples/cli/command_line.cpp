@@ -4,6 +4,8 @@
 #include <charconv>
 #include <set>
 
+#include "agentrt/ids.hpp"
+
 namespace agentrt::cli {
 
 namespace {
@@ -34,14 +36,6 @@ const std::set<std::string> kTakesValue = {"--data",    "--config", "--user",  "
                                            "--message", "--reason", "--after", "--demo-jobs"};
 
 }  // namespace
-
-bool valid_thread_id(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-           c == '.' || c == ':';
-  });
-}
 
 CliOptions parse_command_line(int argc, const char* const* argv) {
   CliOptions o;
@@ -155,8 +149,11 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   const bool needs_thread = o.command == "run" || o.command == "resume" || o.command == "history" ||
                             o.command == "jobs" || o.command == "events";
   if (needs_thread && !thread_given) throw UsageError("'" + o.command + "' needs a thread (--thread T)");
-  if (thread_given && !valid_thread_id(o.thread))
-    throw UsageError("thread id '" + o.thread.substr(0, 140) + "' must be 1-128 characters of A-Z a-z 0-9 _ - . :");
+  if (thread_given) {
+    if (const char* problem = id_problem(o.thread))
+      throw UsageError("thread id '" + o.thread.substr(0, 140) + "' " + problem +
+                       " (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')");
+  }
   if (o.command == "run" && !message_given) throw UsageError("'run' needs a message (--message TEXT)");
   if (o.command == "run" && o.message.empty()) throw UsageError("the message is empty");
   return o;

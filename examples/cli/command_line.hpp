@@ -48,7 +48,4 @@ CliOptions parse_command_line(int argc, const char* const* argv);
 std::string usage_text();
 std::string short_usage_text();
 
-// True for a thread id the runtime accepts: 1-128 characters of A-Z a-z 0-9 _ - . :
-bool valid_thread_id(const std::string& id);
-
 }  // namespace agentrt::cli

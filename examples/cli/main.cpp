@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/clock.hpp"
 #include "agentrt/config.hpp"
 #include "agentrt/records.hpp"
 #include "agentrt/runtime.hpp"
@@ -219,9 +220,7 @@ void print_history(Host& host, std::FILE* out) {
 
 // "12s", "5m", "3h", "2d": how long ago `ms` was.
 std::string age(int64_t ms) {
-  const int64_t now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const int64_t now = now_ms();
   const int64_t s = std::max<int64_t>(0, (now - ms) / 1000);
   if (s < 60) return fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m", s / 60);

@@ -10,15 +10,12 @@
 namespace agentrt {
 inline namespace v1 {
 
-// True for ids usable as one key segment: [A-Za-z0-9._-]{1,128}, and not "." or "..".
-bool is_valid_attachment_id(std::string_view id) noexcept;
-
 // "agent-inputs/{user_id}/{thread_id}/uploads/{upload_id}". Throws Error(invalid_argument) naming the bad
-// id when one is not is_valid_attachment_id(), so no id can add or climb a path segment.
+// id when one breaks the id rule (agentrt/ids.hpp), so no id can add or climb a path segment.
 std::string upload_key(std::string_view user_id, std::string_view thread_id, std::string_view upload_id);
 
 // True when `key` lies under "agent-inputs/{user_id}/{thread_id}/" and every segment after that prefix is a
-// valid id (so "../" tricks and empty segments are false). Never throws: bad ids or keys give false.
+// valid id (agentrt/ids.hpp; so "../" tricks and empty segments are false). Never throws: bad ids or keys give false.
 bool key_belongs_to(std::string_view key, std::string_view user_id, std::string_view thread_id);
 
 // "img_" + the first 16 hex digits of sha256(bucket + "/" + key): a stable handle that a model or client can

@@ -44,7 +44,8 @@ std::string media_type_of(const std::string& mime) {
 Upload Runtime::Impl::upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
                              std::string_view mime_type) {
   if (!cfg.objects) throw Error(ErrorCode::unsupported, "uploads need an object store (config: objects)");
-  if (user_id.empty()) throw Error(ErrorCode::invalid_argument, "user id is empty");
+  require_id(user_id, "user id");
+  require_id(thread_id, "thread id");
   if (auto t = cfg.store->get_thread(thread_id); t && (t->user_id != user_id || t->deleted))
     throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
   const std::string mime = normalize_mime(mime_type);
@@ -121,9 +122,7 @@ Message Runtime::Impl::store_parts(const std::string& user_id, const std::string
       check_attachment(mime, info->size, cfg.attachment_limits);
       part = stored_part(part, bucket, key, mime);
     } else {  // "file": an upload id of this thread
-      if (!is_valid_attachment_id(src.value))
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("{} part: '{}' is not an upload id", part.type, src.value));
+      require_id(src.value, fmt::format("{} part: upload id", part.type));
       const std::string key = upload_key(user_id, thread_id, src.value);
       auto info = cfg.objects->head(key);
       if (!info)

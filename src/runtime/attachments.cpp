@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "agentrt/error.hpp"
+#include "agentrt/ids.hpp"
 #include "util/crypto.hpp"
 
 namespace agentrt {
@@ -31,38 +32,23 @@ std::string printable(std::string_view text) {
   return shown;
 }
 
-void require_id(std::string_view what, std::string_view id) {
-  if (!is_valid_attachment_id(id)) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid {} '{}': use 1 to 128 of [A-Za-z0-9._-], not '.' or '..'", what, printable(id)));
-  }
-}
-
 }  // namespace
 
-bool is_valid_attachment_id(std::string_view id) noexcept {
-  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == '-';
-  });
-}
-
 std::string upload_key(std::string_view user_id, std::string_view thread_id, std::string_view upload_id) {
-  require_id("user id", user_id);
-  require_id("thread id", thread_id);
-  require_id("upload id", upload_id);
+  require_id(user_id, "user id");
+  require_id(thread_id, "thread id");
+  require_id(upload_id, "upload id");
   return fmt::format("{}{}/{}/uploads/{}", kInputsRoot, user_id, thread_id, upload_id);
 }
 
 bool key_belongs_to(std::string_view key, std::string_view user_id, std::string_view thread_id) {
-  if (!is_valid_attachment_id(user_id) || !is_valid_attachment_id(thread_id)) return false;
+  if (!is_valid_id(user_id) || !is_valid_id(thread_id)) return false;
   const std::string prefix = fmt::format("{}{}/{}/", kInputsRoot, user_id, thread_id);
   if (key.size() <= prefix.size() || key.substr(0, prefix.size()) != prefix) return false;
   std::string_view rest = key.substr(prefix.size());
   while (true) {
     const size_t slash = rest.find('/');
-    if (!is_valid_attachment_id(rest.substr(0, slash))) return false;
+    if (!is_valid_id(rest.substr(0, slash))) return false;
     if (slash == std::string_view::npos) return true;
     rest.remove_prefix(slash + 1);
   }

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/clock.hpp"
 #include "agentrt/error.hpp"
 #include "runtime/event_wire.hpp"
 
@@ -435,9 +436,7 @@ namespace {
 Event make(EventType t) {
   Event e;
   e.type = t;
-  e.timestamp =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  e.timestamp = now_ms();
   return e;
 }
 }  // namespace

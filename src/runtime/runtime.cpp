@@ -1,11 +1,7 @@
 #include "agentrt/runtime.hpp"
 
-#include <pthread.h>
-#include <unistd.h>
 #include <algorithm>
 #include <chrono>
-
-#include <random>
 
 #include <fmt/format.h>
 
@@ -16,51 +12,6 @@
 
 namespace agentrt {
 inline namespace v1 {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-namespace {
-// A forked child inherits the generator's state: ids would repeat across processes. Reseed after fork.
-std::atomic<uint64_t> g_fork_generation{0};
-const bool g_atfork_installed = [] {
-  pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
-  return true;
-}();
-}  // namespace
-
-std::string new_id(std::string_view prefix) {
-  (void)g_atfork_installed;
-  thread_local uint64_t generation = ~uint64_t{0};
-  thread_local std::mt19937_64 rng;
-  if (generation != g_fork_generation.load(std::memory_order_relaxed)) {
-    generation = g_fork_generation.load(std::memory_order_relaxed);
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd(), static_cast<unsigned>(getpid())};
-    rng.seed(seq);
-  }
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out(prefix);
-  out += '_';
-  for (int k = 0; k < 2; ++k) {
-    uint64_t v = rng();
-    for (int i = 0; i < 16; ++i) {
-      out += hex[v & 15];
-      v >>= 4;
-    }
-  }
-  return out;
-}
-
-std::string iso8601_ms(int64_t ms) {
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-}
 
 void RunCtx::note_outcome(const std::string& id, const ToolAgentOutput& out) {
   outcomes[id] = Outcome{out.status, out.result_summary};
@@ -406,28 +357,9 @@ bool Runtime::Impl::instance_alive(const std::string& owner, int64_t now) {
   return hb && now - *hb < cfg.instance_lease.count();
 }
 
-namespace {
-
-bool valid_id(std::string_view s, size_t max = 128) {
-  if (s.empty() || s.size() > max) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-           c == '.' || c == ':';
-  });
-}
-
-void require_id(std::string_view s, std::string_view what) {
-  if (!valid_id(s))
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("{} '{}' must be 1-128 characters of A-Z a-z 0-9 _ - . :", what, s.substr(0, 140)));
-}
-
-}  // namespace
-
 TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_run) {
   require_id(input.thread_id, "thread id");
-  if (input.user_id.empty() || input.user_id.size() > 128)
-    throw Error(ErrorCode::invalid_argument, "user id must be 1-128 characters");
+  require_id(input.user_id, "user id");
   if (input.message.role != Role::user)
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("a turn's input must be a user message, not {}", to_string(input.message.role)));

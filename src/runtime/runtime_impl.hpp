@@ -15,17 +15,16 @@
 #include <thread>
 #include <vector>
 
+#include "agentrt/clock.hpp"
 #include "agentrt/runtime.hpp"
+#include "core/ids.hpp"
 #include "runtime/event_pipeline.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
-int64_t now_ms();
 // A job whose confirmation the person declined: cancelled, never started (jobs.cpp).
 void decline_job(JobRecord& j, const std::string& reason);
-std::string new_id(std::string_view prefix);
-std::string iso8601_ms(int64_t ms);
 
 // A turn that runs (or is queued to run) in this runtime: what cancel() reaches.
 struct RunHandle {

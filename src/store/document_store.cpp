@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/clock.hpp"
 #include "agentrt/error.hpp"
+#include "agentrt/ids.hpp"
 #include "util/crypto.hpp"
 #include "util/json_fast.hpp"
 
@@ -18,26 +20,6 @@ inline namespace v1 {
 namespace {
 
 constexpr std::string_view kFormat = "agentrt.conversation/1";
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// Why `thread_id` cannot name a document, or "" when it can.
-std::string thread_key_problem(std::string_view id) {
-  if (id.empty() || id.size() > 128) return "must be 1-128 characters";
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              c == '.' || c == ':';
-    if (!ok) return "may hold only A-Z a-z 0-9 _ - . :";
-  }
-  if (id == "." || id == "..") return "must not be '.' or '..'";
-  if (id.starts_with(".agentrt-")) return "must not start with '.agentrt-'";
-  return {};
-}
-
-bool thread_key_ok(std::string_view id) { return thread_key_problem(id).empty(); }
 
 // sha256 over each event's JSON followed by a newline: what commit_proof records and recovery recomputes.
 std::string events_digest(const std::vector<StoredEvent>& events) {
@@ -105,10 +87,7 @@ std::string too_large_message(std::string_view thread_id, uint64_t size, uint64_
 }  // namespace
 
 std::string conversation_document_key(std::string_view thread_id, int64_t version) {
-  std::string why = thread_key_problem(thread_id);
-  if (!why.empty())
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("thread id '{}' {} to name a conversation document", thread_id.substr(0, 140), why));
+  require_id(thread_id, "thread id");
   return fmt::format("{}{}/v{}.json", kConversationPrefix, thread_id, version);
 }
 
@@ -314,7 +293,7 @@ DocumentStore::~DocumentStore() = default;
 
 ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_view thread_id, ConversationDocument cur,
                                                    std::vector<std::string>& obsolete) {
-  if (!thread_key_ok(thread_id)) return cur;
+  if (!is_valid_id(thread_id)) return cur;
   // Under the write lock no commit is in flight, so a document one version past the pointer was left by a
   // commit that stopped between writing it and committing its pointer.
   const std::string next = conversation_document_key(thread_id, cur.version + 1);
@@ -505,7 +484,7 @@ std::optional<ConversationDocument> DocumentStore::document(std::string_view thr
     }
     // One version past the pointer: a commit in flight (the recovery waits for it and finds nothing) or
     // one that stopped half-way (the recovery finishes it).
-    if (attempt == 0 && thread_key_ok(thread_id) &&
+    if (attempt == 0 && is_valid_id(thread_id) &&
         objects_->head(conversation_document_key(thread_id, (ptr ? ptr->version : 0) + 1))) {
       recover_thread(thread_id);
       continue;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/clock.hpp"
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "util/json_fast.hpp"
@@ -18,11 +19,6 @@ namespace agentrt {
 inline namespace v1 {
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Migrations, in order; migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {

@@ -289,6 +289,30 @@ TEST_CASE("inline image data is stored as an upload; the message keeps bucket, p
   CHECK(objects->verify_url(hist[0].parts[1].source->value, now_ms()) == key);
 }
 
+TEST_CASE("one id rule: the ids that start a turn also upload, the ids that cannot upload start nothing") {
+  TempDir objdir;
+  auto objects = make_objects(objdir);
+  Harness h([](const ModelRequest&) { return text_result("ok"); }, [&](RuntimeConfig& c) { c.objects = objects; });
+  const std::string user = "alice@example.com", thread = "th:1.x";
+  auto up = h.rt->upload(user, thread, "hello", "text/plain");
+  CHECK(up.key == "agent-inputs/alice@example.com/th:1.x/uploads/" + up.id);
+  Message msg;
+  msg.role = Role::user;
+  ContentPart p;
+  p.type = "document";
+  p.source = PartSource{"file", up.id, "", ""};
+  msg.parts = {ContentPart::make_text("read this"), p};
+  CHECK(h.rt->run_turn(turn_input(thread, msg, user)).status == TurnStatus::completed);
+  for (const auto& [bad_user, bad_thread] : std::vector<std::pair<std::string, std::string>>{
+           {"alice smith", "t1"}, {"u1", ".hidden"}, {"u1", "a/b"}, {"", "t1"}, {"u1", std::string(129, 't')}}) {
+    CAPTURE(bad_user);
+    CAPTURE(bad_thread);
+    CHECK_THROWS_AS(h.rt->upload(bad_user, bad_thread, "x", "text/plain"), Error);
+    CHECK_THROWS_AS(h.rt->run_turn(turn_input(bad_thread, msg, bad_user)), Error);
+  }
+  CHECK(h.rt->threads(user).size() == 1);
+}
+
 TEST_CASE("an attachment URL is accepted only as this deployment's signed URL for the same user and thread") {
   TempDir objdir, otherdir;
   auto objects = make_objects(objdir);

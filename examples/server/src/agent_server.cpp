@@ -18,8 +18,10 @@
 #include <fmt/format.h>
 
 #include "agentrt/attachments.hpp"
+#include "agentrt/clock.hpp"
 #include "agentrt/config.hpp"
 #include "agentrt/error.hpp"
+#include "agentrt/ids.hpp"
 #include "agentrt/json_limits.hpp"
 #include "agentrt/openai.hpp"
 #include "agentrt/records.hpp"
@@ -42,11 +44,6 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 
 constexpr std::string_view kApi = "/api/v1";
 constexpr std::string_view kObjectsPath = "/api/v1/objects";
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // An answer decided before any event: a status and a JSON error {error:{code, message}}.
 struct HttpError {
@@ -974,8 +971,8 @@ struct AgentServer::Impl final : HttpApp {
 
   // The caller's job: another user's job, one on a deleted thread and an unknown one are all 404.
   JobRecord own_job(const Call& c, const std::string& job_id) {
-    if (!is_valid_attachment_id(job_id))
-      throw HttpError{422, "invalid_argument", "a job id is 1-128 of [A-Za-z0-9._-]"};
+    if (const char* problem = id_problem(job_id))
+      throw HttpError{422, "invalid_argument", fmt::format("the job id {}", problem)};
     auto j = rt->job(job_id);
     auto t = j ? rt->thread(j->thread_id) : std::nullopt;
     if (!j || j->user_id != c.user || !t || t->user_id != c.user || t->deleted)
@@ -1040,9 +1037,7 @@ struct AgentServer::Impl final : HttpApp {
       throw HttpError{501, "unsupported", "uploads need an object store; this server has none"};
     const std::string thread_id = c.req.param("threadId");
     if (thread_id.empty()) throw HttpError{400, "missing_thread", "the query parameter 'threadId' is required"};
-    if (!is_valid_attachment_id(thread_id) || thread_id.size() > kMaxClientThreadId)
-      throw HttpError{422, "invalid_argument",
-                      fmt::format("threadId must be 1-{} of [A-Za-z0-9._-]", kMaxClientThreadId)};
+    require_client_thread_id(thread_id);
     usable_thread(c, thread_id);
     if (c.req.body.size() > cfg.limits.max_upload_bytes)
       throw HttpError{

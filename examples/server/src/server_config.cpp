@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "agentrt/attachments.hpp"
 #include "agentrt/error.hpp"
+#include "agentrt/ids.hpp"
 
 namespace agentrt::server {
 
@@ -271,7 +271,9 @@ void validate_server_config(const ServerConfig& c) {
   if (c.tokens.empty()) bad("no bearer tokens: pass --token TOKEN:USER (or 'tokens' in the config file)");
   for (const auto& [token, user] : c.tokens) {
     if (token.size() < 8) bad(fmt::format("token for user '{}' is shorter than 8 characters", user));
-    if (!is_valid_attachment_id(user)) bad(fmt::format("user id '{}' must be 1-128 of [A-Za-z0-9._-]", user));
+    if (const char* problem = id_problem(user))
+      bad(fmt::format("user id '{}' {} (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')",
+                      user.substr(0, 140), problem));
   }
   static const char* levels[] = {"debug", "info", "warn", "error", "off"};
   if (std::find(std::begin(levels), std::end(levels), c.log_level) == std::end(levels))

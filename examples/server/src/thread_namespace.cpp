@@ -2,25 +2,18 @@
 
 #include <openssl/evp.h>
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
 
 namespace agentrt::server {
 
-namespace {
-
-bool valid_client_id(std::string_view s) {
-  if (s.empty() || s.size() > kMaxClientThreadId) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-           c == '.' || c == ':';
-  });
+void require_client_thread_id(std::string_view client_id) {
+  require_id(client_id, "thread id");
+  if (client_id.size() > kMaxClientThreadId)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("thread id '{}...' is longer than {} bytes", client_id.substr(0, 32), kMaxClientThreadId));
 }
-
-}  // namespace
 
 std::string thread_prefix(std::string_view user) {
   const std::string input = "agentrt-server thread namespace\n" + std::string(user);
@@ -39,10 +32,7 @@ std::string thread_prefix(std::string_view user) {
 }
 
 std::string internal_thread_id(std::string_view user, std::string_view client_id) {
-  if (!valid_client_id(client_id))
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("thread id '{}' must be 1-{} characters of A-Z a-z 0-9 _ - . :",
-                            client_id.substr(0, kMaxClientThreadId + 8), kMaxClientThreadId));
+  require_client_thread_id(client_id);
   return thread_prefix(user) + std::string(client_id);
 }
 

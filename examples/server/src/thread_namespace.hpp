@@ -7,17 +7,21 @@
 #include <string>
 #include <string_view>
 
+#include "agentrt/ids.hpp"
+
 namespace agentrt::server {
 
 // The longest thread id a client may use: the runtime's 128 less the prefix.
-inline constexpr size_t kMaxClientThreadId = 114;
+inline constexpr size_t kMaxClientThreadId = kMaxIdBytes - 14;
 
 // "u" + the first 12 hex digits of SHA-256("agentrt-server thread namespace\n" + user) + ".". A collision of
 // two users' prefixes (one in 2^48) still keeps them apart: ownership is checked on the user id too.
 std::string thread_prefix(std::string_view user);
 
-// The runtime's id of `user`'s thread `client_id`. Throws Error(invalid_argument) unless the client id is
-// 1-114 of [A-Za-z0-9_.:-].
+// Throws Error(invalid_argument) unless `client_id` keeps the id rule (agentrt/ids.hpp) within 114 bytes.
+void require_client_thread_id(std::string_view client_id);
+
+// The runtime's id of `user`'s thread `client_id`; require_client_thread_id() first.
 std::string internal_thread_id(std::string_view user, std::string_view client_id);
 
 // The client's id of a runtime thread id, when it is in `user`'s namespace.
