@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
+#include "util/printable.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -19,20 +20,6 @@ namespace {
 bool id_char(char c) noexcept {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
          c == '.' || c == ':' || c == '@';
-}
-
-// The id as an error message may show it: printable ASCII, the rest as \xNN, at most 140 bytes of it.
-std::string shown(std::string_view id) {
-  std::string out;
-  for (unsigned char c : id.substr(0, 140)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (id.size() > 140) out += "...";
-  return out;
 }
 
 // A forked child inherits the generator's state: ids would repeat across processes. Reseed after fork.
@@ -57,7 +44,7 @@ void require_id(std::string_view id, std::string_view what) {
   if (const char* problem = id_problem(id))
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{} '{}' {} (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')", what,
-                            shown(id), problem));
+                            printable(id, 140), problem));
 }
 
 std::string new_id(std::string_view prefix) {

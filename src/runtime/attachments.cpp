@@ -9,6 +9,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/ids.hpp"
 #include "util/crypto.hpp"
+#include "util/printable.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -16,21 +17,6 @@ inline namespace v1 {
 namespace {
 
 constexpr std::string_view kInputsRoot = "agent-inputs/";
-
-// Caller-supplied text quoted in an error message: bounded and escaped, since it may be hostile
-// (control characters, megabytes).
-std::string printable(std::string_view text) {
-  std::string shown;
-  for (unsigned char c : text.substr(0, 64)) {
-    if (c >= 0x20 && c < 0x7f) {
-      shown.push_back(static_cast<char>(c));
-    } else {
-      shown += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (text.size() > 64) shown += "...";
-  return shown;
-}
 
 }  // namespace
 
@@ -76,7 +62,7 @@ void check_attachment(std::string_view mime, uint64_t size, const AttachmentLimi
   const std::string type = normalize_mime(mime);
   if (std::find(limits.allowed_mime_types.begin(), limits.allowed_mime_types.end(), type) ==
       limits.allowed_mime_types.end()) {
-    throw Error(ErrorCode::invalid_argument, fmt::format("attachment type '{}' is not allowed", printable(type)));
+    throw Error(ErrorCode::invalid_argument, fmt::format("attachment type '{}' is not allowed", printable(type, 64)));
   }
   if (size > limits.max_bytes) {
     throw Error(ErrorCode::too_large,

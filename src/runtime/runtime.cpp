@@ -24,122 +24,6 @@ LedgerEntry* RunCtx::find_ledger(const std::string& id) {
   return nullptr;
 }
 
-Decision decision_from_json(const json& j, size_t max_depth) {
-  check_json_depth(j, max_depth, "decision");
-  if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "decision must be an object");
-  Decision d;
-  if (auto it = j.find("interruptId"); it != j.end() && it->is_string())
-    d.interrupt_id = it->get<std::string>();
-  else if (auto it2 = j.find("toolCallId"); it2 != j.end() && it2->is_string())
-    d.interrupt_id = it2->get<std::string>();
-  else
-    throw Error(ErrorCode::invalid_argument, "decision: needs a string 'interruptId' (or 'toolCallId')");
-  if (auto a = j.find("action"); a != j.end()) {
-    if (!a->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'action' must be a string");
-    const auto& s = a->get_ref<const std::string&>();
-    if (s == "approve")
-      d.action = Decision::Action::approve;
-    else if (s == "reject")
-      d.action = Decision::Action::reject;
-    else if (s == "cancel")
-      d.action = Decision::Action::cancel;
-    else
-      throw Error(ErrorCode::invalid_argument, fmt::format("decision: unknown action '{}'", s));
-  } else if (auto ap = j.find("approved"); ap != j.end()) {
-    if (!ap->is_boolean()) throw Error(ErrorCode::invalid_argument, "decision: 'approved' must be a boolean");
-    d.action = ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
-  } else {
-    throw Error(ErrorCode::invalid_argument, "decision: needs 'action' (approve|reject|cancel) or 'approved'");
-  }
-  if (auto e = j.find("editedArgs"); e != j.end() && !e->is_null()) {
-    if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "decision: 'editedArgs' must be an object");
-    d.edited_args = *e;
-  }
-  if (auto r = j.find("reason"); r != j.end() && !r->is_null()) {
-    if (!r->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'reason' must be a string");
-    d.reason = r->get<std::string>();
-  }
-  return d;
-}
-
-void from_json(const json& j, Decision& d) { d = decision_from_json(j, kDefaultMaxJsonDepth); }
-
-InputLimits input_limits(const RuntimeConfig& config) {
-  return InputLimits{config.max_json_depth, config.max_input_parts, config.max_input_messages};
-}
-
-TurnInput turn_input_from_agui(const json& in, std::string user_id, const InputLimits& limits) {
-  check_json_depth(in, limits.max_json_depth, "RunAgentInput");
-  if (!in.is_object()) throw Error(ErrorCode::invalid_argument, "RunAgentInput must be a JSON object");
-  auto str = [&](const char* k) -> std::string {
-    auto it = in.find(k);
-    if (it == in.end() || !it->is_string())
-      throw Error(ErrorCode::invalid_argument, fmt::format("RunAgentInput: '{}' must be a string", k));
-    return it->get<std::string>();
-  };
-  TurnInput t;
-  t.thread_id = str("threadId");
-  t.run_id = str("runId");
-  t.user_id = std::move(user_id);
-  auto msgs = in.find("messages");
-  if (msgs == in.end() || !msgs->is_array())
-    throw Error(ErrorCode::invalid_argument, "RunAgentInput: 'messages' must be an array");
-  if (msgs->size() > limits.max_input_messages)
-    throw Error(ErrorCode::too_large,
-                fmt::format("RunAgentInput: {} messages; the limit is {}", msgs->size(), limits.max_input_messages));
-  const json* last_user = nullptr;
-  for (const auto& m : *msgs)
-    if (m.is_object())
-      if (auto role = m.find("role"); role != m.end() && role->is_string() && *role == "user") last_user = &m;
-  if (!last_user) throw Error(ErrorCode::invalid_argument, "RunAgentInput: no user message to answer");
-  if (auto c = last_user->find("content"); c != last_user->end() && c->is_array() && c->size() > limits.max_input_parts)
-    throw Error(ErrorCode::too_large, fmt::format("the user message has {} content parts; the limit is {}", c->size(),
-                                                  limits.max_input_parts));
-  t.message = message_from_json(*last_user, limits.max_json_depth);
-  t.client_message_id = t.message.id;
-  return t;
-}
-
-std::vector<Decision> decisions_from_agui_resume(const json& resume, const InputLimits& limits) {
-  check_json_depth(resume, limits.max_json_depth, "resume");
-  if (!resume.is_array()) throw Error(ErrorCode::invalid_argument, "resume must be an array of entries");
-  std::vector<Decision> out;
-  for (const auto& r : resume) {
-    if (!r.is_object() || !r.contains("interruptId") || !r["interruptId"].is_string())
-      throw Error(ErrorCode::invalid_argument, "resume entry: needs a string 'interruptId'");
-    Decision d;
-    d.interrupt_id = r["interruptId"].get<std::string>();
-    const auto st = r.find("status");
-    const std::string status = st != r.end() && st->is_string() ? st->get<std::string>() : std::string();
-    if (status == "cancelled") {
-      d.action = Decision::Action::cancel;
-    } else if (status == "resolved") {
-      // payload: {approved?, editedArgs?, reason?}, or a bare boolean (approved), or absent (approves).
-      const auto p = r.find("payload");
-      if (p != r.end() && p->is_boolean()) {
-        d.action = p->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
-      } else if (p != r.end() && p->is_object()) {
-        const auto ap = p->find("approved");
-        if (ap != p->end() && !ap->is_boolean())
-          throw Error(ErrorCode::invalid_argument, "resume payload: approved must be a boolean");
-        d.action = ap == p->end() || ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
-        if (auto e = p->find("editedArgs"); e != p->end() && !e->is_null()) {
-          if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "resume payload: editedArgs must be an object");
-          d.edited_args = *e;
-        }
-        if (auto rs = p->find("reason"); rs != p->end() && rs->is_string()) d.reason = rs->get<std::string>();
-      } else {
-        d.action = Decision::Action::approve;
-      }
-    } else {
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("resume entry: status must be \"resolved\" or \"cancelled\", not '{}'", status));
-    }
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------- Impl
 
 Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
@@ -164,35 +48,29 @@ Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
   cfg.tools.clear();
   seen_external_version = cfg.store->external_version();
   cfg.store->heartbeat(cfg.instance_id, now_ms());
+  group_commit = std::make_unique<GroupCommit>(cfg.flush_interval);
+  auto log_error = [this](std::string_view component) {
+    return [this, component](std::string_view what) { log(LogLevel::error, component, what); };
+  };
+  workers = std::make_unique<WorkerPool>(cfg.workers, log_error("runtime"));
   sweep(false);  // fail turns a dead process left running, expire overdue approvals
-  for (int i = 0; i < cfg.workers; ++i) workers.emplace_back([this] { worker_loop(); });
-  flusher = std::thread([this] { flusher_loop(); });
-  sweeper = std::thread([this] { sweeper_loop(); });
+  sweeper = std::make_unique<Sweeper>(
+      cfg.sweep_interval,
+      std::vector<Sweeper::Step>{
+          {"live tail", [this] { tail_external_commits(); }},
+          // Each step on its own: a failing heartbeat (a full disk) must not keep expiry or recovery from running.
+          {"heartbeat", [this] { cfg.store->heartbeat(cfg.instance_id, now_ms()); }},
+          {"failed runs", [this] { record_unrecorded(); }},
+          {"sweep", [this] { sweep(); }},
+      },
+      log_error("sweeper"));
 }
 
 Runtime::Impl::~Impl() {
-  {
-    std::lock_guard<std::mutex> lock(runs_mutex);
-    for (auto& [id, h] : runs) h->cancel.cancel();
-  }
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex);
-    stopping = true;
-  }
-  queue_cv.notify_all();
-  for (auto& t : workers) t.join();
-  {
-    std::lock_guard<std::mutex> lock(flush_mutex);
-    flusher_stop = true;
-  }
-  flush_cv.notify_all();
-  flusher.join();
-  {
-    std::lock_guard<std::mutex> lock(sweep_mutex);
-    sweeper_stop = true;
-  }
-  sweep_cv.notify_all();
-  sweeper.join();
+  runs.cancel_all();
+  workers->stop();  // runs what is queued (cancelled), then joins
+  group_commit->stop();
+  sweeper->stop();
   try {
     cfg.store->remove_instance(cfg.instance_id);
   } catch (const std::exception& e) {
@@ -209,34 +87,6 @@ void Runtime::Impl::log(LogLevel level, std::string_view component, std::string_
   }
 }
 
-void Runtime::Impl::enqueue(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex);
-    queue.push_back(std::move(job));
-  }
-  queue_cv.notify_one();
-}
-
-void Runtime::Impl::worker_loop() {
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(queue_mutex);
-      queue_cv.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (queue.empty()) return;  // stopping, and nothing left to drain
-      job = std::move(queue.front());
-      queue.pop_front();
-    }
-    try {
-      job();
-    } catch (const std::exception& e) {
-      log(LogLevel::error, "runtime", fmt::format("worker job failed: {}", e.what()));
-    } catch (...) {
-      log(LogLevel::error, "runtime", "worker job failed with a non-standard exception");
-    }
-  }
-}
-
 std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& thread_id, const std::string& run_id,
                                                         int64_t turn_version, bool live,
                                                         const std::shared_ptr<RunHandle>& run) {
@@ -249,85 +99,12 @@ std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& threa
       *cfg.store, hub, thread_id, run_id, [this](const CommitBatch& b) { on_commit(b); },
       CommitRetry{cfg.commit_retries, cfg.commit_retry_backoff}, std::move(failed));
   em->set_turn_version(turn_version);
-  if (live) {
-    std::lock_guard<std::mutex> lock(flush_mutex);
-    live_emitters.erase(
-        std::remove_if(live_emitters.begin(), live_emitters.end(), [](const auto& w) { return w.expired(); }),
-        live_emitters.end());
-    live_emitters.push_back(em);
-    // Only a flusher idle for a while sleeps without a deadline; otherwise it looks at the list on its next
-    // tick, long before anything this emitter stages is due (flush_interval).
-    if (flusher_sleeping) flush_cv.notify_one();
-  }
+  if (live) group_commit->watch(em);
   return em;
 }
 
 void Runtime::Impl::on_commit(const CommitBatch& b) {
-  if (!b.turn) return;
-  {
-    std::lock_guard<std::mutex> lock(turn_mutex);
-    turn_generation.fetch_add(1, std::memory_order_release);
-  }
-  turn_cv.notify_all();
-}
-
-void Runtime::Impl::flusher_loop() {
-  std::unique_lock<std::mutex> lock(flush_mutex);
-  for (;;) {
-    live_emitters.erase(
-        std::remove_if(live_emitters.begin(), live_emitters.end(), [](const auto& w) { return w.expired(); }),
-        live_emitters.end());
-    if (flusher_stop) return;
-    if (live_emitters.empty()) {
-      // Nothing runs: after a second of that, sleep until a run registers its emitter (no wake-ups while
-      // idle). Between runs that follow each other closely it keeps ticking instead, so that starting a
-      // run costs no wake-up of this thread (a context switch on the run's path).
-      if (std::chrono::steady_clock::now() - flusher_busy_at >= std::chrono::seconds(1)) {
-        flusher_sleeping = true;
-        flush_cv.wait(lock, [&] { return flusher_stop || !live_emitters.empty(); });
-        flusher_sleeping = false;
-        continue;
-      }
-    } else {
-      flusher_busy_at = std::chrono::steady_clock::now();
-    }
-    if (flush_cv.wait_for(lock, cfg.flush_interval / 2 + std::chrono::milliseconds(1), [&] { return flusher_stop; }))
-      return;
-    std::vector<std::shared_ptr<RunEmitter>> due;
-    const auto now = std::chrono::steady_clock::now();
-    for (const auto& w : live_emitters)
-      if (auto em = w.lock(); em && em->has_pending() && now - em->pending_since() >= cfg.flush_interval)
-        due.push_back(std::move(em));
-    lock.unlock();
-    // A failure stays with the emitter (its run ends with it); the flusher goes on with the others.
-    for (auto& em : due) em->flush_in_background();
-    due.clear();
-    lock.lock();
-  }
-}
-
-void Runtime::Impl::sweeper_loop() {
-  std::unique_lock<std::mutex> lock(sweep_mutex);
-  for (;;) {
-    // A predicate, not a bare wait: a stop signalled while a sweep ran is not lost.
-    if (sweep_cv.wait_for(lock, cfg.sweep_interval, [&] { return sweeper_stop; })) return;
-    lock.unlock();
-    // Each step on its own: a failing heartbeat (a full disk) must not keep expiry or recovery from running.
-    auto step = [&](const char* what, const std::function<void()>& f) {
-      try {
-        f();
-      } catch (const std::exception& e) {
-        log(LogLevel::error, "sweeper", fmt::format("{}: {}", what, e.what()));
-      } catch (...) {
-        log(LogLevel::error, "sweeper", fmt::format("{}: a non-standard exception", what));
-      }
-    };
-    step("live tail", [&] { tail_external_commits(); });
-    step("heartbeat", [&] { cfg.store->heartbeat(cfg.instance_id, now_ms()); });
-    step("failed runs", [&] { record_unrecorded(); });
-    step("sweep", [&] { sweep(); });
-    lock.lock();
-  }
+  if (b.turn) runs.turn_changed();
 }
 
 void Runtime::Impl::tail_external_commits() {
@@ -335,19 +112,6 @@ void Runtime::Impl::tail_external_commits() {
   if (v >= 0 && v == seen_external_version) return;
   seen_external_version = v;
   hub.poke_all();
-}
-
-std::shared_ptr<RunHandle> Runtime::Impl::register_run(const std::string& turn_id) {
-  auto h = std::make_shared<RunHandle>();
-  h->turn_id = turn_id;
-  std::lock_guard<std::mutex> lock(runs_mutex);
-  runs[turn_id] = h;
-  return h;
-}
-
-void Runtime::Impl::unregister_run(const std::string& turn_id) {
-  std::lock_guard<std::mutex> lock(runs_mutex);
-  runs.erase(turn_id);
 }
 
 bool Runtime::Impl::instance_alive(const std::string& owner, int64_t now) {
@@ -494,222 +258,13 @@ std::vector<Message> Runtime::Impl::turn_messages(const TurnRecord& t) {
   return out;
 }
 
-json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
-                           const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
-  try {
-    return resume_once(turn_id, approval_request_id, decisions, run_id, inline_run);
-  } catch (const Error&) {
-    // A concurrent resume with the same id may have won while this one read a half-old state (the turn
-    // before, the ledger after): its answer is the answer.
-    if (auto prior = cfg.store->get_approval(approval_request_id); prior && prior->turn_id == turn_id)
-      return prior->answer;
-    throw;
-  }
-}
-
-json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                                const std::vector<Decision>& decisions, std::string_view run_id,
-                                TurnRecord* inline_run) {
-  if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
-  if (!run_id.empty()) require_id(run_id, "run id");
-  // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
-  auto turn = cfg.store->get_turn(turn_id);
-  if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
-  // A turn still waiting on this very request has no answer to it yet (the answer is committed with the
-  // turn's move out of WAITING_APPROVAL); a resume that wins meanwhile makes ours a conflict, answered below.
-  const bool open = turn->status == TurnStatus::waiting_approval && turn->approval_request_id == approval_request_id;
-  if (auto prior = open ? std::nullopt : cfg.store->get_approval(approval_request_id)) {
-    if (prior->turn_id != turn->id)
-      throw Error(ErrorCode::conflict, fmt::format("approval request {} belongs to another turn", approval_request_id));
-    return prior->answer;
-  }
-  if (turn->status == TurnStatus::expired)
-    throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired ({})", turn->id, turn->error));
-  if (turn->status != TurnStatus::waiting_approval)
-    throw Error(ErrorCode::invalid_state,
-                fmt::format("turn {} is {}, not waiting for approval", turn->id, to_string(turn->status)));
-  if (turn->approval_request_id != approval_request_id)
-    throw Error(ErrorCode::not_found, fmt::format("approval request {} is not open on turn {} (the open one is {})",
-                                                  approval_request_id, turn->id, turn->approval_request_id));
-  const int64_t now = now_ms();
-  if (turn->expires_at > 0 && now >= turn->expires_at) {
-    end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
-    throw Error(ErrorCode::expired,
-                fmt::format("turn {}: the approval request expired at {}", turn->id, iso8601_ms(turn->expires_at)));
-  }
-
-  auto ledger = cfg.store->ledger(turn->id);
-  // Every open interrupt must be answered exactly once.
-  std::map<std::string, const Decision*> by_interrupt;
-  for (const auto& d : decisions) {
-    const LedgerEntry* match = nullptr;
-    for (const auto& l : ledger)
-      if (!l.interrupt_id.empty() && !l.has_output() && l.status == LedgerStatus::requested &&
-          (l.interrupt_id == d.interrupt_id || l.tool_call_id == d.interrupt_id))
-        match = &l;
-    if (!match)
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("decision for unknown interrupt '{}' on turn {}", d.interrupt_id, turn->id));
-    if (by_interrupt.count(match->interrupt_id))
-      throw Error(ErrorCode::invalid_argument, fmt::format("two decisions for interrupt '{}'", match->interrupt_id));
-    by_interrupt[match->interrupt_id] = &d;
-  }
-  // Interrupts that ask to confirm a job (reason "confirmation"), by interrupt id: the job ids.
-  std::map<std::string, std::string> confirmations;
-  for (const auto& i : turn->interrupts)
-    if (i.is_object() && i.value("reason", "") == "confirmation" && i.contains("metadata") && i["metadata"].is_object())
-      confirmations[i.value("id", "")] = i["metadata"].value("jobId", "");
-  std::vector<JobWrite> job_updates;
-  std::vector<LedgerEntry> updates;
-  for (auto& l : ledger) {
-    if (l.interrupt_id.empty() || l.has_output() || l.status != LedgerStatus::requested) continue;
-    auto it = by_interrupt.find(l.interrupt_id);
-    if (it == by_interrupt.end())
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("interrupt '{}' ({}) has no decision: a resume must answer every open interrupt",
-                              l.interrupt_id, l.tool_name));
-    const Decision& d = *it->second;
-    json dj = {{"action", d.action == Decision::Action::approve  ? "approve"
-                          : d.action == Decision::Action::reject ? "reject"
-                                                                 : "cancel"}};
-    if (!d.reason.empty()) dj["reason"] = d.reason;
-    if (auto c = confirmations.find(l.interrupt_id); c != confirmations.end()) {
-      auto job = cfg.store->get_job(c->second);
-      if (!job)
-        throw Error(ErrorCode::not_found, fmt::format("job {} of interrupt '{}' not found", c->second, l.interrupt_id));
-      if (d.action == Decision::Action::approve && d.edited_args)
-        throw Error(
-            ErrorCode::invalid_argument,
-            fmt::format("interrupt '{}' confirms job {}: it takes no edited arguments", l.interrupt_id, job->id));
-      JobRecord next = *job;
-      if (d.action == Decision::Action::approve) {
-        next.confirmation = JobConfirmation::confirmed;
-        advance(l, LedgerStatus::approved);
-      } else {
-        decline_job(next, d.reason);
-        advance(l, LedgerStatus::rejected);
-      }
-      dj["jobId"] = job->id;
-      l.decision = dj;
-      updates.push_back(l);
-      job_updates.push_back(JobWrite{next, job->version});
-      continue;
-    }
-    if (d.action == Decision::Action::approve) {
-      if (d.edited_args) {
-        if (json_depth(*d.edited_args, cfg.max_json_depth) > cfg.max_json_depth)
-          throw Error(
-              ErrorCode::invalid_argument,
-              fmt::format("edited arguments for {} are nested deeper than {} levels", l.tool_name, cfg.max_json_depth));
-        auto entry = tools.find(l.tool_name);
-        if (!entry)
-          throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}' is no longer registered", l.tool_name));
-        if (auto v = entry->schema.validate(*d.edited_args))
-          throw Error(ErrorCode::invalid_argument,
-                      fmt::format("edited arguments for {} are invalid: {}{}{}", l.tool_name, v->path,
-                                  v->path.empty() ? "" : ": ", v->message));
-        l.arguments = d.edited_args->dump();
-        dj["editedArgs"] = *d.edited_args;
-      }
-      advance(l, LedgerStatus::approved);
-    } else {
-      advance(l, LedgerStatus::rejected);
-    }
-    l.decision = dj;
-    updates.push_back(l);
-  }
-
-  const std::string new_run = run_id.empty() ? new_id("run") : std::string(run_id);
-  json answer = resume_answer_to_json(turn->id, turn->thread_id, new_run, approval_request_id);
-  json decisions_json = json::array();
-  for (const auto& d : decisions) {
-    json dj = {{"interruptId", d.interrupt_id},
-               {"action", d.action == Decision::Action::approve  ? "approve"
-                          : d.action == Decision::Action::reject ? "reject"
-                                                                 : "cancel"}};
-    if (d.edited_args) dj["editedArgs"] = *d.edited_args;
-    if (!d.reason.empty()) dj["reason"] = d.reason;
-    decisions_json.push_back(std::move(dj));
-  }
-
-  turn->interrupts = json::array();  // read above; the next state has none: nothing to copy
-  TurnRecord next = *turn;
-  check_transition(next.id, next.status, TurnStatus::resuming);
-  next.status = TurnStatus::resuming;
-  next.parent_run_id = turn->run_id;
-  next.run_id = new_run;
-  next.owner = cfg.instance_id;
-  next.interrupts = json::array();
-
-  auto handle = register_run(turn->id);
-  auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
-  {
-    RunEmitter::Unit unit(*em);  // the decision commits whole: the turn, the ledger, the jobs and the answer
-    em->set_turn(next);
-    for (const auto& l : updates) em->put_ledger(l);
-    for (const auto& j : job_updates) em->put_job(j);
-    em->set_approval(
-        ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
-  }
-  auto lost = [&](const Error& e) -> json {
-    if (e.code() == ErrorCode::conflict) {
-      // Another resume (or the sweeper) changed the turn first; the first answer wins.
-      if (auto prior = cfg.store->get_approval(approval_request_id)) return prior->answer;
-      auto now_turn = cfg.store->get_turn(turn_id);
-      if (now_turn && now_turn->status == TurnStatus::expired)
-        throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired", turn->id));
-      throw Error(ErrorCode::invalid_state, fmt::format("turn {} changed while resuming: it is now {}", turn->id,
-                                                        now_turn ? to_string(now_turn->status) : "gone"));
-    }
-    throw e;
-  };
-  std::string tid = turn->id;
-  for (const auto& u : updates)
-    for (auto& l : ledger)
-      if (l.tool_call_id == u.tool_call_id) l = u;
-  if (inline_run) {
-    // resume_turn: the continuation runs here, so the decision need not be a commit of its own before it
-    // starts. It rides on the run's first commit, which comes before any approved tool runs (with the
-    // `started` records), or at the run's pause or end. Refused there (another resume won, the turn was
-    // cancelled or expired), the run stores nothing and this call answers as a lost race does.
-    runs_started.fetch_add(1, std::memory_order_relaxed);
-    DeferredStart deferred{em, std::nullopt, nullptr};
-    *inline_run = run_continuation(handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))),
-                                   &deferred);
-    if (!deferred.error) return answer;
-    runs_started.fetch_sub(1, std::memory_order_relaxed);
-    try {
-      std::rethrow_exception(deferred.error);
-    } catch (const Error& e) {
-      return lost(e);
-    }
-  }
-  CommitBatch committed;
-  try {
-    committed = em->flush();
-  } catch (const Error& e) {
-    unregister_run(turn->id);
-    return lost(e);
-  }
-  runs_started.fetch_add(1, std::memory_order_relaxed);
-  next.version = committed.turn ? committed.turn->version : next.version + 1;
-  auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
-  enqueue([this, handle, tid, known = std::move(known)]() mutable { run_continuation(handle, tid, std::move(known)); });
-  return answer;
-}
-
 void Runtime::Impl::cancel(std::string_view turn_id) {
   for (int attempt = 0; attempt < 50; ++attempt) {
     auto turn = cfg.store->get_turn(turn_id);
     if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
     if (is_terminal(turn->status)) return;
     if (turn->status != TurnStatus::waiting_approval) {
-      std::lock_guard<std::mutex> lock(runs_mutex);
-      auto it = runs.find(turn_id);
-      if (it != runs.end()) {
-        it->second->cancel.cancel();
-        return;
-      }
+      if (runs.cancel(turn_id)) return;
     } else {
       // The run that paused may still be unregistering: a waiting turn is cancelled by compare-and-set.
       try {
@@ -885,7 +440,7 @@ void Runtime::delete_thread(std::string_view thread_id, std::string_view user_id
 TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const uint64_t gen = impl_->turn_generation.load(std::memory_order_acquire);
+    const uint64_t gen = impl_->runs.generation();
     auto t = impl_->cfg.store->get_turn(turn_id);
     if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
     if (t->status != TurnStatus::running && t->status != TurnStatus::resuming) return *t;
@@ -893,8 +448,7 @@ TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds tim
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return *t;
     auto until = std::min(deadline, now + std::chrono::milliseconds(50));
-    std::unique_lock<std::mutex> lock(impl_->turn_mutex);
-    impl_->turn_cv.wait_until(lock, until, [&] { return impl_->turn_generation.load() != gen; });
+    impl_->runs.wait_for_change(gen, until);
   }
 }
 

@@ -1,4 +1,6 @@
-// Runtime internals shared by runtime.cpp (facade, scheduling, approvals, sweeper) and agent_loop.cpp.
+// Runtime internals: the state the facade (runtime.cpp) wires together and the parts share: the run registry,
+// group commit, worker pool and sweeper (each its own class and lock), the turn runner (turn_runner.hpp), jobs,
+// attachments, recovery and the history view.
 #pragma once
 
 #include <atomic>
@@ -19,18 +21,16 @@
 #include "agentrt/runtime.hpp"
 #include "core/ids.hpp"
 #include "runtime/event_pipeline.hpp"
+#include "runtime/group_commit.hpp"
+#include "runtime/run_registry.hpp"
+#include "runtime/sweeper.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
 // A job whose confirmation the person declined: cancelled, never started (jobs.cpp).
 void decline_job(JobRecord& j, const std::string& reason);
-
-// A turn that runs (or is queued to run) in this runtime: what cancel() reaches.
-struct RunHandle {
-  std::string turn_id;
-  CancelToken cancel;
-};
 
 // One run of a turn, on one worker thread. Not thread-safe (the emitter is).
 struct RunCtx {
@@ -85,51 +85,24 @@ struct Runtime::Impl {
   ToolRegistry tools;
   EventHub hub;
 
-  // Workers run queued jobs (fresh runs and continuations).
-  std::mutex queue_mutex;
-  std::condition_variable queue_cv;
-  std::deque<std::function<void()>> queue;
-  bool stopping = false;
-  std::vector<std::thread> workers;
-
-  std::mutex runs_mutex;
-  std::map<std::string, std::shared_ptr<RunHandle>, std::less<>> runs;  // by turn id
-
-  // Emitters with events waiting for a commit (streamed deltas); the flusher commits them in time.
-  std::mutex flush_mutex;
-  std::condition_variable flush_cv;
-  std::vector<std::weak_ptr<RunEmitter>> live_emitters;
-  bool flusher_stop = false;                                // under flush_mutex
-  bool flusher_sleeping = false;                            // in its wait without a deadline (under flush_mutex)
-  std::chrono::steady_clock::time_point flusher_busy_at{};  // last tick with a live emitter (flusher thread)
-  std::thread flusher;
-
-  std::mutex sweep_mutex;
-  std::condition_variable sweep_cv;
-  bool sweeper_stop = false;  // under sweep_mutex
-  std::thread sweeper;
-  std::mutex sweep_run_mutex;  // one sweep at a time
-
-  // Turn state changes wake wait().
-  std::mutex turn_mutex;
-  std::condition_variable turn_cv;
-  std::atomic<uint64_t> turn_generation{0};
+  RunRegistry runs;                           // what runs here; turn changes wake wait()
+  std::unique_ptr<GroupCommit> group_commit;  // commits what live runs stage, in time
+  std::unique_ptr<WorkerPool> workers;        // runs queued jobs (fresh runs and continuations)
+  std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
+  std::mutex sweep_run_mutex;                 // one sweep at a time
 
   std::atomic<int64_t> model_calls{0}, tool_executions{0}, runs_started{0};
 
   void log(LogLevel level, std::string_view component, std::string_view message) const;
-  void enqueue(std::function<void()> job);
-  void worker_loop();
-  void flusher_loop();
-  void sweeper_loop();
+  void enqueue(std::function<void()> job) { workers->post(std::move(job)); }
   // `live`: the group-commit flusher commits what it stages in time. `run`: the run it writes for, cancelled
   // when a commit fails for good (so that the run ends at once, not at its next commit).
   std::shared_ptr<RunEmitter> make_emitter(const std::string& thread_id, const std::string& run_id,
                                            int64_t turn_version, bool live,
                                            const std::shared_ptr<RunHandle>& run = nullptr);
   void on_commit(const CommitBatch& b);
-  std::shared_ptr<RunHandle> register_run(const std::string& turn_id);
-  void unregister_run(const std::string& turn_id);
+  std::shared_ptr<RunHandle> register_run(const std::string& turn_id) { return runs.add(turn_id); }
+  void unregister_run(const std::string& turn_id) { runs.remove(turn_id); }
 
   // `inline_run`: when set, the run executes on the calling thread and its final record lands there.
   TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
@@ -146,7 +119,7 @@ struct Runtime::Impl {
   int64_t seen_external_version = -1;  // the constructor, then the sweeper thread only
   bool instance_alive(const std::string& owner, int64_t now);
 
-  // agent_loop.cpp
+  // turn_runner.cpp, interrupts.cpp, recovery.cpp, history_view.cpp
   // `deferred`: the run's start is not committed yet (see DeferredStart); when it cannot be, the run
   // stores nothing, returns an empty record and sets deferred->error.
   TurnRecord run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn, DeferredStart* deferred = nullptr);

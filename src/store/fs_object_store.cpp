@@ -15,6 +15,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/json.hpp"
 #include "util/crypto.hpp"
+#include "util/printable.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -59,20 +60,6 @@ std::string errno_text(int err) { return std::error_code(err, std::generic_categ
 
 [[noreturn]] void throw_io(std::string_view what, std::string_view path, int err) {
   throw Error(ErrorCode::io, fmt::format("{} '{}': {}", what, path, errno_text(err)));
-}
-
-// Caller-supplied text in an error message: bounded and escaped, since it may be hostile.
-std::string printable(std::string_view text) {
-  std::string shown;
-  for (unsigned char c : text.substr(0, 120)) {
-    if (c >= 0x20 && c < 0x7f) {
-      shown.push_back(static_cast<char>(c));
-    } else {
-      shown += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (text.size() > 120) shown += "...";
-  return shown;
 }
 
 bool is_valid_utf8(std::string_view s) {
@@ -159,7 +146,7 @@ void validate_content_type(std::string_view content_type) {
   for (unsigned char c : content_type) {
     if (c < 0x20 || c > 0x7e) {
       throw Error(ErrorCode::invalid_argument,
-                  fmt::format("content type '{}' must be printable ASCII", printable(content_type)));
+                  fmt::format("content type '{}' must be printable ASCII", printable(content_type, 120)));
     }
   }
 }
@@ -468,7 +455,8 @@ const char* bucket_problem(std::string_view bucket) {
 
 void validate_object_key(std::string_view key) {
   if (const char* problem = key_problem(key)) {
-    throw Error(ErrorCode::invalid_argument, fmt::format("invalid object key '{}': it {}", printable(key), problem));
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("invalid object key '{}': it {}", printable(key, 120), problem));
   }
 }
 
@@ -478,7 +466,7 @@ FsObjectStore::FsObjectStore(FsObjectStoreOptions options) : options_(std::move(
   }
   if (const char* problem = bucket_problem(options_.bucket)) {
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid bucket '{}': it {}", printable(options_.bucket), problem));
+                fmt::format("invalid bucket '{}': it {}", printable(options_.bucket, 120), problem));
   }
   base_url_ = options_.public_base_url;
   while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
@@ -490,7 +478,7 @@ FsObjectStore::FsObjectStore(FsObjectStoreOptions options) : options_(std::move(
     origin_ = Origin{std::move(base.scheme), std::move(base.host), base.port, std::move(base.path)};
   } catch (const Error& e) {
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid public base URL '{}': {}", printable(options_.public_base_url), e.message()));
+                fmt::format("invalid public base URL '{}': {}", printable(options_.public_base_url, 120), e.message()));
   }
 
   if (options_.root.empty()) throw Error(ErrorCode::invalid_argument, "the object store's root must not be empty");
@@ -673,7 +661,7 @@ std::vector<ObjectInfo> FsObjectStore::list(std::string_view prefix) {
   if (prefix.size() > kMaxKeyBytes || (!prefix.empty() && prefix.front() == '/') ||
       std::any_of(prefix.begin(), prefix.end(),
                   [](char c) { return c == '\\' || is_control(static_cast<unsigned char>(c)); })) {
-    throw Error(ErrorCode::invalid_argument, fmt::format("invalid object key prefix '{}'", printable(prefix)));
+    throw Error(ErrorCode::invalid_argument, fmt::format("invalid object key prefix '{}'", printable(prefix, 120)));
   }
   // Only the directory part must be walkable; the last, partial segment is matched as a string prefix.
   const size_t last_slash = prefix.rfind('/');
@@ -685,7 +673,7 @@ std::vector<ObjectInfo> FsObjectStore::list(std::string_view prefix) {
     for (const std::string& segment : segments) {
       if (const char* problem = segment_problem(segment)) {
         throw Error(ErrorCode::invalid_argument,
-                    fmt::format("invalid object key prefix '{}': it {}", printable(prefix), problem));
+                    fmt::format("invalid object key prefix '{}': it {}", printable(prefix, 120), problem));
       }
     }
   }
@@ -716,15 +704,16 @@ std::string FsObjectStore::sign_url(std::string_view key, int64_t expires_at_ms)
 std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) const {
   const ParsedUrl parsed = parse_url(url);
   if (parsed.scheme != origin_.scheme) {
-    refuse(fmt::format("scheme '{}' is not '{}'", printable(parsed.scheme), origin_.scheme));
+    refuse(fmt::format("scheme '{}' is not '{}'", printable(parsed.scheme, 120), origin_.scheme));
   }
   if (parsed.has_userinfo) refuse("it carries user information");
-  if (parsed.host != origin_.host) refuse(fmt::format("host '{}' is not '{}'", printable(parsed.host), origin_.host));
+  if (parsed.host != origin_.host)
+    refuse(fmt::format("host '{}' is not '{}'", printable(parsed.host, 120), origin_.host));
   if (parsed.port != origin_.port) refuse(fmt::format("port {} is not {}", parsed.port, origin_.port));
   if (parsed.has_fragment) refuse("it has a fragment");
   const std::string base_path = origin_.path + "/";
   if (!starts_with(parsed.path, base_path)) {
-    refuse(fmt::format("path '{}' does not start with '{}'", printable(parsed.path), base_path));
+    refuse(fmt::format("path '{}' does not start with '{}'", printable(parsed.path, 120), base_path));
   }
   const std::string_view rest = std::string_view(parsed.path).substr(base_path.size());
   const size_t slash = rest.find('/');
@@ -737,8 +726,9 @@ std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) cons
   } catch (const Error&) {
     refuse("the path has a malformed percent-escape");
   }
-  if (bucket != options_.bucket) refuse(fmt::format("bucket '{}' is not '{}'", printable(bucket), options_.bucket));
-  if (const char* problem = key_problem(key)) refuse(fmt::format("the key '{}' {}", printable(key), problem));
+  if (bucket != options_.bucket)
+    refuse(fmt::format("bucket '{}' is not '{}'", printable(bucket, 120), options_.bucket));
+  if (const char* problem = key_problem(key)) refuse(fmt::format("the key '{}' {}", printable(key, 120), problem));
 
   if (!parsed.query) refuse("missing query parameters expires and sig");
   std::optional<std::string_view> expires;
@@ -751,7 +741,7 @@ std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) cons
     const std::string_view name = param.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
     std::optional<std::string_view>* slot = name == "expires" ? &expires : name == "sig" ? &sig : nullptr;
-    if (slot == nullptr) refuse(fmt::format("unexpected query parameter '{}'", printable(name)));
+    if (slot == nullptr) refuse(fmt::format("unexpected query parameter '{}'", printable(name, 120)));
     if (slot->has_value()) refuse(fmt::format("query parameter '{}' appears twice", name));
     *slot = value;
     if (amp == std::string_view::npos) break;

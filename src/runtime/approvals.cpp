@@ -1,0 +1,259 @@
+// Approvals: a person's decisions on a paused turn (approve, edit, reject, cancel; a job confirmation),
+// checked against the pause and committed once, then the continuation runs (interrupts.cpp).
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/records.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+Decision decision_from_json(const json& j, size_t max_depth) {
+  check_json_depth(j, max_depth, "decision");
+  if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "decision must be an object");
+  Decision d;
+  if (auto it = j.find("interruptId"); it != j.end() && it->is_string())
+    d.interrupt_id = it->get<std::string>();
+  else if (auto it2 = j.find("toolCallId"); it2 != j.end() && it2->is_string())
+    d.interrupt_id = it2->get<std::string>();
+  else
+    throw Error(ErrorCode::invalid_argument, "decision: needs a string 'interruptId' (or 'toolCallId')");
+  if (auto a = j.find("action"); a != j.end()) {
+    if (!a->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'action' must be a string");
+    const auto& s = a->get_ref<const std::string&>();
+    if (s == "approve")
+      d.action = Decision::Action::approve;
+    else if (s == "reject")
+      d.action = Decision::Action::reject;
+    else if (s == "cancel")
+      d.action = Decision::Action::cancel;
+    else
+      throw Error(ErrorCode::invalid_argument, fmt::format("decision: unknown action '{}'", s));
+  } else if (auto ap = j.find("approved"); ap != j.end()) {
+    if (!ap->is_boolean()) throw Error(ErrorCode::invalid_argument, "decision: 'approved' must be a boolean");
+    d.action = ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
+  } else {
+    throw Error(ErrorCode::invalid_argument, "decision: needs 'action' (approve|reject|cancel) or 'approved'");
+  }
+  if (auto e = j.find("editedArgs"); e != j.end() && !e->is_null()) {
+    if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "decision: 'editedArgs' must be an object");
+    d.edited_args = *e;
+  }
+  if (auto r = j.find("reason"); r != j.end() && !r->is_null()) {
+    if (!r->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'reason' must be a string");
+    d.reason = r->get<std::string>();
+  }
+  return d;
+}
+
+void from_json(const json& j, Decision& d) { d = decision_from_json(j, kDefaultMaxJsonDepth); }
+
+json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
+                           const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
+  try {
+    return resume_once(turn_id, approval_request_id, decisions, run_id, inline_run);
+  } catch (const Error&) {
+    // A concurrent resume with the same id may have won while this one read a half-old state (the turn
+    // before, the ledger after): its answer is the answer.
+    if (auto prior = cfg.store->get_approval(approval_request_id); prior && prior->turn_id == turn_id)
+      return prior->answer;
+    throw;
+  }
+}
+
+json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view approval_request_id,
+                                const std::vector<Decision>& decisions, std::string_view run_id,
+                                TurnRecord* inline_run) {
+  if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
+  if (!run_id.empty()) require_id(run_id, "run id");
+  // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
+  auto turn = cfg.store->get_turn(turn_id);
+  if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+  // A turn still waiting on this very request has no answer to it yet (the answer is committed with the
+  // turn's move out of WAITING_APPROVAL); a resume that wins meanwhile makes ours a conflict, answered below.
+  const bool open = turn->status == TurnStatus::waiting_approval && turn->approval_request_id == approval_request_id;
+  if (auto prior = open ? std::nullopt : cfg.store->get_approval(approval_request_id)) {
+    if (prior->turn_id != turn->id)
+      throw Error(ErrorCode::conflict, fmt::format("approval request {} belongs to another turn", approval_request_id));
+    return prior->answer;
+  }
+  if (turn->status == TurnStatus::expired)
+    throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired ({})", turn->id, turn->error));
+  if (turn->status != TurnStatus::waiting_approval)
+    throw Error(ErrorCode::invalid_state,
+                fmt::format("turn {} is {}, not waiting for approval", turn->id, to_string(turn->status)));
+  if (turn->approval_request_id != approval_request_id)
+    throw Error(ErrorCode::not_found, fmt::format("approval request {} is not open on turn {} (the open one is {})",
+                                                  approval_request_id, turn->id, turn->approval_request_id));
+  const int64_t now = now_ms();
+  if (turn->expires_at > 0 && now >= turn->expires_at) {
+    end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
+    throw Error(ErrorCode::expired,
+                fmt::format("turn {}: the approval request expired at {}", turn->id, iso8601_ms(turn->expires_at)));
+  }
+
+  auto ledger = cfg.store->ledger(turn->id);
+  // Every open interrupt must be answered exactly once.
+  std::map<std::string, const Decision*> by_interrupt;
+  for (const auto& d : decisions) {
+    const LedgerEntry* match = nullptr;
+    for (const auto& l : ledger)
+      if (!l.interrupt_id.empty() && !l.has_output() && l.status == LedgerStatus::requested &&
+          (l.interrupt_id == d.interrupt_id || l.tool_call_id == d.interrupt_id))
+        match = &l;
+    if (!match)
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("decision for unknown interrupt '{}' on turn {}", d.interrupt_id, turn->id));
+    if (by_interrupt.count(match->interrupt_id))
+      throw Error(ErrorCode::invalid_argument, fmt::format("two decisions for interrupt '{}'", match->interrupt_id));
+    by_interrupt[match->interrupt_id] = &d;
+  }
+  // Interrupts that ask to confirm a job (reason "confirmation"), by interrupt id: the job ids.
+  std::map<std::string, std::string> confirmations;
+  for (const auto& i : turn->interrupts)
+    if (i.is_object() && i.value("reason", "") == "confirmation" && i.contains("metadata") && i["metadata"].is_object())
+      confirmations[i.value("id", "")] = i["metadata"].value("jobId", "");
+  std::vector<JobWrite> job_updates;
+  std::vector<LedgerEntry> updates;
+  for (auto& l : ledger) {
+    if (l.interrupt_id.empty() || l.has_output() || l.status != LedgerStatus::requested) continue;
+    auto it = by_interrupt.find(l.interrupt_id);
+    if (it == by_interrupt.end())
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("interrupt '{}' ({}) has no decision: a resume must answer every open interrupt",
+                              l.interrupt_id, l.tool_name));
+    const Decision& d = *it->second;
+    json dj = {{"action", d.action == Decision::Action::approve  ? "approve"
+                          : d.action == Decision::Action::reject ? "reject"
+                                                                 : "cancel"}};
+    if (!d.reason.empty()) dj["reason"] = d.reason;
+    if (auto c = confirmations.find(l.interrupt_id); c != confirmations.end()) {
+      auto job = cfg.store->get_job(c->second);
+      if (!job)
+        throw Error(ErrorCode::not_found, fmt::format("job {} of interrupt '{}' not found", c->second, l.interrupt_id));
+      if (d.action == Decision::Action::approve && d.edited_args)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("interrupt '{}' confirms job {}: it takes no edited arguments", l.interrupt_id, job->id));
+      JobRecord next = *job;
+      if (d.action == Decision::Action::approve) {
+        next.confirmation = JobConfirmation::confirmed;
+        advance(l, LedgerStatus::approved);
+      } else {
+        decline_job(next, d.reason);
+        advance(l, LedgerStatus::rejected);
+      }
+      dj["jobId"] = job->id;
+      l.decision = dj;
+      updates.push_back(l);
+      job_updates.push_back(JobWrite{next, job->version});
+      continue;
+    }
+    if (d.action == Decision::Action::approve) {
+      if (d.edited_args) {
+        if (json_depth(*d.edited_args, cfg.max_json_depth) > cfg.max_json_depth)
+          throw Error(
+              ErrorCode::invalid_argument,
+              fmt::format("edited arguments for {} are nested deeper than {} levels", l.tool_name, cfg.max_json_depth));
+        auto entry = tools.find(l.tool_name);
+        if (!entry)
+          throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}' is no longer registered", l.tool_name));
+        if (auto v = entry->schema.validate(*d.edited_args))
+          throw Error(ErrorCode::invalid_argument,
+                      fmt::format("edited arguments for {} are invalid: {}{}{}", l.tool_name, v->path,
+                                  v->path.empty() ? "" : ": ", v->message));
+        l.arguments = d.edited_args->dump();
+        dj["editedArgs"] = *d.edited_args;
+      }
+      advance(l, LedgerStatus::approved);
+    } else {
+      advance(l, LedgerStatus::rejected);
+    }
+    l.decision = dj;
+    updates.push_back(l);
+  }
+
+  const std::string new_run = run_id.empty() ? new_id("run") : std::string(run_id);
+  json answer = resume_answer_to_json(turn->id, turn->thread_id, new_run, approval_request_id);
+  json decisions_json = json::array();
+  for (const auto& d : decisions) {
+    json dj = {{"interruptId", d.interrupt_id},
+               {"action", d.action == Decision::Action::approve  ? "approve"
+                          : d.action == Decision::Action::reject ? "reject"
+                                                                 : "cancel"}};
+    if (d.edited_args) dj["editedArgs"] = *d.edited_args;
+    if (!d.reason.empty()) dj["reason"] = d.reason;
+    decisions_json.push_back(std::move(dj));
+  }
+
+  turn->interrupts = json::array();  // read above; the next state has none: nothing to copy
+  TurnRecord next = *turn;
+  check_transition(next.id, next.status, TurnStatus::resuming);
+  next.status = TurnStatus::resuming;
+  next.parent_run_id = turn->run_id;
+  next.run_id = new_run;
+  next.owner = cfg.instance_id;
+  next.interrupts = json::array();
+
+  auto handle = register_run(turn->id);
+  auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
+  {
+    RunEmitter::Unit unit(*em);  // the decision commits whole: the turn, the ledger, the jobs and the answer
+    em->set_turn(next);
+    for (const auto& l : updates) em->put_ledger(l);
+    for (const auto& j : job_updates) em->put_job(j);
+    em->set_approval(
+        ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+  }
+  auto lost = [&](const Error& e) -> json {
+    if (e.code() == ErrorCode::conflict) {
+      // Another resume (or the sweeper) changed the turn first; the first answer wins.
+      if (auto prior = cfg.store->get_approval(approval_request_id)) return prior->answer;
+      auto now_turn = cfg.store->get_turn(turn_id);
+      if (now_turn && now_turn->status == TurnStatus::expired)
+        throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired", turn->id));
+      throw Error(ErrorCode::invalid_state, fmt::format("turn {} changed while resuming: it is now {}", turn->id,
+                                                        now_turn ? to_string(now_turn->status) : "gone"));
+    }
+    throw e;
+  };
+  std::string tid = turn->id;
+  for (const auto& u : updates)
+    for (auto& l : ledger)
+      if (l.tool_call_id == u.tool_call_id) l = u;
+  if (inline_run) {
+    // resume_turn: the continuation runs here, so the decision need not be a commit of its own before it
+    // starts. It rides on the run's first commit, which comes before any approved tool runs (with the
+    // `started` records), or at the run's pause or end. Refused there (another resume won, the turn was
+    // cancelled or expired), the run stores nothing and this call answers as a lost race does.
+    runs_started.fetch_add(1, std::memory_order_relaxed);
+    DeferredStart deferred{em, std::nullopt, nullptr};
+    *inline_run = run_continuation(handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))),
+                                   &deferred);
+    if (!deferred.error) return answer;
+    runs_started.fetch_sub(1, std::memory_order_relaxed);
+    try {
+      std::rethrow_exception(deferred.error);
+    } catch (const Error& e) {
+      return lost(e);
+    }
+  }
+  CommitBatch committed;
+  try {
+    committed = em->flush();
+  } catch (const Error& e) {
+    unregister_run(turn->id);
+    return lost(e);
+  }
+  runs_started.fetch_add(1, std::memory_order_relaxed);
+  next.version = committed.turn ? committed.turn->version : next.version + 1;
+  auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
+  enqueue([this, handle, tid, known = std::move(known)]() mutable { run_continuation(handle, tid, std::move(known)); });
+  return answer;
+}
+
+}  // namespace v1
+}  // namespace agentrt

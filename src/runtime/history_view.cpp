@@ -1,0 +1,54 @@
+// History as hosts read it: stored messages with fresh signed URLs and their tool cards.
+#include "runtime/turn_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/records.hpp"
+#include "agentrt/summary.hpp"
+#include "runtime/context_builder.hpp"
+#include "runtime/event_wire.hpp"
+#include "util/crypto.hpp"
+#include "util/json_fast.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+using namespace turn;
+
+std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
+  std::vector<Message> out;
+  for (auto& rec : cfg.store->messages(thread_id)) out.push_back(history_view(std::move(rec.message)));
+  return out;
+}
+
+Message Runtime::Impl::history_view(Message m) {
+  {
+    if (m.role == Role::user) resign_parts(m);
+    if (m.role == Role::tool && m.metadata.is_object() && cfg.objects) {
+      const std::string path = m.metadata.value("storage_path", "");
+      const std::string sha = m.metadata.value("payload_sha256", "");
+      if (!path.empty()) {
+        try {
+          auto bytes = cfg.objects->get(path);
+          if (bytes && crypto::sha256_hex(*bytes) == sha) {
+            json payload = parse_json_or_discarded(*bytes);
+            if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
+              m.metadata["ui"] = payload["ui"];
+          } else {
+            log(LogLevel::warn, "history",
+                fmt::format("tool payload {} is missing or does not match its sha256", path));
+          }
+        } catch (const std::exception& e) {
+          log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));
+        }
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace v1
+}  // namespace agentrt

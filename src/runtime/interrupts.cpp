@@ -1,0 +1,222 @@
+// Pauses for a person (approvals, job confirmations) and the continuation that applies their decisions.
+#include "runtime/turn_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/records.hpp"
+#include "agentrt/summary.hpp"
+#include "runtime/context_builder.hpp"
+#include "runtime/event_wire.hpp"
+#include "util/crypto.hpp"
+#include "util/json_fast.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+using namespace turn;
+
+void TurnRunner::pause(const std::vector<std::string>& ids) {
+  RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
+  const int64_t expires = now_ms() + rt_.cfg.approval_timeout.count();
+  const std::string apr = new_id("apr");
+  json interrupts = json::array();
+  for (const auto& id : ids) {
+    LedgerEntry* l = ctx_.find_ledger(id);
+    l->interrupt_id = "int_" + id;
+    ctx_.em->put_ledger(*l);
+    json args = parse_args(l->arguments);
+    auto job = ctx_.jobs.find(id);
+    if (job != ctx_.jobs.end() && job->second.confirmation == JobConfirmation::pending) {
+      const JobRecord& j = job->second;
+      json meta = {{"approvalRequestId", apr}, {"toolName", l->tool_name}, {"arguments", args}, {"jobId", j.id}};
+      if (j.metadata.is_object()) meta["job"] = j.metadata;
+      interrupts.push_back(
+          {{"id", l->interrupt_id},
+           {"reason", "confirmation"},
+           {"toolCallId", id},
+           {"message",
+            j.confirm_message.empty() ? fmt::format("Start job {} ({})?", j.id, l->tool_name) : j.confirm_message},
+           {"expiresAt", iso8601_ms(expires)},
+           {"responseSchema",
+            {{"type", "object"},
+             {"properties", {{"approved", {{"type", "boolean"}}}, {"reason", {{"type", "string"}}}}}}},
+           {"metadata", meta}});
+      continue;
+    }
+    // Member by member: an initializer list builds every pair twice, and this runs for every approval.
+    auto entry = rt_.tools.find(l->tool_name);
+    auto typed = [](const char* type) {
+      json t = json::object();
+      t.get_ref<json::object_t&>().emplace("type", type);
+      return t;
+    };
+    json props = json::object();
+    auto& p = props.get_ref<json::object_t&>();
+    p.emplace("approved", typed("boolean"));
+    p.emplace("reason", typed("string"));
+    p.emplace("editedArgs", entry ? entry->spec.parameters : typed("object"));
+    json schema = typed("object");
+    schema.get_ref<json::object_t&>().emplace("properties", std::move(props));
+    json meta = json::object();
+    auto& m = meta.get_ref<json::object_t&>();
+    m.emplace("approvalRequestId", apr);
+    m.emplace("toolName", l->tool_name);
+    m.emplace("arguments", std::move(args));
+    json interrupt = json::object();
+    auto& i = interrupt.get_ref<json::object_t&>();
+    i.emplace("id", l->interrupt_id);
+    i.emplace("reason", "tool_call");
+    i.emplace("toolCallId", id);
+    i.emplace("message", fmt::format("Approve {}?", l->tool_name));
+    i.emplace("expiresAt", iso8601_ms(expires));
+    i.emplace("responseSchema", std::move(schema));
+    i.emplace("metadata", std::move(meta));
+    interrupts.push_back(std::move(interrupt));
+  }
+  end_step();
+  check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::waiting_approval);
+  ctx_.turn.status = TurnStatus::waiting_approval;
+  ctx_.turn.approval_request_id = apr;
+  json outcome = json::object();
+  outcome.get_ref<json::object_t&>().emplace("type", "interrupt");
+  outcome.get_ref<json::object_t&>().emplace("interrupts", interrupts);
+  ctx_.turn.interrupts = std::move(interrupts);
+  ctx_.turn.expires_at = expires;
+  ctx_.turn.owner.clear();
+  stage_turn();
+  ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, std::move(outcome),
+                                     ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+  commit();
+}
+
+void TurnRunner::close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status) {
+  std::set<std::string> answered;
+  for (const auto& m : ctx_.history)
+    if (m.turn_id == ctx_.turn.id && m.message.role == Role::tool) answered.insert(m.message.tool_call_id);
+  for (const auto& m : ctx_.history) {
+    if (m.turn_id != ctx_.turn.id || m.message.role != Role::assistant) continue;
+    for (const auto& c : m.message.tool_calls) {
+      if (answered.count(c.id) || ctx_.find_ledger(c.id)) continue;
+      LedgerEntry l;
+      l.tool_call_id = c.id;
+      l.turn_id = ctx_.turn.id;
+      l.thread_id = ctx_.turn.thread_id;
+      l.run_id = m.run_id;
+      l.tool_name = c.name;
+      l.stage = ctx_.turn.stage;
+      l.arguments = c.arguments;
+      ctx_.ledger.push_back(std::move(l));
+      ctx_.em->put_ledger(ctx_.ledger.back());
+    }
+  }
+  std::vector<std::string> open;
+  for (const auto& l : ctx_.ledger)
+    if (!l.has_output() && !answered.count(l.tool_call_id)) open.push_back(l.tool_call_id);
+  for (const auto& id : open) {
+    LedgerEntry* l = ctx_.find_ledger(id);
+    if (auto known = ctx_.recorded.find(id); known != ctx_.recorded.end()) {
+      ToolAgentOutput out = known->second;
+      record_result(id, std::move(out));
+      continue;
+    }
+    ToolAgentOutput out;
+    out.tool_call_id = id;
+    out.tool_name = l->tool_name;
+    out.args = parse_args(l->arguments);
+    if (l->status == LedgerStatus::started) {
+      out.status = ToolStatus::interrupted;
+      out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
+      record_result(id, std::move(out), fmt::format("{}: outcome unknown: {}", l->tool_name, kOutcomeUnknown));
+    } else {
+      out.status = not_run_status;
+      out.error = ToolError{code, message};
+      record_result(id, std::move(out));
+    }
+  }
+}
+
+TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
+                                           std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known,
+                                           DeferredStart* deferred) {
+  std::optional<TurnRecord> t =
+      known ? std::optional<TurnRecord>(std::move(known->first)) : cfg.store->get_turn(turn_id);
+  if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
+    unregister_run(turn_id);
+    return t ? *t : TurnRecord{};
+  }
+  RunCtx ctx;
+  open_run(*this, ctx, std::move(*t), handle, deferred);
+  TurnRunner runner(*this, ctx);
+  runner.decision_pending_ = deferred != nullptr;
+  runner.deferred_ = deferred;
+  runner.guarded([&] {
+    load_run_state(*cfg.store, ctx, known ? &known->second : nullptr);
+    check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
+    ctx.turn.status = TurnStatus::running;
+    runner.stage_turn();
+    ctx.em->emit(events::run_started(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.parent_run_id));
+    const std::string stage = ctx.turn.stage.empty() ? std::string(kExecution) : ctx.turn.stage;
+    runner.begin_step(stage);
+    // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is
+    // emitted for them: their START/ARGS/END went out in the paused run). A call found `started` was cut
+    // off by a crash: it runs again only if idempotent.
+    std::vector<std::string> to_run;
+    for (auto& l : ctx.ledger) {
+      if (l.has_output()) continue;
+      if (l.status == LedgerStatus::rejected) {
+        ToolAgentOutput out;
+        out.tool_call_id = l.tool_call_id;
+        out.tool_name = l.tool_name;
+        out.args = parse_args(l.arguments);
+        out.status = ToolStatus::rejected;
+        std::string action = l.decision.is_object() ? l.decision.value("action", "reject") : "reject";
+        std::string reason = l.decision.is_object() ? l.decision.value("reason", "") : "";
+        std::string job_id = l.decision.is_object() ? l.decision.value("jobId", "") : "";
+        if (!job_id.empty()) {
+          // A declined job confirmation: resume() ended the job; the model learns it was not started.
+          out.error = ToolError{"declined", fmt::format("the person declined job {}; it was not started{}", job_id,
+                                                        reason.empty() ? "" : ": " + reason)};
+          if (auto j = cfg.store->get_job(job_id)) {
+            // resume_turn commits the decision with this run's first commit: show the job as it decided.
+            if (!is_terminal(j->status)) decline_job(*j, reason);
+            ctx.em->emit(events::custom("agentrt.job", job_to_json(*j)));
+          }
+        } else {
+          out.error = ToolError{
+              action == "cancel" ? "cancelled" : "rejected",
+              reason.empty() ? (action == "cancel" ? "the person cancelled this call" : "the person rejected this call")
+                             : "the person rejected this call: " + reason};
+        }
+        runner.record_result(l.tool_call_id, std::move(out));
+      } else if (l.status == LedgerStatus::approved) {
+        to_run.push_back(l.tool_call_id);
+      } else if (l.status == LedgerStatus::started) {
+        if (l.idempotent) {
+          to_run.push_back(l.tool_call_id);
+        } else {
+          ToolAgentOutput out;
+          out.tool_call_id = l.tool_call_id;
+          out.tool_name = l.tool_name;
+          out.args = parse_args(l.arguments);
+          out.status = ToolStatus::interrupted;
+          out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
+          runner.record_result(l.tool_call_id, std::move(out),
+                               fmt::format("{}: outcome unknown: {}", l.tool_name, kOutcomeUnknown));
+        }
+      }
+    }
+    auto confirm = runner.execute(to_run);
+    if (!confirm.empty()) {
+      runner.pause(confirm);  // a confirmed call's tool asked again, or an approved one asks now
+      return;
+    }
+    runner.run_stages(stage_index(stage));
+  });
+  return close_run(*this, ctx, deferred);
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,134 @@
+// Runs that cannot go on: expired and cancelled pauses, turns a stopped runtime left, failed commits.
+#include "runtime/turn_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/records.hpp"
+#include "agentrt/summary.hpp"
+#include "runtime/context_builder.hpp"
+#include "runtime/event_wire.hpp"
+#include "util/crypto.hpp"
+#include "util/json_fast.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+using namespace turn;
+
+void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason) {
+  check_transition(turn.id, turn.status, to);
+  RunCtx ctx;
+  ctx.turn = turn;
+  ctx.handle = std::make_shared<RunHandle>();
+  ctx.turn.parent_run_id = turn.run_id;
+  ctx.turn.run_id = new_id("run");
+  ctx.em = make_emitter(turn.thread_id, ctx.turn.run_id, turn.version, false);
+  load_run_state(*cfg.store, ctx);
+  TurnRunner runner(*this, ctx);
+  ctx.em->emit(events::run_started(turn.thread_id, ctx.turn.run_id, turn.run_id));
+  const bool expired = to == TurnStatus::expired;
+  const std::string msg = expired
+                              ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
+                              : "not run: the turn was cancelled";
+  runner.close_unanswered(expired ? "approval_expired" : "cancelled", msg,
+                          expired ? ToolStatus::expired : ToolStatus::rejected);
+  // Jobs that waited for a confirmation end with the pause: never started.
+  for (const auto& i : turn.interrupts) {
+    if (!i.is_object() || i.value("reason", "") != "confirmation" || !i.contains("metadata")) continue;
+    auto j = cfg.store->get_job(i["metadata"].value("jobId", ""));
+    if (!j || is_terminal(j->status)) continue;
+    JobRecord next = *j;
+    next.status = expired ? JobStatus::failed : JobStatus::cancelled;
+    next.error_code = expired ? "timeout" : "cancelled";
+    next.error_message = expired ? fmt::format("the confirmation request expired at {}", iso8601_ms(turn.expires_at))
+                                 : "the turn was cancelled before the job was confirmed";
+    next.finished_at = now_ms();
+    next.delivered = true;  // the call's tool result above says it
+    ctx.em->put_job(JobWrite{next, j->version});
+    ctx.em->emit(events::custom("agentrt.job", job_to_json(next)));
+  }
+  ctx.turn.status = to;
+  ctx.turn.error = expired ? msg.substr(9) : reason;
+  ctx.turn.interrupts = json::array();
+  ctx.turn.owner.clear();
+  runner.stage_turn();
+  if (expired) {
+    ctx.em->emit(events::run_error(
+        fmt::format("approval request {} expired at {}", turn.approval_request_id, iso8601_ms(turn.expires_at)),
+        "approval_expired"));
+  } else {
+    ctx.em->emit(events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}}));
+  }
+  ctx.em->flush();
+  deliver_jobs(turn.thread_id);
+}
+
+void Runtime::Impl::recover_running_turn(TurnRecord turn) {
+  if (turn.status == TurnStatus::resuming) {
+    // The decision is durable: take the turn over and run the continuation here.
+    TurnRecord mine = turn;
+    mine.owner = cfg.instance_id;
+    auto handle = register_run(turn.id);
+    auto em = make_emitter(turn.thread_id, turn.run_id, turn.version, false);
+    em->set_turn(mine);
+    try {
+      em->flush();
+    } catch (...) {
+      unregister_run(turn.id);
+      throw;
+    }
+    log(LogLevel::info, "recovery", fmt::format("turn {}: continuing a resume its runtime did not finish", turn.id));
+    std::string tid = turn.id;
+    enqueue([this, handle, tid] { run_continuation(handle, tid); });
+    return;
+  }
+  log(LogLevel::warn, "recovery",
+      fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
+                  turn.owner.empty() ? "unknown" : turn.owner));
+  // A tool that was started and not finished is recorded with an unknown outcome and not run again.
+  fail_from_store(turn.id, "runtime_restarted", "the runtime running this turn stopped before the turn finished");
+}
+
+std::optional<TurnRecord> Runtime::Impl::fail_from_store(const std::string& turn_id, const std::string& code,
+                                                         const std::string& message,
+                                                         const std::map<std::string, ToolAgentOutput>* known) {
+  auto turn = cfg.store->get_turn(turn_id);
+  if (!turn || (turn->status != TurnStatus::running && turn->status != TurnStatus::resuming)) return std::nullopt;
+  RunCtx ctx;
+  ctx.turn = std::move(*turn);
+  ctx.handle = std::make_shared<RunHandle>();
+  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, false);
+  load_run_state(*cfg.store, ctx);
+  if (known) ctx.recorded = *known;
+  TurnRunner runner(*this, ctx);
+  runner.fail(code, message);
+  return std::move(ctx.turn);
+}
+
+void Runtime::Impl::remember_unrecorded(const std::string& turn_id) {
+  std::lock_guard<std::mutex> lock(unrecorded_mutex);
+  unrecorded.insert(turn_id);
+}
+
+void Runtime::Impl::record_unrecorded() {
+  std::set<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(unrecorded_mutex);
+    pending.swap(unrecorded);
+  }
+  for (const auto& id : pending) {
+    try {
+      fail_from_store(id, "storage", kStorageFailed);
+      log(LogLevel::info, "recovery", fmt::format("turn {}: its failure is recorded now", id));
+    } catch (const std::exception& e) {
+      remember_unrecorded(id);
+      throw;
+    }
+  }
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,51 @@
+// The run registry: the runs this runtime executes now (or has queued), by turn id — what cancel() reaches —
+// and the turn-change signal that wait() sleeps on. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "agentrt/cancel.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+// A turn that runs (or is queued to run) in this runtime.
+struct RunHandle {
+  std::string turn_id;
+  CancelToken cancel;
+};
+
+class RunRegistry {
+ public:
+  // A new handle for `turn_id`, replacing the one registered before (a continuation after its pause).
+  std::shared_ptr<RunHandle> add(const std::string& turn_id);
+  void remove(const std::string& turn_id);
+  // Cancels the run of `turn_id`; false when none is registered.
+  bool cancel(std::string_view turn_id);
+  void cancel_all();
+
+  // A turn's state was committed: wakes wait_for_change().
+  void turn_changed();
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // Sleeps until a turn changes after generation `seen`, or until `until`.
+  void wait_for_change(uint64_t seen, std::chrono::steady_clock::time_point until);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<RunHandle>, std::less<>> runs_;  // under mutex_
+
+  std::mutex change_mutex_;
+  std::condition_variable change_cv_;
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace v1
+}  // namespace agentrt

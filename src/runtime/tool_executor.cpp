@@ -1,0 +1,437 @@
+// Tool calls: validation, execution exactly once, results, and the jobs tools start.
+#include "runtime/turn_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentrt/records.hpp"
+#include "agentrt/summary.hpp"
+#include "runtime/context_builder.hpp"
+#include "runtime/event_wire.hpp"
+#include "util/crypto.hpp"
+#include "util/json_fast.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+using namespace turn;
+
+class TurnRunner::JobsInFlight {
+ public:
+  explicit JobsInFlight(Runtime::Impl& rt) : rt_(rt) {}
+  ~JobsInFlight() {
+    std::vector<JobRecord> late;
+    {
+      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+      for (const auto& id : ids_) {
+        auto it = rt_.jobs_in_flight.find(id);
+        if (it == rt_.jobs_in_flight.end()) continue;
+        if (it->second.outcome) late.push_back(*it->second.outcome);
+        rt_.jobs_in_flight.erase(it);
+      }
+    }
+    for (const auto& o : late) {
+      try {
+        rt_.finish_job(
+            o.id, o.status,
+            [&](JobRecord& j) {
+              j.result = o.result;
+              j.assets = o.assets;
+              j.progress = o.progress;
+              if (!o.message.empty()) j.message = o.message;
+              j.error_code = o.error_code;
+              j.error_message = o.error_message;
+            },
+            false);
+      } catch (const std::exception& e) {
+        rt_.log(LogLevel::warn, "jobs",
+                fmt::format("job {}: the outcome reported while its tool answered was not "
+                            "applied: {}",
+                            o.id, e.what()));
+      }
+    }
+  }
+  void add(const std::string& id, const TurnRecord& turn, const LedgerEntry& call) {
+    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+    ids_.push_back(id);
+    Runtime::Impl::InFlightJob f;
+    f.turn = &turn;
+    f.call = &call;
+    rt_.jobs_in_flight.emplace(id, std::move(f));
+  }
+  // Progress the host reported before the job's record existed.
+  JobProgress progress(const std::string& id) {
+    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+    auto it = rt_.jobs_in_flight.find(id);
+    return it == rt_.jobs_in_flight.end() ? JobProgress{} : it->second.progress;
+  }
+  // The outcome the host reported before the job's record existed, taken: the run writes it with the record.
+  std::optional<JobRecord> early(const std::string& id) {
+    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+    auto it = rt_.jobs_in_flight.find(id);
+    if (it == rt_.jobs_in_flight.end()) return std::nullopt;
+    std::optional<JobRecord> out = std::move(it->second.outcome);
+    it->second.outcome.reset();
+    return out;
+  }
+
+ private:
+  Runtime::Impl& rt_;
+  std::vector<std::string> ids_;
+};
+
+std::vector<std::string> TurnRunner::execute(const std::vector<std::string>& ids) {
+  if (ids.empty()) return {};
+  struct Running {
+    std::string id;
+    std::shared_ptr<const ToolRegistry::Entry> entry;
+    ToolCompletion completion;
+    json args;
+    int64_t started_ms = 0;
+    std::chrono::steady_clock::time_point deadline;
+    std::string job_id;
+    bool job_confirmed = false;
+  };
+  std::vector<Running> running;
+  bool durable = false;
+  for (const auto& id : ids) {
+    LedgerEntry* l = ctx_.find_ledger(id);
+    if (!l) continue;
+    Running r;
+    r.id = id;
+    r.entry = rt_.tools.find(l->tool_name);
+    r.args = parse_args(l->arguments);
+    if (!r.entry) {
+      ToolAgentOutput out;
+      out.tool_call_id = id;
+      out.tool_name = l->tool_name;
+      out.args = r.args;
+      out.status = ToolStatus::failed;
+      out.error = ToolError{"unknown_tool", fmt::format("tool '{}' is no longer registered", l->tool_name)};
+      record_result(id, std::move(out));
+      continue;
+    }
+    advance(*l, LedgerStatus::started);
+    ctx_.em->put_ledger(*l);
+    if (!r.entry->spec.idempotent) durable = true;
+    running.push_back(std::move(r));
+  }
+  if (running.empty()) return {};
+  // A start still pending (resume_turn's decision, run_turn's insert) is committed with the `started`
+  // records. A decision always is, even for idempotent tools: the version compare-and-set in that commit
+  // is what keeps two concurrent resumes from both running a tool.
+  if (durable || (decision_pending_ && ctx_.start_pending())) commit();
+  // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
+  check_cancel();
+  // Each call may start a job: its id is known before the tool runs, so the host can report on it at once.
+  JobsInFlight in_flight(rt_);
+  for (auto& r : running) {
+    LedgerEntry* l = ctx_.find_ledger(r.id);
+    if (l->decision.is_object() && l->decision.contains("jobId") && l->decision["jobId"].is_string()) {
+      r.job_id = l->decision["jobId"].get<std::string>();
+      r.job_confirmed = true;
+    } else {
+      r.job_id = new_id("job");
+    }
+    in_flight.add(r.job_id, ctx_.turn, *l);
+  }
+  for (auto& r : running) {
+    LedgerEntry* l = ctx_.find_ledger(r.id);
+    ToolCallContext call{ctx_.turn.thread_id,
+                         ctx_.turn.id,
+                         ctx_.turn.run_id,
+                         ctx_.turn.user_id,
+                         l->stage,
+                         r.id,
+                         l->tool_name,
+                         r.args,
+                         rt_.attachments_named(r.args, ctx_.history),
+                         r.job_id,
+                         r.job_confirmed};
+    r.started_ms = now_ms();
+    r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
+    rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
+    try {
+      r.entry->spec.handler(call, r.completion);
+    } catch (const Error& e) {
+      r.completion.fail("tool_error", e.message());
+    } catch (const std::exception& e) {
+      r.completion.fail("tool_error", e.what());
+    } catch (...) {
+      r.completion.fail("tool_error", "the tool threw a non-standard exception");
+    }
+  }
+  bool cancelled = false;
+  bool jobs_touched = false;
+  std::vector<std::string> confirm;
+  for (auto& r : running) {
+    LedgerEntry* l = ctx_.find_ledger(r.id);
+    ToolAgentOutput out;
+    out.tool_call_id = r.id;
+    out.tool_name = l->tool_name;
+    out.args = r.args;
+    if (!r.completion.wait_until(r.deadline, ctx_.handle->cancel)) {
+      if (ctx_.handle->cancel.cancelled()) {
+        r.completion.fail("cancelled", "the turn was cancelled while the tool ran");
+        cancelled = true;
+      } else {
+        r.completion.fail("timeout",
+                          fmt::format("{} did not finish within {} ms", l->tool_name, r.entry->spec.timeout.count()));
+      }
+    }
+    auto oc = r.completion.take_outcome();
+    std::string summary;
+    if (oc.ok && oc.job) {
+      if (auto problem = invalid_job_start(*oc.job, rt_.cfg.max_json_depth)) {
+        oc.ok = false;
+        oc.error = ToolError{"invalid_job", *problem};
+      }
+    } else if (oc.ok) {
+      if (auto problem = invalid_result(oc.result, rt_.cfg.max_json_depth)) {
+        oc.ok = false;
+        oc.result = ToolResult{};
+        oc.error = ToolError{"invalid_result", *problem};
+      }
+    }
+    if (oc.ok && oc.job) {
+      jobs_touched = true;
+      std::optional<JobRecord> early = in_flight.early(r.job_id);
+      if (oc.job->confirm && !r.job_confirmed && !early) {
+        ask_confirmation(*l, r.job_id, *oc.job);
+        confirm.push_back(r.id);
+        continue;  // no result yet: the person decides first
+      }
+      JobRecord j = start_job(*l, r.job_id, r.job_confirmed, *oc.job, early, in_flight.progress(r.job_id));
+      out.status = ToolStatus::succeeded;
+      out.result = json{{"jobId", j.id}, {"status", to_string(j.status)}};
+      if (!oc.job->message.empty()) out.result["message"] = oc.job->message;
+      summary = fmt::format("Started job {} ({}): {}{}", j.id, l->tool_name, to_string(j.status),
+                            oc.job->message.empty() ? "" : ". " + oc.job->message);
+    } else if (oc.ok) {
+      out.status = ToolStatus::succeeded;
+      out.result = oc.result.result;  // its depth is checked above; end_confirmed_job reads it too
+      out.ui = oc.result.ui;
+    } else {
+      out.status = oc.error.code == "cancelled" ? ToolStatus::interrupted : ToolStatus::failed;
+      out.error = oc.error;
+    }
+    // A confirmed job whose tool answered with a result (or failed) instead of starting it ends with that.
+    if (r.job_confirmed && !(oc.ok && oc.job)) jobs_touched |= end_confirmed_job(r.job_id, oc);
+    out.timings.started_at_ms = r.started_ms;
+    out.timings.finished_at_ms = now_ms();
+    out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
+    const bool started_job = oc.ok && oc.job;
+    record_result(r.id, std::move(out), summary);
+    // A started job's record goes with the result: if that commit is lost, so is the job's record, and the
+    // call's outcome is not known to the store (it is not written again from memory).
+    if (started_job) ctx_.recorded.erase(r.id);
+  }
+  // The results are not a commit of their own: they go with the run's next one (the next pause or end,
+  // or the group-commit flusher's within flush_interval while the model works). Dying before that
+  // leaves the calls `started`, which recovery records as interrupted: never run twice. A started job is
+  // the exception: it is durable before the run goes on (the host may report on it any time now).
+  if (jobs_touched) commit();
+  if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
+  return confirm;
+}
+
+std::optional<std::string> TurnRunner::invalid_result(const ToolResult& r, size_t max_depth) {
+  if (json_depth(r.result, max_depth) > max_depth)
+    return fmt::format("the tool's result is nested deeper than {} levels", max_depth);
+  // The card's JSON: {type, version, data, actions}.
+  if (r.ui &&
+      (1 + json_depth(r.ui->data, max_depth) > max_depth || 1 + json_depth(r.ui->actions, max_depth) > max_depth))
+    return fmt::format("the tool's ui card is nested deeper than {} levels", max_depth);
+  return std::nullopt;
+}
+
+std::optional<std::string> TurnRunner::invalid_job_start(const JobStart& js, size_t max_depth) {
+  if (js.status != JobStatus::queued && js.status != JobStatus::running)
+    return fmt::format("a job starts queued or running, not {}", to_string(js.status));
+  if (js.message.size() > 4096 || js.confirm_message.size() > 4096)
+    return std::string("a job's message is longer than 4096 bytes");
+  if (!js.metadata.is_object()) return std::string("a job's metadata must be a JSON object");
+  if (json_depth(js.metadata, max_depth) > max_depth)
+    return fmt::format("a job's metadata is nested deeper than {} levels", max_depth);
+  if (js.metadata.dump().size() > 65536) return std::string("a job's metadata is larger than 64 KiB");
+  if (js.timeout && js.timeout->count() <= 0) return std::string("a job's timeout must be positive");
+  return std::nullopt;
+}
+
+JobRecord TurnRunner::new_job(const LedgerEntry& l, const std::string& job_id) const {
+  JobRecord j;
+  j.id = job_id;
+  j.thread_id = ctx_.turn.thread_id;
+  j.turn_id = ctx_.turn.id;
+  j.run_id = ctx_.turn.run_id;
+  j.tool_call_id = l.tool_call_id;
+  j.tool_name = l.tool_name;
+  j.user_id = ctx_.turn.user_id;
+  return j;
+}
+
+void TurnRunner::stage_job(const JobRecord& j, int64_t expected_version) {
+  ctx_.em->put_job(JobWrite{j, expected_version});
+  ctx_.em->emit(events::custom("agentrt.job", job_to_json(j)));
+  ctx_.jobs[j.tool_call_id] = j;
+}
+
+void TurnRunner::ask_confirmation(LedgerEntry& l, const std::string& job_id, const JobStart& js) {
+  JobRecord j = new_job(l, job_id);
+  j.status = JobStatus::queued;
+  j.confirmation = JobConfirmation::pending;
+  j.confirm_message = js.confirm_message;
+  j.message = js.message;
+  j.metadata = js.metadata;
+  if (js.timeout) j.timeout_ms = js.timeout->count();  // kept for the start after the confirmation
+  stage_job(j, -1);
+  advance(l, LedgerStatus::requested);
+  l.needs_approval = true;
+  ctx_.em->put_ledger(l);
+}
+
+JobRecord TurnRunner::start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
+                                const std::optional<JobRecord>& early, const JobProgress& progress) {
+  JobRecord j = new_job(l, job_id);
+  int64_t expected = -1;
+  if (confirmed) {
+    if (auto cur = rt_.cfg.store->get_job(job_id)) {
+      j = *cur;
+      expected = cur->version;
+    }
+  }
+  if (is_terminal(j.status)) {  // the host ended the confirmed job already
+    ctx_.jobs[l.tool_call_id] = j;
+    return j;
+  }
+  const int64_t timeout = js.timeout         ? js.timeout->count()
+                          : j.timeout_ms > 0 ? j.timeout_ms
+                                             : rt_.cfg.job_timeout.count();
+  if (!j.metadata.is_object()) j.metadata = json::object();
+  for (auto& [k, v] : js.metadata.items()) j.metadata[k] = v;
+  j.status = js.status;
+  j.message = js.message;
+  // What the host reported while the tool answered wins over the tool's answer.
+  if (progress.status) j.status = *progress.status;
+  if (progress.progress) j.progress = *progress.progress;
+  if (progress.message) j.message = *progress.message;
+  j.timeout_ms = timeout;
+  j.expires_at = now_ms() + timeout;
+  if (early) {
+    // The host finished it while the tool was still answering: the job is recorded finished; its outcome
+    // reaches history when this run ends.
+    j.status = early->status;
+    j.result = early->result;
+    j.assets = early->assets;
+    j.progress = early->progress;
+    if (!early->message.empty()) j.message = early->message;
+    j.error_code = early->error_code;
+    j.error_message = early->error_message;
+    j.finished_at = early->finished_at;
+    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
+    rt_.undelivered_threads.insert(j.thread_id);
+  }
+  stage_job(j, expected);
+  return j;
+}
+
+bool TurnRunner::end_confirmed_job(const std::string& job_id, const ToolCompletion::Outcome& oc) {
+  auto cur = rt_.cfg.store->get_job(job_id);
+  if (!cur || is_terminal(cur->status)) return false;
+  JobRecord j = *cur;
+  if (oc.ok) {
+    j.status = JobStatus::succeeded;
+    j.result = oc.result.result;
+    j.progress = 1;
+  } else {
+    j.status = JobStatus::failed;
+    j.error_code = oc.error.code;
+    j.error_message = oc.error.message;
+  }
+  j.finished_at = now_ms();
+  j.delivered = true;
+  stage_job(j, cur->version);
+  return true;
+}
+
+void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const std::string& summary) {
+  // TOOL_CALL_RESULT commits with the tool message and the ledger's outcome: after a crash, a result that is
+  // in the log is in history and the ledger too, so recovery never gives the call a second one.
+  RunEmitter::Unit unit(*ctx_.em);
+  LedgerEntry* l = ctx_.find_ledger(id);
+  const ToolSummaryError err = out.error ? ToolSummaryError{out.error->code, out.error->message} : ToolSummaryError{};
+  out.result_summary =
+      !summary.empty() ? summary
+                       : rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result, out.error ? &err : nullptr);
+  out.summary_version = kSummaryVersion;
+  ctx_.recorded[id] = out;
+  const std::string out_str = to_json_string(out);
+  // Filled key by key: an initializer list builds every pair twice (as arrays, then as members).
+  json index = json::object();
+  auto& fields = index.get_ref<json::object_t&>();
+  fields.emplace("tool_call_id", id);
+  fields.emplace("tool_name", out.tool_name);
+  fields.emplace("run_id", ctx_.turn.run_id);
+  fields.emplace("stage", l ? l->stage : ctx_.turn.stage);
+  fields.emplace("storage_bucket", "");
+  fields.emplace("storage_path", "");
+  fields.emplace("payload_sha256", "");
+  fields.emplace("summary_version", out.summary_version);
+  if (rt_.cfg.objects) {
+    // The full payload goes to the object store first; the index (in this batch's commit) second.
+    std::string bytes = out_str;
+    bytes.pop_back();
+    bytes += ",\"thread_id\":";
+    append_json_string(bytes, ctx_.turn.thread_id);
+    bytes += ",\"turn_id\":";
+    append_json_string(bytes, ctx_.turn.id);
+    bytes += ",\"run_id\":";
+    append_json_string(bytes, ctx_.turn.run_id);
+    bytes += '}';
+    std::string key = fmt::format("agent-outputs/{}/{}/{}.json", ctx_.turn.thread_id, ctx_.turn.run_id, id);
+    try {
+      rt_.cfg.objects->put(key, bytes, "application/json");
+      index["storage_bucket"] = rt_.cfg.objects->bucket();
+      index["storage_path"] = key;
+      index["payload_sha256"] = crypto::sha256_hex(bytes);
+      auto objects = rt_.cfg.objects;
+      ctx_.em->add_compensation([objects, key] { objects->remove(key); });
+    } catch (const std::exception& e) {
+      index["payload_missing"] = true;
+      rt_.log(LogLevel::warn, "objects", fmt::format("tool payload {} not stored: {}", key, e.what()));
+    }
+  }
+  // TOOL_CALL_RESULT: the summary as content, ToolAgentOutput and the ui card in metadata.
+  const std::string msg_id = new_id("msg");
+  std::string ev = to_json_string(events::tool_call_result(msg_id, id, out.result_summary));
+  ev.pop_back();
+  ev += ",\"metadata\":{\"tool_agent_output\":";
+  ev += out_str;
+  if (out.ui) {
+    ev += ",\"ui\":";
+    append_json(ev, json(*out.ui));
+  }
+  ev += "}}";
+  ctx_.em->emit_json(std::move(ev));
+  ctx_.note_outcome(id, out);
+  Message m;
+  m.id = msg_id;
+  m.role = Role::tool;
+  m.content = out.result_summary;
+  m.tool_call_id = id;
+  if (out.error) m.error = out.error->message;
+  m.metadata = std::move(index);
+  MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
+  ctx_.em->add_message(rec);
+  ctx_.history.push_back(std::move(rec));
+  if (l) {
+    advance(*l, ledger_outcome(out.status));
+    l->output = out_str;
+    ctx_.em->put_ledger(*l);
+  }
+}
+
+}  // namespace v1
+}  // namespace agentrt

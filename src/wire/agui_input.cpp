@@ -1,0 +1,89 @@
+// AG-UI input as the runtime takes it: RunAgentInput (the user message to answer) and the resume entries of
+// a run that continues an interrupt, with the nesting, part and message limits.
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+#include "agentrt/json_limits.hpp"
+#include "agentrt/runtime.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+InputLimits input_limits(const RuntimeConfig& config) {
+  return InputLimits{config.max_json_depth, config.max_input_parts, config.max_input_messages};
+}
+
+TurnInput turn_input_from_agui(const json& in, std::string user_id, const InputLimits& limits) {
+  check_json_depth(in, limits.max_json_depth, "RunAgentInput");
+  if (!in.is_object()) throw Error(ErrorCode::invalid_argument, "RunAgentInput must be a JSON object");
+  auto str = [&](const char* k) -> std::string {
+    auto it = in.find(k);
+    if (it == in.end() || !it->is_string())
+      throw Error(ErrorCode::invalid_argument, fmt::format("RunAgentInput: '{}' must be a string", k));
+    return it->get<std::string>();
+  };
+  TurnInput t;
+  t.thread_id = str("threadId");
+  t.run_id = str("runId");
+  t.user_id = std::move(user_id);
+  auto msgs = in.find("messages");
+  if (msgs == in.end() || !msgs->is_array())
+    throw Error(ErrorCode::invalid_argument, "RunAgentInput: 'messages' must be an array");
+  if (msgs->size() > limits.max_input_messages)
+    throw Error(ErrorCode::too_large,
+                fmt::format("RunAgentInput: {} messages; the limit is {}", msgs->size(), limits.max_input_messages));
+  const json* last_user = nullptr;
+  for (const auto& m : *msgs)
+    if (m.is_object())
+      if (auto role = m.find("role"); role != m.end() && role->is_string() && *role == "user") last_user = &m;
+  if (!last_user) throw Error(ErrorCode::invalid_argument, "RunAgentInput: no user message to answer");
+  if (auto c = last_user->find("content"); c != last_user->end() && c->is_array() && c->size() > limits.max_input_parts)
+    throw Error(ErrorCode::too_large, fmt::format("the user message has {} content parts; the limit is {}", c->size(),
+                                                  limits.max_input_parts));
+  t.message = message_from_json(*last_user, limits.max_json_depth);
+  t.client_message_id = t.message.id;
+  return t;
+}
+
+std::vector<Decision> decisions_from_agui_resume(const json& resume, const InputLimits& limits) {
+  check_json_depth(resume, limits.max_json_depth, "resume");
+  if (!resume.is_array()) throw Error(ErrorCode::invalid_argument, "resume must be an array of entries");
+  std::vector<Decision> out;
+  for (const auto& r : resume) {
+    if (!r.is_object() || !r.contains("interruptId") || !r["interruptId"].is_string())
+      throw Error(ErrorCode::invalid_argument, "resume entry: needs a string 'interruptId'");
+    Decision d;
+    d.interrupt_id = r["interruptId"].get<std::string>();
+    const auto st = r.find("status");
+    const std::string status = st != r.end() && st->is_string() ? st->get<std::string>() : std::string();
+    if (status == "cancelled") {
+      d.action = Decision::Action::cancel;
+    } else if (status == "resolved") {
+      // payload: {approved?, editedArgs?, reason?}, or a bare boolean (approved), or absent (approves).
+      const auto p = r.find("payload");
+      if (p != r.end() && p->is_boolean()) {
+        d.action = p->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
+      } else if (p != r.end() && p->is_object()) {
+        const auto ap = p->find("approved");
+        if (ap != p->end() && !ap->is_boolean())
+          throw Error(ErrorCode::invalid_argument, "resume payload: approved must be a boolean");
+        d.action = ap == p->end() || ap->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
+        if (auto e = p->find("editedArgs"); e != p->end() && !e->is_null()) {
+          if (!e->is_object()) throw Error(ErrorCode::invalid_argument, "resume payload: editedArgs must be an object");
+          d.edited_args = *e;
+        }
+        if (auto rs = p->find("reason"); rs != p->end() && rs->is_string()) d.reason = rs->get<std::string>();
+      } else {
+        d.action = Decision::Action::approve;
+      }
+    } else {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("resume entry: status must be \"resolved\" or \"cancelled\", not '{}'", status));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace v1
+}  // namespace agentrt

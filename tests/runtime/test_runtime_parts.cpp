@@ -1,0 +1,161 @@
+// The runtime's small parts on their own: worker pool, run registry, sweeper.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/run_registry.hpp"
+#include "runtime/sweeper.hpp"
+#include "runtime/worker_pool.hpp"
+
+using namespace agentrt;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Counts to a goal; wait() returns false if the goal is not reached within 20 s.
+class Latch {
+ public:
+  explicit Latch(int goal) : goal_(goal) {}
+  void count() {
+    std::lock_guard<std::mutex> lock(m_);
+    ++n_;
+    cv_.notify_all();
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    return cv_.wait_for(lock, 20s, [&] { return n_ >= goal_; });
+  }
+  int value() {
+    std::lock_guard<std::mutex> lock(m_);
+    return n_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_ = 0;
+  const int goal_;
+};
+
+}  // namespace
+
+TEST_CASE("worker pool: every job runs once, a throwing job is reported and the pool goes on") {
+  std::mutex m;
+  std::vector<std::string> errors;
+  Latch done(100);
+  std::atomic<int> ran{0};
+  {
+    WorkerPool pool(3, [&](std::string_view what) {
+      std::lock_guard<std::mutex> lock(m);
+      errors.emplace_back(what);
+    });
+    for (int i = 0; i < 100; ++i)
+      pool.post([&, i] {
+        ++ran;
+        done.count();
+        if (i == 10) throw std::runtime_error("job 10 broke");
+        if (i == 20) throw 42;
+      });
+    REQUIRE(done.wait());
+  }
+  CHECK(ran == 100);
+  std::sort(errors.begin(), errors.end());  // two workers may report in either order
+  CHECK(errors ==
+        std::vector<std::string>{"worker job failed with a non-standard exception", "worker job failed: job 10 broke"});
+}
+
+TEST_CASE("worker pool: stop() runs what is queued, then nothing more") {
+  std::atomic<int> ran{0};
+  std::mutex gate;
+  std::unique_lock<std::mutex> closed(gate);
+  WorkerPool pool(1, [](std::string_view) {});
+  Latch started(1);
+  pool.post([&] {
+    started.count();
+    std::lock_guard<std::mutex> wait_for_gate(gate);
+    ++ran;
+  });
+  REQUIRE(started.wait());
+  for (int i = 0; i < 5; ++i) pool.post([&] { ++ran; });  // queued behind the blocked job
+  std::thread stopper([&] { pool.stop(); });
+  closed.unlock();
+  stopper.join();
+  CHECK(ran == 6);
+  pool.post([&] { ++ran; });  // after stop: refused, not run
+  CHECK(ran == 6);
+}
+
+TEST_CASE("run registry: cancel reaches the registered run only; a change wakes a waiter") {
+  RunRegistry runs;
+  auto a = runs.add("turn_a");
+  auto b = runs.add("turn_b");
+  CHECK(runs.cancel("turn_a"));
+  CHECK(a->cancel.cancelled());
+  CHECK_FALSE(b->cancel.cancelled());
+  CHECK_FALSE(runs.cancel("turn_x"));
+  runs.remove("turn_a");
+  CHECK_FALSE(runs.cancel("turn_a"));
+  auto b2 = runs.add("turn_b");  // a continuation replaces the paused run's handle
+  runs.cancel_all();
+  CHECK(b2->cancel.cancelled());
+  CHECK_FALSE(b->cancel.cancelled());
+
+  const uint64_t seen = runs.generation();
+  std::thread changer([&] { runs.turn_changed(); });
+  runs.wait_for_change(seen, std::chrono::steady_clock::now() + 20s);
+  CHECK(runs.generation() == seen + 1);
+  changer.join();
+  // Already changed: returns at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  runs.wait_for_change(seen, std::chrono::steady_clock::now() + 20s);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
+TEST_CASE("sweeper: every step runs each sweep, one that throws is logged and the rest still run") {
+  std::mutex m;
+  std::vector<std::string> errors;
+  Latch swept(3);
+  std::atomic<int> first{0}, second{0};
+  {
+    Sweeper sweeper(1ms,
+                    {{"first",
+                      [&] {
+                        ++first;
+                        throw std::runtime_error("disk full");
+                      }},
+                     {"second",
+                      [&] {
+                        ++second;
+                        swept.count();
+                      }}},
+                    [&](std::string_view what) {
+                      std::lock_guard<std::mutex> lock(m);
+                      errors.emplace_back(what);
+                    });
+    REQUIRE(swept.wait());
+  }  // stops and joins
+  const int sweeps = second.load();
+  CHECK(sweeps >= 3);
+  CHECK(first == sweeps);
+  std::lock_guard<std::mutex> lock(m);
+  REQUIRE(errors.size() == static_cast<size_t>(sweeps));
+  CHECK(errors[0] == "first: disk full");
+}
+
+TEST_CASE("sweeper: stop() returns without waiting out the interval") {
+  std::atomic<int> runs{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Sweeper sweeper(std::chrono::hours(1), {{"never", [&] { ++runs; }}}, [](std::string_view) {});
+  }
+  CHECK(runs == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
