@@ -1,0 +1,279 @@
+// The SQLite store's reads (threads, turns, messages, events, ledger, approvals, instances) and the
+// thread writes outside a batch (title, soft delete).
+#include "agentrt/clock.hpp"
+#include "store/sqlite/statement.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+using namespace sqlite;
+
+std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "SELECT id,user_id,title,deleted,created_at,updated_at,"
+      "(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) FROM threads WHERE "
+      "id=?");
+  s.bind(1, thread_id);
+  if (!s.step()) return std::nullopt;
+  ThreadRecord t{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), s.i64(6)};
+  return t;
+}
+
+std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bool include_deleted) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "SELECT id,user_id,title,deleted,created_at,updated_at FROM threads WHERE user_id=? AND (deleted=0 OR ?) "
+      "ORDER BY updated_at DESC, id");
+  s.bind(1, user_id).bind(2, include_deleted);
+  std::vector<ThreadRecord> out;
+  while (s.step()) out.push_back(ThreadRecord{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), 0});
+  return out;
+}
+
+void SqliteStore::set_thread_title(std::string_view thread_id, std::string_view title) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_write();
+  try {
+    auto s = stmt("UPDATE threads SET title=?, updated_at=? WHERE id=?");
+    s.bind(1, title).bind(2, now_ms()).bind(3, thread_id).run();
+    if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    end_write(true);
+  } catch (...) {
+    end_write(false);
+    throw;
+  }
+}
+
+void SqliteStore::soft_delete_thread(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_write();
+  try {
+    // In the same write transaction as the check: no turn can start between them (a start's commit on a
+    // deleted thread is refused).
+    auto act = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
+    act.bind(1, thread_id);
+    if (act.step())
+      throw Error(ErrorCode::conflict,
+                  fmt::format("thread {} has an active turn ({}): cancel it first", thread_id, act.text(0)));
+    auto s = stmt("UPDATE threads SET deleted=1, updated_at=? WHERE id=?");
+    s.bind(1, now_ms()).bind(2, thread_id).run();
+    if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    end_write(true);
+  } catch (...) {
+    end_write(false);
+    throw;
+  }
+}
+
+#define AGENTRT_TURN_COLS                                                                                 \
+  "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
+  "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at"
+
+std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_view a, std::string_view b) {
+  auto s = stmt(sql);
+  s.bind(1, a);
+  if (!b.empty()) s.bind(2, b);
+  return read_turns(s);
+}
+
+std::vector<TurnRecord> SqliteStore::read_turns(Statement& s) {
+  std::vector<TurnRecord> out;
+  while (s.step()) {
+    TurnRecord t;
+    t.id = s.text(0);
+    t.thread_id = s.text(1);
+    t.user_id = s.text(2);
+    t.status = turn_status_from_string(s.text(3));
+    t.version = s.i64(4);
+    t.client_message_id = s.text(5);
+    t.run_id = s.text(6);
+    t.parent_run_id = s.text(7);
+    t.stage = s.text(8);
+    t.approval_request_id = s.text(9);
+    t.interrupts = parse_or(s.raw(10), json::array());
+    t.expires_at = s.i64(11);
+    t.owner = s.text(12);
+    t.intent = s.text(13);
+    t.error = s.text(14);
+    t.usage = parse_or(s.raw(15), json::array());
+    t.steps = static_cast<int>(s.i64(16));
+    t.created_at = s.i64(17);
+    t.updated_at = s.i64(18);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::optional<TurnRecord> SqliteStore::get_turn(std::string_view turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE id=?", turn_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_view thread_id,
+                                                                   std::string_view client_message_id) {
+  if (client_message_id.empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE thread_id=? AND client_message_id=?", thread_id,
+                       client_message_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE, thread_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto v = query_turns("SELECT " AGENTRT_TURN_COLS
+                       " FROM turns WHERE thread_id=? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                       thread_id);
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
+}
+
+std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
+  auto s = stmt("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND " AGENTRT_ACTIVE
+                " AND expires_at > 0 AND expires_at <= ? "
+                "ORDER BY created_at");
+  s.bind(1, now);
+  return read_turns(s);
+}
+
+std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!is_terminal(status))  // the active turns: a scan of the small partial index, not of every turn
+    return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? AND " AGENTRT_ACTIVE
+                       " ORDER BY created_at",
+                       to_string(status));
+  return query_turns("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status=? ORDER BY created_at", to_string(status));
+}
+
+std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT idx,turn_id,run_id,body FROM messages WHERE thread_id=? ORDER BY idx");
+  s.bind(1, thread_id);
+  std::vector<MessageRecord> out;
+  while (s.step()) {
+    MessageRecord m;
+    m.thread_id = std::string(thread_id);
+    m.index = s.i64(0);
+    m.turn_id = s.text(1);
+    m.run_id = s.text(2);
+    const char* body = reinterpret_cast<const char*>(s.raw(3));
+    json j;
+    try {
+      j = parse_json(std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))));
+    } catch (const Error& e) {  // nested deeper than any message this build stores
+      throw Error(ErrorCode::io,
+                  fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, m.index, e.message()));
+    }
+    // The metadata (a tool message's index, an answer's WorkerAgentOutput) is moved, not copied, out of
+    // the parsed document; anything but an object stays for from_json to refuse as before.
+    json metadata;
+    if (auto it = j.find("metadata"); it != j.end() && it->is_object()) {
+      metadata = std::move(*it);
+      j.erase(it);
+    }
+    m.message = message_from_json(j, kMaxStoredJsonDepth);
+    if (metadata.is_object()) m.message.metadata = std::move(metadata);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Start at the row that holds after_seq + 1, then split rows into events.
+  auto s = stmt(
+      "SELECT first_seq,run_id,body FROM events WHERE thread_id=?1 AND first_seq >= "
+      "(SELECT coalesce(max(first_seq),0) FROM events WHERE thread_id=?1 AND first_seq <= ?2 + 1) ORDER BY first_seq");
+  s.bind(1, thread_id).bind(2, after_seq);
+  std::vector<StoredEvent> out;
+  while (out.size() < limit && s.step()) {
+    int64_t seq = s.i64(0);
+    std::string run = s.text(1);
+    const char* p = reinterpret_cast<const char*>(s.raw(2));
+    std::string_view body = p ? std::string_view(p) : std::string_view();
+    while (!body.empty() && out.size() < limit) {
+      size_t nl = body.find('\n');
+      std::string_view line = body.substr(0, nl);
+      if (seq > after_seq) out.push_back(StoredEvent{seq, run, std::string(line)});
+      ++seq;
+      if (nl == std::string_view::npos) break;
+      body.remove_prefix(nl + 1);
+    }
+  }
+  return out;
+}
+
+std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "SELECT turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,needs_approval,"
+      "idempotent,interrupt_id,decision,output,updated_at FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
+  s.bind(1, turn_id);
+  std::vector<LedgerEntry> out;
+  while (s.step()) {
+    LedgerEntry l;
+    l.turn_id = s.text(0);
+    l.tool_call_id = s.text(1);
+    l.thread_id = s.text(2);
+    l.run_id = s.text(3);
+    l.tool_name = s.text(4);
+    l.stage = s.text(5);
+    l.ordinal = static_cast<int>(s.i64(6));
+    l.arguments = s.text(7);
+    l.status = ledger_status_from_string(s.text(8));
+    l.needs_approval = s.i64(9) != 0;
+    l.idempotent = s.i64(10) != 0;
+    l.interrupt_id = s.text(11);
+    l.decision = parse_or(s.raw(12), nullptr);
+    l.output = s.text(13);
+    l.updated_at = s.i64(14);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::optional<ApprovalRecord> SqliteStore::get_approval(std::string_view id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return ApprovalRecord{
+      s.text(0), s.text(1), s.text(2), parse_or(s.raw(3), json::array()), parse_or(s.raw(4), json::object()), s.i64(5)};
+}
+
+void SqliteStore::heartbeat(std::string_view instance_id, int64_t now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt(
+      "INSERT INTO instances(id,heartbeat) VALUES(?,?) ON CONFLICT(id) DO UPDATE SET heartbeat=excluded.heartbeat");
+  s.bind(1, instance_id).bind(2, now).run();
+  write_txns_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SqliteStore::remove_instance(std::string_view instance_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stmt("DELETE FROM instances WHERE id=?").bind(1, instance_id).run();
+  write_txns_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::optional<int64_t> SqliteStore::instance_heartbeat(std::string_view instance_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT heartbeat FROM instances WHERE id=?");
+  s.bind(1, instance_id);
+  if (!s.step()) return std::nullopt;
+  return s.i64(0);
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,105 @@
+// The SQLite store's schema: its migrations, applied in one transaction when a store opens.
+#include <iterator>
+
+#include "store/sqlite/statement.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+// Migrations, in order; migration i brings the schema from version i to i+1.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE threads(
+  id TEXT PRIMARY KEY, user_id TEXT NOT NULL, title TEXT NOT NULL DEFAULT '',
+  deleted INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX threads_by_user ON threads(user_id, updated_at);
+CREATE TABLE turns(
+  id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, user_id TEXT NOT NULL, status TEXT NOT NULL,
+  version INTEGER NOT NULL, client_message_id TEXT NOT NULL, run_id TEXT NOT NULL, parent_run_id TEXT NOT NULL,
+  stage TEXT NOT NULL, approval_request_id TEXT NOT NULL, interrupts TEXT NOT NULL, expires_at INTEGER NOT NULL,
+  owner TEXT NOT NULL, intent TEXT NOT NULL, error TEXT NOT NULL, usage TEXT NOT NULL, steps INTEGER NOT NULL,
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE status IN ('RUNNING','WAITING_APPROVAL','RESUMING');
+CREATE UNIQUE INDEX turns_by_client_message ON turns(thread_id, client_message_id) WHERE client_message_id <> '';
+CREATE INDEX turns_by_thread ON turns(thread_id, created_at);
+-- The event log. One row holds the events of one commit (JSON lines, seq first_seq..last_seq): a group
+-- commit writes one row, not one per token delta. Rows are appended (rowid order), the index finds them.
+CREATE TABLE events(
+  id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+  run_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE UNIQUE INDEX events_by_thread ON events(thread_id, first_seq);
+CREATE TABLE messages(
+  id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_id TEXT NOT NULL,
+  run_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE UNIQUE INDEX messages_by_thread ON messages(thread_id, idx);
+CREATE TABLE ledger(
+  id INTEGER PRIMARY KEY, turn_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, thread_id TEXT NOT NULL,
+  run_id TEXT NOT NULL, tool_name TEXT NOT NULL, stage TEXT NOT NULL, ordinal INTEGER NOT NULL,
+  arguments TEXT NOT NULL, status TEXT NOT NULL, needs_approval INTEGER NOT NULL, idempotent INTEGER NOT NULL,
+  interrupt_id TEXT NOT NULL, decision TEXT NOT NULL, output TEXT NOT NULL, updated_at INTEGER NOT NULL);
+CREATE UNIQUE INDEX ledger_by_turn ON ledger(turn_id, tool_call_id);
+CREATE TABLE approvals(
+  id TEXT PRIMARY KEY, turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, decisions TEXT NOT NULL,
+  answer TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE instances(id TEXT PRIMARY KEY, heartbeat INTEGER NOT NULL) WITHOUT ROWID;
+)sql",
+    // 2: external jobs.
+    R"sql(
+CREATE TABLE jobs(
+  id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, run_id TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, user_id TEXT NOT NULL, status TEXT NOT NULL,
+  progress REAL NOT NULL, message TEXT NOT NULL, result TEXT NOT NULL, assets TEXT NOT NULL,
+  error_code TEXT NOT NULL, error_message TEXT NOT NULL, metadata TEXT NOT NULL, confirmation TEXT NOT NULL,
+  confirm_message TEXT NOT NULL, timeout_ms INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  delivered INTEGER NOT NULL, version INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL);
+CREATE INDEX jobs_by_thread ON jobs(thread_id, created_at);
+-- The jobs the runtime still has to look at (open ones, and finished ones not yet in history).
+CREATE INDEX jobs_undelivered ON jobs(expires_at) WHERE delivered = 0;
+)sql",
+    // 3: the active-turn predicate as ORs. A three-constant IN list builds a temporary table each time a
+    // statement evaluates it, and the partial index evaluates it on every write of a turn (~10 us each).
+    R"sql(
+DROP INDEX turns_one_active;
+CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
+  WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING';
+)sql",
+};
+
+}  // namespace
+
+using namespace sqlite;
+
+int SqliteStore::schema_version() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("PRAGMA user_version");
+  return s.step() ? static_cast<int>(s.i64(0)) : 0;
+}
+
+void SqliteStore::migrate() {
+  exec("BEGIN IMMEDIATE");
+  try {
+    int version = 0;
+    {
+      auto s = stmt("PRAGMA user_version");
+      if (s.step()) version = static_cast<int>(s.i64(0));
+    }
+    constexpr int known = static_cast<int>(std::size(kMigrations));
+    static_assert(known == kSchemaVersion);
+    if (version > known)
+      throw Error(ErrorCode::unsupported,
+                  fmt::format("sqlite: '{}' has schema version {}, newer than this agentrt knows ({})", options_.path,
+                              version, known));
+    for (int v = version; v < known; ++v) exec(kMigrations[v]);
+    if (version != known) exec(fmt::format("PRAGMA user_version={}", known).c_str());
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+}  // namespace v1
+}  // namespace agentrt

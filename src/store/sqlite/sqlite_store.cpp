@@ -1,0 +1,301 @@
+// The SQLite store: opening, write transactions and the commit of a batch (events with the rows they
+// change, in one transaction).
+#include "store/sqlite_store.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "agentrt/clock.hpp"
+#include "agentrt/events.hpp"
+#include "store/sqlite/checkpointer.hpp"
+#include "store/sqlite/statement.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+// The database holds every user's conversations: a new file is created readable by its owner only (SQLite
+// gives its -wal and -shm files the database file's permissions).
+void create_private_file(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // EEXIST: an existing file keeps the permissions it has
+}
+
+}  // namespace
+
+using namespace sqlite;
+
+SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(options)) {
+  if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("sqlite: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
+  create_private_file(options_.path);
+  int rc =
+      sqlite3_open_v2(options_.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      options_.vfs.empty() ? nullptr : options_.vfs.c_str());
+  if (rc != SQLITE_OK) {
+    std::string msg = fmt::format("sqlite: cannot open '{}': {}", options_.path, db_ ? sqlite3_errmsg(db_) : "?");
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw Error(ErrorCode::io, msg);
+  }
+  try {
+    sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
+    exec("PRAGMA journal_mode=WAL");
+    exec(fmt::format("PRAGMA synchronous={}", options_.synchronous).c_str());
+    exec("PRAGMA foreign_keys=OFF");
+    exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
+    exec("PRAGMA temp_store=MEMORY");
+    migrate();
+    const char* file = sqlite3_db_filename(db_, "main");
+    if (options_.wal_autocheckpoint > 0 && file && *file) {
+      try {
+        checkpointer_ = std::make_unique<Checkpointer>(file, options_);
+        sqlite3_wal_hook(db_, &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
+      } catch (const std::exception&) {
+        // No second connection or thread (a read-only directory, no file handles left): SQLite's automatic
+        // checkpoint, set above, stays in place.
+        checkpointer_.reset();
+      }
+    }
+  } catch (...) {
+    checkpointer_.reset();
+    for (auto& [k, s] : cache_) sqlite3_finalize(s);
+    sqlite3_close_v2(db_);
+    throw;
+  }
+}
+
+SqliteStore::~SqliteStore() {
+  checkpointer_.reset();  // first: the last connection to close checkpoints what is left
+  for (auto& [k, s] : cache_) sqlite3_finalize(s);
+  sqlite3_close_v2(db_);
+}
+
+void SqliteStore::exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, "sqlite: " + msg);
+    throw Error(ErrorCode::io, fmt::format("sqlite: {}: {}", std::string_view(sql).substr(0, 60), msg));
+  }
+}
+
+SqliteStore::Statement SqliteStore::stmt(const char* sql) {
+  auto it = cache_.find(sql);
+  if (it == cache_.end()) {
+    sqlite3_stmt* s = nullptr;
+    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "prepare");
+    it = cache_.emplace(sql, s).first;
+  }
+  return Statement(db_, it->second);
+}
+
+unsigned SqliteStore::data_version() {
+  unsigned v = 0;
+  sqlite3_file_control(db_, "main", SQLITE_FCNTL_DATA_VERSION, &v);
+  return v;
+}
+
+void SqliteStore::begin_write() {
+  stmt("BEGIN IMMEDIATE").run();
+  // The pager's data version moves with every commit, ours and other connections'. Unchanged since our
+  // last commit: nobody else wrote, and what we remember of the threads' tails still holds.
+  if (data_version() != data_version_) tails_.clear();
+}
+
+void SqliteStore::end_write(bool commit) {
+  if (commit) {
+    stmt("COMMIT").run();
+    data_version_ = data_version();  // our commit only: the write lock was ours until now
+    write_txns_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+void SqliteStore::commit(CommitBatch& b) {
+  if (b.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_write();
+  try {
+    const int64_t now = now_ms();
+    if (b.require_idle) require_idle(b.thread_id);
+    if (b.create_thread) {
+      const auto& t = *b.create_thread;
+      auto ins = stmt(
+          "INSERT INTO threads(id,user_id,title,deleted,created_at,updated_at) VALUES(?,?,?,0,?,?) "
+          "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at "
+          "WHERE threads.user_id=excluded.user_id AND threads.deleted=0");
+      ins.bind(1, t.id).bind(2, t.user_id).bind(3, t.title).bind(4, now).bind(5, now).run();
+      if (sqlite3_changes(db_) == 0) {
+        // In this transaction: a delete that committed before it is seen, and none can come between.
+        auto who = stmt("SELECT user_id FROM threads WHERE id=?");
+        who.bind(1, t.id);
+        const bool mine = who.step() && who.text(0) == t.user_id;
+        throw Error(ErrorCode::conflict, mine ? fmt::format("thread {} was deleted", t.id)
+                                              : fmt::format("thread {} belongs to another user", t.id));
+      }
+    }
+    if (b.turn) {
+      auto& t = *b.turn;
+      t.updated_at = now;
+      if (b.expected_version < 0) {
+        t.version = 0;
+        if (t.created_at == 0) t.created_at = now;
+        auto refuse_beside_active = [&] {
+          auto act = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
+          act.bind(1, t.thread_id);
+          if (act.step())
+            throw Error(ErrorCode::conflict,
+                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
+        };
+        // A turn inserted already ended (a run that commits once, at its end) is outside the partial index:
+        // it still may not land beside another active turn.
+        if (is_terminal(t.status)) refuse_beside_active();
+        auto ins = stmt(
+            "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
+            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at) "
+            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+        ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
+        ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
+        ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
+        ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
+        ins.bind(17, t.created_at).bind(18, t.updated_at);
+        try {
+          ins.run();
+        } catch (const Error& e) {
+          // The unique indexes refused it (a repeated client message id, a second active turn): say which.
+          if (e.code() != ErrorCode::conflict) throw;
+          if (!t.client_message_id.empty()) {
+            auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
+            dup.bind(1, t.thread_id).bind(2, t.client_message_id);
+            if (dup.step())
+              throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
+                                                           t.thread_id, t.client_message_id, dup.text(0)));
+          }
+          refuse_beside_active();
+          throw;
+        }
+      } else {
+        auto up = stmt(
+            "UPDATE turns SET status=?,version=version+1,run_id=?,parent_run_id=?,stage=?,approval_request_id=?,"
+            "interrupts=?,expires_at=?,owner=?,intent=?,error=?,usage=?,steps=?,updated_at=? WHERE id=? AND version=?");
+        up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
+        up.bind(5, t.approval_request_id).bind(6, dump(t.interrupts)).bind(7, t.expires_at).bind(8, t.owner);
+        up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
+        up.bind(14, t.id).bind(15, b.expected_version);
+        up.run();
+        if (sqlite3_changes(db_) == 0)
+          throw Error(ErrorCode::conflict,
+                      fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
+        t.version = b.expected_version + 1;
+      }
+    }
+    // The thread's last event seq and message index: remembered from this connection's own commits while
+    // no other connection has written (data version), else read.
+    auto known = tails_.find(b.thread_id);
+    Tail tail = known != tails_.end() ? known->second : Tail{};
+    if (!b.events.empty()) {
+      int64_t seq = 0;
+      if (tail.seq) {
+        seq = *tail.seq;
+      } else {
+        auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
+        q.bind(1, b.thread_id);
+        if (q.step()) seq = q.i64(0);
+      }
+      // Consecutive events of one run share a row.
+      size_t i = 0;
+      std::string body;
+      while (i < b.events.size()) {
+        const std::string& run = b.events[i].run_id;
+        const int64_t first = seq + 1;
+        body.clear();
+        for (; i < b.events.size() && b.events[i].run_id == run; ++i) {
+          auto& e = b.events[i];
+          if (e.json.find('\n') != std::string::npos)
+            throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
+          if (!body.empty()) body += '\n';
+          body += e.json;
+          e.seq = ++seq;
+        }
+        auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
+        ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
+      }
+      tail.seq = seq;
+    }
+    if (!b.messages.empty()) {
+      int64_t idx = -1;
+      if (tail.idx) {
+        idx = *tail.idx;
+      } else {
+        auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
+        q.bind(1, b.thread_id);
+        if (q.step()) idx = q.i64(0);
+      }
+      for (auto& m : b.messages) {
+        m.index = ++idx;
+        m.thread_id = b.thread_id;
+        auto ins = stmt("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?)");
+        ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
+        ins.bind(5, to_json_string(m.message)).run();
+      }
+      tail.idx = idx;
+    }
+    for (auto& l : b.ledger) {
+      l.updated_at = now;
+      auto up = stmt(
+          "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
+          "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at) "
+          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
+          "run_id=excluded.run_id,arguments=excluded.arguments,status=excluded.status,"
+          "needs_approval=excluded.needs_approval,idempotent=excluded.idempotent,interrupt_id=excluded.interrupt_id,"
+          "decision=excluded.decision,output=excluded.output,updated_at=excluded.updated_at");
+      up.bind(1, l.turn_id).bind(2, l.tool_call_id).bind(3, l.thread_id).bind(4, l.run_id).bind(5, l.tool_name);
+      up.bind(6, l.stage).bind(7, l.ordinal).bind(8, l.arguments).bind(9, to_string(l.status));
+      up.bind(10, l.needs_approval).bind(11, l.idempotent).bind(12, l.interrupt_id);
+      up.bind(13, l.decision.is_null() ? std::string() : dump(l.decision));
+      up.bind(14, l.output).bind(15, l.updated_at);
+      up.run();
+    }
+    if (b.approval) {
+      auto& a = *b.approval;
+      if (a.created_at == 0) a.created_at = now;
+      auto ins = stmt("INSERT INTO approvals(id,turn_id,thread_id,decisions,answer,created_at) VALUES(?,?,?,?,?,?)");
+      ins.bind(1, a.approval_request_id).bind(2, a.turn_id).bind(3, a.thread_id).bind(4, dump(a.decisions));
+      ins.bind(5, dump(a.answer)).bind(6, a.created_at);
+      ins.run();
+    }
+    for (auto& j : b.jobs) write_job(j, now);
+    end_write(true);
+    if (tail.seq || tail.idx) {
+      if (tails_.size() >= kMaxTails) tails_.clear();
+      tails_[b.thread_id] = tail;
+    }
+  } catch (...) {
+    end_write(false);
+    throw;
+  }
+}
+
+int64_t SqliteStore::external_version() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("PRAGMA data_version");
+  return s.step() ? s.i64(0) : -1;
+}
+
+void SqliteStore::checkpoint() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> idle;  // a background checkpoint would make this one give up
+  if (checkpointer_) idle = std::unique_lock<std::mutex>(checkpointer_->running);
+  exec("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,109 @@
+// What the SQLite store's files share: its error mapping (no SQL text: messages may reach clients), JSON
+// columns, and the cached prepared statement. Used under the store's lock only.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+#include "agentrt/events.hpp"
+#include "store/sqlite_store.hpp"
+#include "util/json_fast.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace sqlite {
+
+// The active turns, as the partial index turns_one_active states it: a query names the index's predicate
+// word for word, or the planner cannot use the index.
+#define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')"
+
+[[noreturn]] inline void throw_sqlite(sqlite3* db, int rc, std::string_view what) {
+  int ext = db ? sqlite3_extended_errcode(db) : rc;
+  std::string msg = fmt::format("sqlite: {}: {} ({})", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), ext);
+  if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, msg);
+  throw Error(ErrorCode::io, msg);
+}
+
+inline json parse_or(const unsigned char* text, json fallback) {
+  if (!text || !*text) return fallback;
+  return parse_json_or_discarded(reinterpret_cast<const char*>(text));
+}
+
+inline std::string dump(const json& j) {
+  std::string out;
+  append_json(out, j);
+  return out;
+}
+
+}  // namespace sqlite
+
+// A cached prepared statement, reset and unbound when this handle goes out of scope.
+class SqliteStore::Statement {
+ public:
+  Statement(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+  ~Statement() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  Statement(Statement&& o) noexcept : db_(o.db_), s_(o.s_) { o.s_ = nullptr; }
+
+  // Text the caller keeps alive until the statement is reset (this object's end): bound without a copy. A
+  // statement's values are fields of the batch or arguments of the call, which outlive it.
+  Statement& bind(int i, std::string_view v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+    return *this;
+  }
+  // A temporary (a JSON text made for this statement): SQLite copies it.
+  Statement& bind(int i, std::string&& v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    check(sqlite3_bind_int64(s_, i, v));
+    return *this;
+  }
+  Statement& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
+  Statement& bind(int i, bool v) { return bind(i, static_cast<int64_t>(v ? 1 : 0)); }
+  Statement& bind(int i, double v) {
+    check(sqlite3_bind_double(s_, i, v));
+    return *this;
+  }
+  // true when a row is available
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    sqlite::throw_sqlite(db_, rc, "statement");  // no SQL text: messages may reach clients
+  }
+  void run() {
+    while (step()) {
+    }
+  }
+  std::string text(int col) const {
+    auto* p = sqlite3_column_text(s_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s_, col)) : std::string();
+  }
+  const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
+  sqlite3_stmt* get() const { return s_; }
+  int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+  double f64(int col) const { return sqlite3_column_double(s_, col); }
+  bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) sqlite::throw_sqlite(db_, rc, "bind");
+  }
+  sqlite3* db_;
+  sqlite3_stmt* s_;
+};
+
+}  // namespace v1
+}  // namespace agentrt
