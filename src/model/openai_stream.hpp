@@ -62,6 +62,9 @@ std::optional<json> to_openai_message(const Message& message);
 // A fresh tool-call id for servers that send none ("call_" + 24 random alphanumerics).
 std::string make_tool_call_id();
 
+// The string at obj[key], or nullptr when there is none (absent, or not a string).
+const std::string* string_field(const json& obj, const char* key);
+
 // ---- errors ------------------------------------------------------------------------------------------
 
 // An error as a server described it, from any of the shapes in use: {"error":{...}} (OpenAI, vLLM,

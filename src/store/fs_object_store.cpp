@@ -14,6 +14,8 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/json.hpp"
+#include "store/object_keys.hpp"
+#include "store/signed_url.hpp"
 #include "util/crypto.hpp"
 #include "util/printable.hpp"
 
@@ -23,10 +25,7 @@ inline namespace v1 {
 namespace {
 
 constexpr std::string_view kMagic = "AGENTRT-OBJECT/1\n";
-constexpr std::string_view kReservedPrefix = ".agentrt-";
 constexpr std::string_view kDefaultContentType = "application/octet-stream";
-constexpr size_t kMaxKeyBytes = 1024;
-constexpr size_t kMaxSegmentBytes = 255;  // NAME_MAX on common filesystems
 constexpr size_t kMaxHeaderBytes = 4096;
 // Each attempt of a write re-walks the path; a concurrent remove() may prune a directory between our
 // mkdir and our create, which is rare and resolves on the next attempt.
@@ -60,82 +59,6 @@ std::string errno_text(int err) { return std::error_code(err, std::generic_categ
 
 [[noreturn]] void throw_io(std::string_view what, std::string_view path, int err) {
   throw Error(ErrorCode::io, fmt::format("{} '{}': {}", what, path, errno_text(err)));
-}
-
-bool is_valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c < 0x80) {
-      len = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (s.size() - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < lo || b > hi) return false;
-      lo = 0x80;
-      hi = 0xBF;
-    }
-    i += len;
-  }
-  return true;
-}
-
-bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
-
-// Why `segment` cannot be one segment of a key, or nullptr when it can.
-const char* segment_problem(std::string_view segment) {
-  if (segment.empty()) return "has an empty segment";
-  if (segment == "." || segment == "..") return "has a '.' or '..' segment";
-  if (segment.size() > kMaxSegmentBytes) return "has a segment longer than 255 bytes";
-  if (segment.substr(0, kReservedPrefix.size()) == kReservedPrefix) return "has a segment starting with '.agentrt-'";
-  return nullptr;
-}
-
-// Why `key` is not a valid key, or nullptr when it is.
-const char* key_problem(std::string_view key) {
-  if (key.empty()) return "is empty";
-  if (key.size() > kMaxKeyBytes) return "is longer than 1024 bytes";
-  if (key.front() == '/') return "is absolute";
-  for (unsigned char c : key) {
-    if (c == '\\') return "contains a backslash";
-    if (c == 0) return "contains a NUL byte";
-    if (is_control(c)) return "contains a control character";
-  }
-  if (!is_valid_utf8(key)) return "is not valid UTF-8";
-  size_t start = 0;
-  while (true) {
-    const size_t slash = key.find('/', start);
-    if (const char* problem = segment_problem(key.substr(start, slash - start))) return problem;
-    if (slash == std::string_view::npos) return nullptr;
-    start = slash + 1;
-  }
-}
-
-std::vector<std::string> split_key(std::string_view key) {
-  std::vector<std::string> segments;
-  size_t start = 0;
-  while (true) {
-    const size_t slash = key.find('/', start);
-    segments.emplace_back(key.substr(start, slash - start));
-    if (slash == std::string_view::npos) return segments;
-    start = slash + 1;
-  }
 }
 
 void validate_content_type(std::string_view content_type) {
@@ -323,7 +246,7 @@ void list_dir(int dir_fd, const std::string& dir_key, std::string_view prefix, s
     if (name == "." || name == ".." || starts_with(name, kReservedPrefix)) continue;
     const std::string key = dir_key + name;
     // Files a host dropped in by hand under names no key can have are not objects.
-    if (key_problem(key) != nullptr) continue;
+    if (object_key_problem(key) != nullptr) continue;
     const std::string path = fmt::format("{}/{}", root, key);
     struct stat st {};
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -348,94 +271,6 @@ void list_dir(int dir_fd, const std::string& dir_key, std::string_view prefix, s
   }
 }
 
-// ---- URLs -------------------------------------------------------------------------------------------------
-
-struct ParsedUrl {
-  std::string scheme;  // lower-case
-  std::string host;    // lower-case
-  int port = 0;        // explicit or default for the scheme; 0 when unknown
-  bool has_userinfo = false;
-  std::string path;
-  std::optional<std::string> query;
-  bool has_fragment = false;
-};
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-[[noreturn]] void bad_url(std::string_view why) {
-  throw Error(ErrorCode::invalid_argument, fmt::format("not an acceptable URL: {}", why));
-}
-
-ParsedUrl parse_url(std::string_view url) {
-  for (unsigned char c : url) {
-    if (c <= 0x20 || c >= 0x7f) bad_url("it contains a space, control or non-ASCII byte");
-  }
-  ParsedUrl out;
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos || scheme_end == 0) bad_url("it is not an absolute URL");
-  const std::string_view scheme = url.substr(0, scheme_end);
-  for (size_t i = 0; i < scheme.size(); ++i) {
-    const char c = scheme[i];
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!alpha && (i == 0 || !((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'))) {
-      bad_url("the scheme is malformed");
-    }
-  }
-  out.scheme = lower(scheme);
-  if (out.scheme == "http") out.port = 80;
-  if (out.scheme == "https") out.port = 443;
-
-  std::string_view rest = url.substr(scheme_end + 3);
-  const size_t authority_end = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, authority_end);
-  rest = authority_end == std::string_view::npos ? std::string_view{} : rest.substr(authority_end);
-  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    out.has_userinfo = true;
-    authority.remove_prefix(at + 1);
-  }
-  std::string_view host = authority;
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) bad_url("an IPv6 host is not closed by ']'");
-    host = authority.substr(0, close + 1);
-    const std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') bad_url("unexpected text after the IPv6 host");
-      port = after.substr(1);
-      if (port.empty()) bad_url("the port is empty");
-    }
-  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
-    if (port.empty()) bad_url("the port is empty");
-  }
-  out.host = lower(host);
-  if (!port.empty()) {
-    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
-      bad_url("the port is not a number");
-    }
-    out.port = std::stoi(std::string(port));
-    if (out.port < 1 || out.port > 65535) bad_url("the port is out of range");
-  }
-
-  const size_t fragment = rest.find('#');
-  if (fragment != std::string_view::npos) {
-    out.has_fragment = true;
-    rest = rest.substr(0, fragment);
-  }
-  const size_t query = rest.find('?');
-  out.path = std::string(rest.substr(0, query));
-  if (query != std::string_view::npos) out.query = std::string(rest.substr(query + 1));
-  return out;
-}
-
 const char* bucket_problem(std::string_view bucket) {
   if (bucket.empty() || bucket.size() > 63) return "must be 1 to 63 characters";
   if (bucket == "." || bucket == "..") return "must not be '.' or '..'";
@@ -447,14 +282,10 @@ const char* bucket_problem(std::string_view bucket) {
   return nullptr;
 }
 
-[[noreturn]] void refuse(std::string_view why) {
-  throw Error(ErrorCode::invalid_argument, fmt::format("signed URL refused: {}", why));
-}
-
 }  // namespace
 
 void validate_object_key(std::string_view key) {
-  if (const char* problem = key_problem(key)) {
+  if (const char* problem = object_key_problem(key)) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("invalid object key '{}': it {}", printable(key, 120), problem));
   }
@@ -660,7 +491,7 @@ bool FsObjectStore::remove(std::string_view key) {
 std::vector<ObjectInfo> FsObjectStore::list(std::string_view prefix) {
   if (prefix.size() > kMaxKeyBytes || (!prefix.empty() && prefix.front() == '/') ||
       std::any_of(prefix.begin(), prefix.end(),
-                  [](char c) { return c == '\\' || is_control(static_cast<unsigned char>(c)); })) {
+                  [](char c) { return c == '\\' || is_control_byte(static_cast<unsigned char>(c)); })) {
     throw Error(ErrorCode::invalid_argument, fmt::format("invalid object key prefix '{}'", printable(prefix, 120)));
   }
   // Only the directory part must be walkable; the last, partial segment is matched as a string prefix.
@@ -671,7 +502,7 @@ std::vector<ObjectInfo> FsObjectStore::list(std::string_view prefix) {
   if (last_slash != std::string_view::npos) {
     segments = split_key(dir_part);
     for (const std::string& segment : segments) {
-      if (const char* problem = segment_problem(segment)) {
+      if (const char* problem = key_segment_problem(segment)) {
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("invalid object key prefix '{}': it {}", printable(prefix, 120), problem));
       }
@@ -684,84 +515,6 @@ std::vector<ObjectInfo> FsObjectStore::list(std::string_view prefix) {
   list_dir(chain->parent(root_fd_), dir_key, prefix, options_.root, out);
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   return out;
-}
-
-std::string FsObjectStore::signature(std::string_view key, std::string_view expires) const {
-  return crypto::hmac_sha256_hex(options_.signing_secret,
-                                 fmt::format("GET\n{}\n{}\n{}", options_.bucket, key, expires));
-}
-
-std::string FsObjectStore::sign_url(std::string_view key, int64_t expires_at_ms) const {
-  validate_object_key(key);
-  if (expires_at_ms < 0) {
-    throw Error(ErrorCode::invalid_argument, fmt::format("expiry {} ms must not be negative", expires_at_ms));
-  }
-  const std::string expires = std::to_string(expires_at_ms);
-  return fmt::format("{}/{}/{}?expires={}&sig={}", base_url_, crypto::percent_encode(options_.bucket),
-                     crypto::percent_encode(key, true), expires, signature(key, expires));
-}
-
-std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) const {
-  const ParsedUrl parsed = parse_url(url);
-  if (parsed.scheme != origin_.scheme) {
-    refuse(fmt::format("scheme '{}' is not '{}'", printable(parsed.scheme, 120), origin_.scheme));
-  }
-  if (parsed.has_userinfo) refuse("it carries user information");
-  if (parsed.host != origin_.host)
-    refuse(fmt::format("host '{}' is not '{}'", printable(parsed.host, 120), origin_.host));
-  if (parsed.port != origin_.port) refuse(fmt::format("port {} is not {}", parsed.port, origin_.port));
-  if (parsed.has_fragment) refuse("it has a fragment");
-  const std::string base_path = origin_.path + "/";
-  if (!starts_with(parsed.path, base_path)) {
-    refuse(fmt::format("path '{}' does not start with '{}'", printable(parsed.path, 120), base_path));
-  }
-  const std::string_view rest = std::string_view(parsed.path).substr(base_path.size());
-  const size_t slash = rest.find('/');
-  if (slash == std::string_view::npos) refuse("the path names no key");
-  std::string bucket;
-  std::string key;
-  try {
-    bucket = crypto::percent_decode(rest.substr(0, slash));
-    key = crypto::percent_decode(rest.substr(slash + 1));
-  } catch (const Error&) {
-    refuse("the path has a malformed percent-escape");
-  }
-  if (bucket != options_.bucket)
-    refuse(fmt::format("bucket '{}' is not '{}'", printable(bucket, 120), options_.bucket));
-  if (const char* problem = key_problem(key)) refuse(fmt::format("the key '{}' {}", printable(key, 120), problem));
-
-  if (!parsed.query) refuse("missing query parameters expires and sig");
-  std::optional<std::string_view> expires;
-  std::optional<std::string_view> sig;
-  std::string_view query = *parsed.query;
-  while (true) {
-    const size_t amp = query.find('&');
-    const std::string_view param = query.substr(0, amp);
-    const size_t eq = param.find('=');
-    const std::string_view name = param.substr(0, eq);
-    const std::string_view value = eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
-    std::optional<std::string_view>* slot = name == "expires" ? &expires : name == "sig" ? &sig : nullptr;
-    if (slot == nullptr) refuse(fmt::format("unexpected query parameter '{}'", printable(name, 120)));
-    if (slot->has_value()) refuse(fmt::format("query parameter '{}' appears twice", name));
-    *slot = value;
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  if (!expires) refuse("missing query parameter expires");
-  if (!sig) refuse("missing query parameter sig");
-  if (expires->empty() || expires->size() > 18 || expires->find_first_not_of("0123456789") != std::string_view::npos) {
-    refuse("expires is not a number of milliseconds");
-  }
-  if (sig->size() != 64 || sig->find_first_not_of("0123456789abcdef") != std::string_view::npos) {
-    refuse("sig is not 64 lower-case hex digits");
-  }
-  // The signature covers the expiry as written, so "expires=007" is not a new name for "expires=7".
-  if (!crypto::constant_time_equal(*sig, signature(key, *expires))) refuse("the signature does not match");
-  const int64_t expires_at = std::stoll(std::string(*expires));
-  if (now_ms >= expires_at) {
-    throw Error(ErrorCode::expired, fmt::format("signed URL expired at {} ms (now {} ms)", expires_at, now_ms));
-  }
-  return key;
 }
 
 }  // namespace v1

@@ -24,6 +24,8 @@ struct FsObjectStoreOptions {
 // a backslash, NUL or other control character, invalid UTF-8, an empty, ".", ".." or >255-byte segment, or a
 // segment starting with ".agentrt-" (reserved for the store's temporary files).
 void validate_object_key(std::string_view key);
+// The rule `key` breaks, in words ("is empty", ...), or nullptr when it is a valid key.
+const char* object_key_problem(std::string_view key) noexcept;
 
 // Stores each object as one regular file at <root>/<key>, holding a small header (magic line, then one JSON
 // line with content_type, sha256 and size) followed by the bytes. Data and metadata live in the same file so
