@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -85,7 +86,46 @@ std::string percent_decoded(std::string_view fragment) {
 // libstdc++'s default regex executor recurses once per input character and overflows the stack on strings of a
 // few ten thousand characters; its polynomial (Thompson NFA) mode runs in bounded stack and linear time, which
 // also defuses catastrophic patterns. It rejects backreferences, which tool schemas do not need.
+// Bounds on a pattern before std::regex sees it: its compiler multiplies brace counts in a signed integer
+// without a check (a fuzzer found "{1111111111111111111}" overflowing it), and it expands every counted
+// repetition into copies of the automaton, so "(a{1000}){1000}" would take gigabytes. Each count is at most
+// kMaxRepeat and the pattern's length times the product of its counts at most kMaxExpansion. Escaped braces
+// are literals; a digit run after any other '{' counts, even inside a class (conservative: such literals are
+// rare in tool schemas). Returns why a pattern is refused, or "" when it is not.
+std::string pattern_problem(std::string_view source) {
+  constexpr size_t kMaxPatternBytes = 1024;
+  constexpr uint64_t kMaxRepeat = 1000, kMaxExpansion = 1000000;
+  if (source.size() > kMaxPatternBytes) return fmt::format("is longer than {} bytes", kMaxPatternBytes);
+  uint64_t product = 1;
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (source[i] != '{') continue;
+    uint64_t largest = 0;
+    for (size_t j = i + 1;
+         j < source.size() && (std::isdigit(static_cast<unsigned char>(source[j])) || source[j] == ','); ++j) {
+      if (source[j] == ',') continue;
+      size_t end = j;
+      while (end < source.size() && std::isdigit(static_cast<unsigned char>(source[end]))) ++end;
+      const std::string_view digits = source.substr(j, end - j);
+      if (digits.size() > 4 || std::stoull(std::string(digits)) > kMaxRepeat)
+        return fmt::format("repeats something {} times; the limit is {}", digits.substr(0, 24), kMaxRepeat);
+      largest = std::max<uint64_t>(largest, std::stoull(std::string(digits)));
+      j = end - 1;
+    }
+    product = std::min<uint64_t>(product * std::max<uint64_t>(largest, 1), kMaxExpansion + 1);
+  }
+  if (source.size() * product > kMaxExpansion)
+    return fmt::format("expands to too large an automaton (its length times its repetition counts is over {})",
+                       kMaxExpansion);
+  return {};
+}
+
 std::regex compile_pattern(const std::string& source, const std::string& location) {
+  if (const std::string problem = pattern_problem(source); !problem.empty())
+    throw bad_schema(location, fmt::format("regular expression {} {}", quoted(source.substr(0, 64)), problem));
 #if defined(__GLIBCXX__)
   constexpr auto kFlags = std::regex::ECMAScript | std::regex_constants::__polynomial;
 #else

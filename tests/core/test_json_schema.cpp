@@ -440,6 +440,19 @@ TEST_CASE("malformed keyword values are rejected when the schema is built") {
                 std::string(R"(invalid schema at "#/items": a schema must be an object or a boolean, found number)")});
   CHECK(code_of(R"({"pattern": "("})").first == ErrorCode::invalid_argument);
   CHECK(code_of(R"({"patternProperties": {"[": {}}})").first == ErrorCode::invalid_argument);
+  // Counted repetitions the regex compiler would overflow on or expand without bound (found by fuzz_json_schema).
+  CHECK(code_of(R"({"pattern": "a{1111111111111111111}"})") ==
+        std::pair{ErrorCode::invalid_argument,
+                  std::string(R"(invalid schema at "#": regular expression "a{1111111111111111111}" repeats something )"
+                              R"(1111111111111111111 times; the limit is 1000)")});
+  CHECK(code_of(R"({"pattern": "^(a{1000}){1000}$"})") ==
+        std::pair{ErrorCode::invalid_argument,
+                  std::string(R"(invalid schema at "#": regular expression "^(a{1000}){1000}$" expands to too large )"
+                              R"(an automaton (its length times its repetition counts is over 1000000))")});
+  CHECK(code_of(R"({"pattern": "a{1001}"})").first == ErrorCode::invalid_argument);
+  CHECK(code_of(R"({"patternProperties": {"x{99999}": {}}})").first == ErrorCode::invalid_argument);
+  CHECK(code_of(R"({"pattern": "^[a-z]{3,20}-\\{99999\\}$"})").first == ErrorCode::ok);  // escaped: literal braces
+  CHECK(code_of(R"({"pattern": "^[0-9]{1,1000}$"})").first == ErrorCode::ok);
   CHECK(code_of(R"({"minimum": "a"})") ==
         std::pair{ErrorCode::invalid_argument,
                   std::string("invalid schema: Expected numeric value for minimum constraint.")});
