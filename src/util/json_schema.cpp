@@ -83,15 +83,13 @@ std::string percent_decoded(std::string_view fragment) {
   return out;
 }
 
-// libstdc++'s default regex executor recurses once per input character and overflows the stack on strings of a
-// few ten thousand characters; its polynomial (Thompson NFA) mode runs in bounded stack and linear time, which
-// also defuses catastrophic patterns. It rejects backreferences, which tool schemas do not need.
-// Bounds on a pattern before std::regex sees it: its compiler multiplies brace counts in a signed integer
-// without a check (a fuzzer found "{1111111111111111111}" overflowing it), and it expands every counted
-// repetition into copies of the automaton, so "(a{1000}){1000}" would take gigabytes. Each count is at most
-// kMaxRepeat and the pattern's length times the product of its counts at most kMaxExpansion. Escaped braces
-// are literals; a digit run after any other '{' counts, even inside a class (conservative: such literals are
-// rare in tool schemas). Returns why a pattern is refused, or "" when it is not.
+// Bounds on a pattern before std::regex sees it. Its compiler reads numbers (brace counts, a backreference's
+// "\\123") into a signed integer without a check (the fuzzer found "{1111111111111111111}" and
+// "\\18446744073709551615999999" overflowing it), and it expands every counted repetition into copies of the
+// automaton, so "(a{1000}){1000}" would take gigabytes. So: at most 1 KiB, each count at most kMaxRepeat, an
+// escape's number at most 3 digits, and the pattern's length times the product of its counts at most
+// kMaxExpansion. Escaped braces are literals; a digit run after any other '{' counts, even inside a class
+// (conservative: such literals are rare in tool schemas). Returns why a pattern is refused, or "" when it is not.
 std::string pattern_problem(std::string_view source) {
   constexpr size_t kMaxPatternBytes = 1024;
   constexpr uint64_t kMaxRepeat = 1000, kMaxExpansion = 1000000;
@@ -99,7 +97,12 @@ std::string pattern_problem(std::string_view source) {
   uint64_t product = 1;
   for (size_t i = 0; i < source.size(); ++i) {
     if (source[i] == '\\') {
-      ++i;
+      // "\N": a backreference, whose number the compiler reads into the same unchecked integer.
+      size_t end = i + 1;
+      while (end < source.size() && std::isdigit(static_cast<unsigned char>(source[end]))) ++end;
+      if (end - i - 1 > 3)
+        return fmt::format("has an escape with the number {}", source.substr(i + 1, std::min<size_t>(end - i - 1, 24)));
+      i = std::max(i + 1, end - 1);
       continue;
     }
     if (source[i] != '{') continue;
@@ -123,6 +126,9 @@ std::string pattern_problem(std::string_view source) {
   return {};
 }
 
+// libstdc++'s default regex executor recurses once per input character and overflows the stack on strings of a
+// few ten thousand characters; its polynomial (Thompson NFA) mode runs in bounded stack and linear time, which
+// also defuses catastrophic patterns. It rejects backreferences, which tool schemas do not need.
 std::regex compile_pattern(const std::string& source, const std::string& location) {
   if (const std::string problem = pattern_problem(source); !problem.empty())
     throw bad_schema(location, fmt::format("regular expression {} {}", quoted(source.substr(0, 64)), problem));
