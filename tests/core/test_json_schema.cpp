@@ -453,11 +453,11 @@ TEST_CASE("malformed keyword values are rejected when the schema is built") {
   CHECK(code_of(R"({"patternProperties": {"x{99999}": {}}})").first == ErrorCode::invalid_argument);
   CHECK(code_of(R"({"pattern": "^[a-z]{3,20}-\\{99999\\}$"})").first == ErrorCode::ok);  // escaped: literal braces
   CHECK(code_of(R"({"pattern": "^[0-9]{1,1000}$"})").first == ErrorCode::ok);
-  CHECK(
-      code_of(R"({"pattern": "a\\18446744073709551615999999"})") ==
-      std::pair{ErrorCode::invalid_argument,
-                std::string(R"(invalid schema at "#": regular expression "a\\18446744073709551615999999" has an escape )"
-                            R"(with the number 184467440737095516159999)")});
+  CHECK(code_of(R"({"pattern": "a\\18446744073709551615999999"})") ==
+        std::pair{
+            ErrorCode::invalid_argument,
+            std::string(R"(invalid schema at "#": regular expression "a\\18446744073709551615999999" has an escape )"
+                        R"(with the number 184467440737095516159999)")});
   CHECK(code_of(R"({"pattern": "\\\\\\1234"})").first == ErrorCode::invalid_argument);  // \\ then \1234
   CHECK(code_of(R"({"pattern": "^\\d{3}\\.\\\\$"})").first == ErrorCode::ok);
   CHECK(code_of(R"({"minimum": "a"})") ==
