@@ -133,21 +133,8 @@ class OpenAITranscriber final : public Transcriber {
       }
       throw;
     }
-    if (response.status / 100 != 2) {
-      const openai::ApiError api = openai::parse_api_error(response.body);
-      std::string message = endpoint_.redact(
-          fmt::format("transcription with model '{}': {}", model, openai::describe_api_error(response.status, api)));
-      if (response.status == 401 && !endpoint_.has_key()) {
-        message += fmt::format(" (no API key was sent: {})", endpoint_.key_source());
-      }
-      Error failure(response.status == 401 ? ErrorCode::unauthorized : ErrorCode::model, std::move(message));
-      if (openai::should_retry(response.status, response.headers, api)) {
-        throw openai::RetryableError(
-            std::move(failure),
-            openai::server_retry_delay(response.headers, std::chrono::system_clock::now(), config_.max_retry_after));
-      }
-      throw failure;
-    }
+    if (response.status / 100 != 2)
+      endpoint_.throw_failure(response, fmt::format("transcription with model '{}'", model), config_.max_retry_after);
 
     // The parser follows the format asked for (text, srt and vtt are plain text, not JSON); when none
     // was asked for, the server's default is json, but its Content-Type decides.

@@ -97,21 +97,8 @@ class OpenAIProvider final : public ModelProvider {
       throw failure;
     }
 
-    if (response.status / 100 != 2) {
-      const openai::ApiError api = openai::parse_api_error(response.body);
-      std::string message =
-          redact(fmt::format("{} model '{}': {}", name(), model, openai::describe_api_error(response.status, api)));
-      if (response.status == 401 && !endpoint_.has_key()) {
-        message += fmt::format(" (no API key was sent: {})", endpoint_.key_source());
-      }
-      Error failure(response.status == 401 ? ErrorCode::unauthorized : ErrorCode::model, std::move(message));
-      if (openai::should_retry(response.status, response.headers, api)) {
-        throw openai::RetryableError(
-            std::move(failure),
-            openai::server_retry_delay(response.headers, std::chrono::system_clock::now(), config_.max_retry_after));
-      }
-      throw failure;
-    }
+    if (response.status / 100 != 2)
+      endpoint_.throw_failure(response, fmt::format("{} model '{}'", name(), model), config_.max_retry_after);
 
     try {
       if (!streaming) {

@@ -130,6 +130,18 @@ net::HttpRequest OpenAIEndpoint::request(std::string_view path, const net::HttpH
 
 std::string OpenAIEndpoint::redact(std::string text) const { return redact_secret(std::move(text), api_key_); }
 
+void OpenAIEndpoint::throw_failure(const net::HttpResponse& response, std::string_view what,
+                                   std::chrono::milliseconds max_retry_after) const {
+  const ApiError api = parse_api_error(response.body);
+  std::string message = redact(fmt::format("{}: {}", what, describe_api_error(response.status, api)));
+  if (response.status == 401 && !has_key()) message += fmt::format(" (no API key was sent: {})", key_source());
+  Error failure(response.status == 401 ? ErrorCode::unauthorized : ErrorCode::model, std::move(message));
+  if (should_retry(response.status, response.headers, api))
+    throw RetryableError(std::move(failure),
+                         server_retry_delay(response.headers, std::chrono::system_clock::now(), max_retry_after));
+  throw failure;
+}
+
 std::string OpenAIEndpoint::key_source() const {
   return api_key_env_.empty() ? std::string("no api_key was given") : api_key_env_ + " is not set";
 }

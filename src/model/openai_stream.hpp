@@ -40,6 +40,12 @@ class OpenAIEndpoint {
   bool has_key() const { return !api_key_.empty(); }
   // For error messages: where the key should have come from.
   std::string key_source() const;
+  // Throws what a non-2xx answer means: Error(unauthorized) for 401, else Error(model), "<what>: <the server's
+  // words>" (redacted, and saying where the key should have come from when none was sent), as a
+  // RetryableError when the status and body say a retry may help (429, 5xx; honouring Retry-After up to
+  // `max_retry_after`).
+  [[noreturn]] void throw_failure(const net::HttpResponse& response, std::string_view what,
+                                  std::chrono::milliseconds max_retry_after) const;
 
  private:
   std::string base_url_;
