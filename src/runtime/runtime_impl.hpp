@@ -94,7 +94,11 @@ struct Runtime::Impl {
   std::atomic<int64_t> model_calls{0}, tool_executions{0}, runs_started{0};
 
   void log(LogLevel level, std::string_view component, std::string_view message) const;
-  void enqueue(std::function<void()> job) { workers->post(std::move(job)); }
+  // A job refused because the runtime is stopping is logged; its turn is left to the next process's recovery.
+  void enqueue(std::function<void()> job) {
+    if (!workers->post(std::move(job)))
+      log(LogLevel::warn, "runtime", "a run was not started: the runtime is stopping (recovery takes it over)");
+  }
   // `live`: the group-commit flusher commits what it stages in time. `run`: the run it writes for, cancelled
   // when a commit fails for good (so that the run ends at once, not at its next commit).
   std::shared_ptr<RunEmitter> make_emitter(const std::string& thread_id, const std::string& run_id,

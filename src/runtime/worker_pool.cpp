@@ -13,13 +13,14 @@ WorkerPool::WorkerPool(int threads, OnError on_error) : on_error_(std::move(on_e
 
 WorkerPool::~WorkerPool() { stop(); }
 
-void WorkerPool::post(std::function<void()> job) {
+bool WorkerPool::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_) return;
+    if (stopping_) return false;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();
+  return true;
 }
 
 void WorkerPool::stop() {

@@ -23,8 +23,9 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  void post(std::function<void()> job);
-  // Runs what is queued, then joins the threads. A job posted after stop() is not run.
+  // False (and the job is not run) once stop() has begun.
+  [[nodiscard]] bool post(std::function<void()> job);
+  // Runs what is queued, then joins the threads.
   void stop();
 
  private:

@@ -14,7 +14,6 @@ inline constexpr std::string_view kReservedPrefix = ".agentrt-";  // the store's
 inline constexpr size_t kMaxKeyBytes = 1024;
 inline constexpr size_t kMaxSegmentBytes = 255;  // NAME_MAX on common filesystems
 
-bool is_valid_utf8(std::string_view s);
 bool is_control_byte(unsigned char c) noexcept;
 // Why `segment` cannot be one segment of a key, or nullptr when it can.
 const char* key_segment_problem(std::string_view segment);

@@ -5,43 +5,11 @@
 #include <thread>
 
 #include "agentrt/summary.hpp"
+#include "util/utf8.hpp"
 
 using namespace agentrt;
 
 namespace {
-
-// True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80)
-      len = 1;
-    else if (c >= 0xC2 && c <= 0xDF)
-      len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else
-      return false;
-    if (i + static_cast<size_t>(len) > s.size()) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-      if (b < lo || b > hi) return false;
-      lo = 0x80;
-      hi = 0xBF;
-    }
-    i += static_cast<size_t>(len);
-  }
-  return true;
-}
 
 size_t code_points(std::string_view s) {
   size_t n = 0;
@@ -254,13 +222,13 @@ TEST_CASE("summaries of results with invalid UTF-8 are valid UTF-8, also when cu
       "ok\x80\xfe\xe4\xbd\xa0\xe4\xbd"
       "abc\xf0\x9f\x98\x80\xff";
   const std::string out = s.summarize("t", kNoArgs, json(garbage));
-  CHECK(valid_utf8(out));
+  CHECK(is_valid_utf8(out));
   CHECK(out == "ok\xef\xbf\xbd\xef\xbf\xbd…");
   s.set_max_chars(100);
   CHECK(s.max_chars() == 100);
   const std::string full = s.summarize("t\xff", kNoArgs, json(nullptr));
   CHECK(full == "t\xef\xbf\xbd completed");
-  CHECK(valid_utf8(s.summarize("t", kNoArgs, json(garbage))));
+  CHECK(is_valid_utf8(s.summarize("t", kNoArgs, json(garbage))));
 }
 
 TEST_CASE("summarize may run while templates are being replaced") {

@@ -58,12 +58,12 @@ TEST_CASE("worker pool: every job runs once, a throwing job is reported and the 
       errors.emplace_back(what);
     });
     for (int i = 0; i < 100; ++i)
-      pool.post([&, i] {
+      REQUIRE(pool.post([&, i] {
         ++ran;
         done.count();
         if (i == 10) throw std::runtime_error("job 10 broke");
         if (i == 20) throw 42;
-      });
+      }));
     REQUIRE(done.wait());
   }
   CHECK(ran == 100);
@@ -78,18 +78,18 @@ TEST_CASE("worker pool: stop() runs what is queued, then nothing more") {
   std::unique_lock<std::mutex> closed(gate);
   WorkerPool pool(1, [](std::string_view) {});
   Latch started(1);
-  pool.post([&] {
+  REQUIRE(pool.post([&] {
     started.count();
     std::lock_guard<std::mutex> wait_for_gate(gate);
     ++ran;
-  });
+  }));
   REQUIRE(started.wait());
-  for (int i = 0; i < 5; ++i) pool.post([&] { ++ran; });  // queued behind the blocked job
+  for (int i = 0; i < 5; ++i) REQUIRE(pool.post([&] { ++ran; }));  // queued behind the blocked job
   std::thread stopper([&] { pool.stop(); });
   closed.unlock();
   stopper.join();
   CHECK(ran == 6);
-  pool.post([&] { ++ran; });  // after stop: refused, not run
+  CHECK_FALSE(pool.post([&] { ++ran; }));  // after stop: refused, not run
   CHECK(ran == 6);
 }
 
