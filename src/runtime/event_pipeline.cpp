@@ -256,6 +256,12 @@ void RunEmitter::add_compensation(std::function<void()> undo) {
   undo_.push_back(std::move(undo));
 }
 
+void RunEmitter::require_idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  batch_->require_idle = true;
+}
+
 void RunEmitter::set_run_id(std::string run_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   run_id_ = std::move(run_id);

@@ -108,6 +108,9 @@ class RunEmitter {
   // Objects written for this batch, deleted again if the commit fails (compensation).
   void add_compensation(std::function<void()> undo);
   void set_run_id(std::string run_id);
+  const std::string& run_id() const { return run_id_; }  // the run's thread only (set_run_id is its too)
+  // The batch commits only while no run is open on the thread (a job's delivery, which is a run by itself).
+  void require_idle();
   // Drops what is staged and not committed (and undoes its objects).
   void discard();
 

@@ -63,7 +63,7 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
     ctx.em->emit(events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}}));
   }
   ctx.em->flush();
-  deliver_jobs(turn.thread_id);
+  jobs.deliver_waiting(turn.thread_id);
 }
 
 void Runtime::Impl::recover_running_turn(TurnRecord turn) {

@@ -26,7 +26,16 @@ LedgerEntry* RunCtx::find_ledger(const std::string& id) {
 
 // ---------------------------------------------------------------------------------------------- Impl
 
-Runtime::Impl::Impl(RuntimeConfig c) : cfg(std::move(c)) {
+Runtime::Impl::Impl(RuntimeConfig c)
+    : cfg(std::move(c)),
+      jobs(
+          cfg,
+          [this](const std::string& thread_id, const std::string& run_id) {
+            return make_emitter(thread_id, run_id, -1, false);
+          },
+          [this](LogLevel level, std::string_view component, std::string_view message) {
+            log(level, component, message);
+          }) {
   if (!cfg.store) throw Error(ErrorCode::invalid_argument, "runtime config: store is required");
   if (!cfg.model) throw Error(ErrorCode::invalid_argument, "runtime config: model is required");
   if (cfg.workers < 1 || cfg.workers > 256)
@@ -315,7 +324,7 @@ void Runtime::Impl::sweep(bool take_over_resuming) {
   }
   // Jobs past their deadline, and finished ones whose outcome is not in history yet (the thread was busy,
   // or the process that finished them stopped first).
-  sweep_jobs(now);
+  jobs.sweep(now);
 }
 
 // ---------------------------------------------------------------------------------------------- Runtime

@@ -22,15 +22,13 @@
 #include "core/ids.hpp"
 #include "runtime/event_pipeline.hpp"
 #include "runtime/group_commit.hpp"
+#include "runtime/job_service.hpp"
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
 #include "runtime/worker_pool.hpp"
 
 namespace agentrt {
 inline namespace v1 {
-
-// A job whose confirmation the person declined: cancelled, never started (jobs.cpp).
-void decline_job(JobRecord& j, const std::string& reason);
 
 // One run of a turn, on one worker thread. Not thread-safe (the emitter is).
 struct RunCtx {
@@ -88,6 +86,7 @@ struct Runtime::Impl {
   RunRegistry runs;                           // what runs here; turn changes wake wait()
   std::unique_ptr<GroupCommit> group_commit;  // commits what live runs stage, in time
   std::unique_ptr<WorkerPool> workers;        // runs queued jobs (fresh runs and continuations)
+  JobService jobs;                            // jobs tools start and the host ends
   std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
   std::mutex sweep_run_mutex;                 // one sweep at a time
 
@@ -147,36 +146,6 @@ struct Runtime::Impl {
   void record_unrecorded();
   std::vector<Message> history(std::string_view thread_id);
   Message history_view(Message m);  // as history() shows a stored message (signed URLs, tool ui)
-
-  // jobs.cpp
-  std::mutex jobs_mutex;
-  // Jobs whose tool call runs now (their record is not committed yet), with an outcome the host reported
-  // before it was (applied when the record is written).
-  struct InFlightJob {
-    // The run's turn and the call's ledger entry: valid while the entry exists (the run's execute() erases
-    // it before it returns), and their ids are not written meanwhile.
-    const TurnRecord* turn = nullptr;
-    const LedgerEntry* call = nullptr;
-    JobRecord base(const std::string& id) const;  // what is known before the tool answers
-    std::optional<JobRecord> outcome;             // reported, not yet applied
-    bool ended = false;    // an outcome was reported (a second one is refused; a second cancel is not)
-    JobRecord ended_as;    // that outcome
-    JobProgress progress;  // progress reported before the record existed
-  };
-  std::map<std::string, InFlightJob, std::less<>> jobs_in_flight;
-  std::set<std::string, std::less<>> undelivered_threads;  // finished jobs wait there for an open run to end
-  void add_delivery(CommitBatch& b, JobRecord& job);
-  bool deliver_job(JobRecord job);                  // false: a run is open on the thread
-  void deliver_jobs(const std::string& thread_id);  // the jobs this process could not deliver, if any
-  std::optional<JobRecord> find_job(std::string_view job_id);
-  JobRecord finish_job(std::string_view job_id, JobStatus to, const std::function<void(JobRecord&)>& fill,
-                       bool call_hook);
-  void run_cancel_hook(const JobRecord& job);
-  JobRecord complete_job(std::string_view job_id, const JobResult& r);
-  JobRecord fail_job(std::string_view job_id, std::string code, std::string message);
-  JobRecord cancel_job(std::string_view job_id, std::string reason);
-  JobRecord update_job(std::string_view job_id, const JobProgress& p);
-  void sweep_jobs(int64_t now);
 
   // attachment_flow.cpp
   // Validates the input's media parts and stores each as bucket/path/mime (inline data becomes an upload).

@@ -18,67 +18,21 @@ inline namespace v1 {
 
 using namespace turn;
 
+// The jobs the calls running now start, registered with the job service until the commit that writes their
+// records (destroyed after it): an outcome the host reported after the run took the early ones is applied then.
 class TurnRunner::JobsInFlight {
  public:
-  explicit JobsInFlight(Runtime::Impl& rt) : rt_(rt) {}
-  ~JobsInFlight() {
-    std::vector<JobRecord> late;
-    {
-      std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-      for (const auto& id : ids_) {
-        auto it = rt_.jobs_in_flight.find(id);
-        if (it == rt_.jobs_in_flight.end()) continue;
-        if (it->second.outcome) late.push_back(*it->second.outcome);
-        rt_.jobs_in_flight.erase(it);
-      }
-    }
-    for (const auto& o : late) {
-      try {
-        rt_.finish_job(
-            o.id, o.status,
-            [&](JobRecord& j) {
-              j.result = o.result;
-              j.assets = o.assets;
-              j.progress = o.progress;
-              if (!o.message.empty()) j.message = o.message;
-              j.error_code = o.error_code;
-              j.error_message = o.error_message;
-            },
-            false);
-      } catch (const std::exception& e) {
-        rt_.log(LogLevel::warn, "jobs",
-                fmt::format("job {}: the outcome reported while its tool answered was not "
-                            "applied: {}",
-                            o.id, e.what()));
-      }
-    }
-  }
+  explicit JobsInFlight(JobService& jobs) : jobs_(jobs) {}
+  ~JobsInFlight() { jobs_.end_in_flight(ids_); }
   void add(const std::string& id, const TurnRecord& turn, const LedgerEntry& call) {
-    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
     ids_.push_back(id);
-    Runtime::Impl::InFlightJob f;
-    f.turn = &turn;
-    f.call = &call;
-    rt_.jobs_in_flight.emplace(id, std::move(f));
+    jobs_.begin_in_flight(id, turn, call);
   }
-  // Progress the host reported before the job's record existed.
-  JobProgress progress(const std::string& id) {
-    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-    auto it = rt_.jobs_in_flight.find(id);
-    return it == rt_.jobs_in_flight.end() ? JobProgress{} : it->second.progress;
-  }
-  // The outcome the host reported before the job's record existed, taken: the run writes it with the record.
-  std::optional<JobRecord> early(const std::string& id) {
-    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-    auto it = rt_.jobs_in_flight.find(id);
-    if (it == rt_.jobs_in_flight.end()) return std::nullopt;
-    std::optional<JobRecord> out = std::move(it->second.outcome);
-    it->second.outcome.reset();
-    return out;
-  }
+  JobProgress progress(const std::string& id) { return jobs_.in_flight_progress(id); }
+  std::optional<JobRecord> early(const std::string& id) { return jobs_.take_in_flight_outcome(id); }
 
  private:
-  Runtime::Impl& rt_;
+  JobService& jobs_;
   std::vector<std::string> ids_;
 };
 
@@ -126,7 +80,7 @@ std::vector<std::string> TurnRunner::execute(const std::vector<std::string>& ids
   // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
   check_cancel();
   // Each call may start a job: its id is known before the tool runs, so the host can report on it at once.
-  JobsInFlight in_flight(rt_);
+  JobsInFlight in_flight(rt_.jobs);
   for (auto& r : running) {
     LedgerEntry* l = ctx_.find_ledger(r.id);
     if (l->decision.is_object() && l->decision.contains("jobId") && l->decision["jobId"].is_string()) {
@@ -330,8 +284,7 @@ JobRecord TurnRunner::start_job(const LedgerEntry& l, const std::string& job_id,
     j.error_code = early->error_code;
     j.error_message = early->error_message;
     j.finished_at = early->finished_at;
-    std::lock_guard<std::mutex> lock(rt_.jobs_mutex);
-    rt_.undelivered_threads.insert(j.thread_id);
+    rt_.jobs.mark_waiting(j.thread_id);
   }
   stage_job(j, expected);
   return j;

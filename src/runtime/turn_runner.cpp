@@ -518,7 +518,7 @@ void open_run(Runtime::Impl& rt, RunCtx& ctx, TurnRecord turn, std::shared_ptr<R
 
 TurnRecord close_run(Runtime::Impl& rt, RunCtx& ctx, DeferredStart* deferred) {
   rt.unregister_run(ctx.turn.id);
-  rt.deliver_jobs(ctx.turn.thread_id);
+  rt.jobs.deliver_waiting(ctx.turn.thread_id);
   if (deferred && deferred->error) return TurnRecord{};
   return std::move(ctx.turn);  // ctx dies with the caller's frame; the caller gets the record without a copy
 }
