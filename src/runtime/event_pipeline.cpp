@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "agentrt/clock.hpp"
+#include "runtime/event_wire.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 
@@ -161,7 +164,8 @@ RunEmitter::RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::
       run_id_(std::move(run_id)),
       on_commit_(std::move(on_commit)),
       retry_(retry),
-      on_failed_(std::move(on_failed)) {
+      on_failed_(std::move(on_failed)),
+      projector_(thread_id_) {
   batch_->thread_id = thread_id_;
 }
 
@@ -169,20 +173,92 @@ void RunEmitter::note_pending() {
   if (batch_->empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
 }
 
-void RunEmitter::emit(const Event& e) { emit_json(to_json_string(e)); }
-
-void RunEmitter::emit_json(std::string body) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!staging()) return;
+void RunEmitter::stage_event(std::string body) {
   note_pending();
   batch_->events.push_back(StoredEvent{0, run_id_, std::move(body)});
 }
 
-void RunEmitter::add_message(MessageRecord m) {
+void RunEmitter::project(std::optional<MessageRecord> m) {
+  if (!m) return;
+  batch_->messages.push_back(*m);
+  if (on_message_) on_message_(batch_->messages.back());
+}
+
+void RunEmitter::emit(const Event& e) {
+  std::string body = to_json_string(e);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
-  note_pending();
-  batch_->messages.push_back(std::move(m));
+  stage_event(std::move(body));
+  project(projector_.apply(run_id_, e));
+}
+
+void RunEmitter::step_started(std::string_view step) {
+  std::string body = wire::step_started(step, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (staging()) stage_event(std::move(body));
+}
+
+void RunEmitter::step_finished(std::string_view step) {
+  std::string body = wire::step_finished(step, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (staging()) stage_event(std::move(body));
+}
+
+void RunEmitter::text_start(std::string_view message_id) {
+  std::string body = wire::text_start(message_id, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  stage_event(std::move(body));
+  projector_.text_start(message_id);
+}
+
+void RunEmitter::text_content(std::string_view message_id, std::string_view delta) {
+  std::string body = wire::text_content(message_id, delta, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  stage_event(std::move(body));
+  projector_.text_content(message_id, delta);
+}
+
+void RunEmitter::tool_call_start(std::string_view tool_call_id, std::string_view name,
+                                 std::string_view parent_message_id) {
+  std::string body = wire::tool_call_start(tool_call_id, name, parent_message_id, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  stage_event(std::move(body));
+  projector_.tool_call_start(tool_call_id, name, parent_message_id);
+}
+
+void RunEmitter::tool_call_args(std::string_view tool_call_id, std::string_view delta) {
+  std::string body = wire::tool_call_args(tool_call_id, delta, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  stage_event(std::move(body));
+  projector_.tool_call_args(tool_call_id, delta);
+}
+
+void RunEmitter::tool_call_end(std::string_view tool_call_id) {
+  std::string body = wire::tool_call_end(tool_call_id, now_ms());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (staging()) stage_event(std::move(body));
+}
+
+void RunEmitter::emit_tool_call_result(std::string event_json, const std::string& message_id,
+                                       const std::string& tool_call_id, std::string content, const json& facts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  stage_event(std::move(event_json));
+  project(projector_.tool_call_result(run_id_, message_id, tool_call_id, std::move(content), &facts));
+}
+
+void RunEmitter::begin_run(const std::string& turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  projector_.begin_run(run_id_, turn_id);
+}
+
+void RunEmitter::on_message(std::function<void(const MessageRecord&)> sink) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  on_message_ = std::move(sink);
 }
 
 void RunEmitter::put_ledger(const LedgerEntry& l) {

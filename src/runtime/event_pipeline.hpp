@@ -17,6 +17,7 @@
 #include "agentrt/events.hpp"
 #include "agentrt/runtime.hpp"
 #include "agentrt/storage.hpp"
+#include "pipeline/projector.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -91,9 +92,24 @@ class RunEmitter {
   RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit = {},
              CommitRetry retry = {}, Failed on_failed = {});
 
+  // Takes an event: stages it, and the history message it completes (the projector derives it).
   void emit(const Event& e);
-  void emit_json(std::string event_json);  // an event already serialised (one line of AG-UI JSON)
-  void add_message(MessageRecord m);
+  // The events a run emits most often, written straight from their fields (wire::), projected the same way.
+  void step_started(std::string_view step);
+  void step_finished(std::string_view step);
+  void text_start(std::string_view message_id);
+  void text_content(std::string_view message_id, std::string_view delta);
+  void tool_call_start(std::string_view tool_call_id, std::string_view name, std::string_view parent_message_id);
+  void tool_call_args(std::string_view tool_call_id, std::string_view delta);
+  void tool_call_end(std::string_view tool_call_id);
+  // A TOOL_CALL_RESULT whose JSON the caller wrote (the ToolAgentOutput is serialised once, for the event and
+  // the ledger); `facts` is the event's metadata.agentrt, which `event_json` holds too.
+  void emit_tool_call_result(std::string event_json, const std::string& message_id, const std::string& tool_call_id,
+                             std::string content, const json& facts);
+  // The turn the run's messages belong to, for a run whose RUN_STARTED (which names it) was emitted earlier.
+  void begin_run(const std::string& turn_id);
+  // Called (under the emitter's lock, on the emitting thread) with each message the projector derives.
+  void on_message(std::function<void(const MessageRecord&)> sink);
   void put_ledger(const LedgerEntry& l);
   // The turn's committed version (-1: the turn is inserted by the first commit).
   void set_turn_version(int64_t version);
@@ -145,10 +161,12 @@ class RunEmitter {
   const std::string& thread_id() const { return thread_id_; }
 
  private:
-  void drop_batch();                          // undoes the batch's objects and empties it (under mutex_)
-  bool staging() const { return !failure_; }  // under mutex_: a failed emitter takes nothing more
-  void note_pending();                        // under mutex_
-  CommitBatch commit_locked();                // under mutex_; throws
+  void drop_batch();                             // undoes the batch's objects and empties it (under mutex_)
+  bool staging() const { return !failure_; }     // under mutex_: a failed emitter takes nothing more
+  void note_pending();                           // under mutex_
+  void stage_event(std::string body);            // under mutex_
+  void project(std::optional<MessageRecord> m);  // under mutex_
+  CommitBatch commit_locked();                   // under mutex_; throws
   CommitBatch flush(bool background);
   Store& store_;
   EventHub& hub_;
@@ -164,6 +182,8 @@ class RunEmitter {
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
+  Projector projector_;  // under mutex_
+  std::function<void(const MessageRecord&)> on_message_;
   int open_units_ = 0;  // under mutex_
   std::optional<Error> failure_;
 };

@@ -157,7 +157,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
     ctx.turn.status = TurnStatus::running;
     runner.stage_turn();
-    ctx.em->emit(events::run_started(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.parent_run_id));
+    ctx.em->emit(run_started(ctx.turn));
     const std::string stage = ctx.turn.stage.empty() ? std::string(kExecution) : ctx.turn.stage;
     runner.begin_step(stage);
     // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is

@@ -66,26 +66,24 @@ void JobService::stage_delivery(RunEmitter& em, JobRecord& job, int64_t expected
   json job_json = job_to_json(job);
   job_json["delivered"] = true;
   job_json["version"] = job.version + 1;
-  RunEmitter::Unit unit(em);
-  em.require_idle();
-  em.emit(events::run_started(job.thread_id, em.run_id()));
-  em.emit(events::tool_call_result(msg_id, job.tool_call_id, text, json{{"job", job_json}}));
-  em.emit(events::custom("agentrt.job", job_json));
-  em.emit(events::run_finished(job.thread_id, em.run_id(), json{{"type", "success"}}));
-  Message m;
-  m.id = msg_id;
-  m.role = Role::tool;
-  m.content = text;
-  m.tool_call_id = job.tool_call_id;
-  if (job.status != JobStatus::succeeded) m.error = job.error_message.empty() ? job.error_code : job.error_message;
-  m.metadata = {{"job_id", job.id},
+  // The tool message the projector derives from TOOL_CALL_RESULT: its metadata and error.
+  json index = {{"job_id", job.id},
                 {"job_status", to_string(job.status)},
                 {"tool_call_id", job.tool_call_id},
                 {"tool_name", job.tool_name},
                 {"turn_id", job.turn_id}};
-  if (job.assets.is_array() && !job.assets.empty()) m.metadata["assets"] = job.assets;
-  if (!job.error_code.empty()) m.metadata["error_code"] = job.error_code;
-  em.add_message(MessageRecord{job.thread_id, 0, "", em.run_id(), std::move(m)});
+  if (job.assets.is_array() && !job.assets.empty()) index["assets"] = job.assets;
+  if (!job.error_code.empty()) index["error_code"] = job.error_code;
+  json facts = json::object();
+  if (job.status != JobStatus::succeeded)
+    facts["error"] = job.error_message.empty() ? job.error_code : job.error_message;
+  facts["metadata"] = std::move(index);
+  RunEmitter::Unit unit(em);
+  em.require_idle();
+  em.emit(events::run_started(job.thread_id, em.run_id()));
+  em.emit(events::tool_call_result(msg_id, job.tool_call_id, text, json{{"job", job_json}, {"agentrt", facts}}));
+  em.emit(events::custom("agentrt.job", job_json));
+  em.emit(events::run_finished(job.thread_id, em.run_id(), json{{"type", "success"}}));
   em.put_job(JobWrite{job, expected_version});
 }
 

@@ -27,8 +27,9 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   ctx.turn.run_id = new_id("run");
   ctx.em = make_emitter(turn.thread_id, ctx.turn.run_id, turn.version, false);
   load_run_state(*cfg.store, ctx);
+  ctx.watch_history();
   TurnRunner runner(*this, ctx);
-  ctx.em->emit(events::run_started(turn.thread_id, ctx.turn.run_id, turn.run_id));
+  ctx.em->emit(run_started(ctx.turn));
   const bool expired = to == TurnStatus::expired;
   const std::string msg = expired
                               ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
@@ -102,6 +103,7 @@ std::optional<TurnRecord> Runtime::Impl::fail_from_store(const std::string& turn
   ctx.handle = std::make_shared<RunHandle>();
   ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, false);
   load_run_state(*cfg.store, ctx);
+  ctx.watch_history();
   if (known) ctx.recorded = *known;
   TurnRunner runner(*this, ctx);
   runner.fail(code, message);

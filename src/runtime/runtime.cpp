@@ -8,6 +8,7 @@
 #include "agentrt/records.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/turn_runner.hpp"
 #include "store/document_store.hpp"
 
 namespace agentrt {
@@ -209,8 +210,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     RunEmitter::Unit unit(e);  // the thread, the turn, its input and RUN_STARTED commit together
     e.create_thread(th);
     e.set_turn(turn);
-    e.add_message(user);
-    e.emit(events::run_started(turn.thread_id, turn.run_id));
+    e.emit(agentrt::turn::run_started(turn, &user.message));
   };
   stage_start(*em);
   for (const auto& key : uploads) em->add_compensation([objects = cfg.objects, key] { objects->remove(key); });

@@ -57,6 +57,18 @@ struct RunCtx {
   void note_outcome(const std::string& id, const ToolAgentOutput& out);
 
   LedgerEntry* find_ledger(const std::string& id);
+  // The messages the run's events make (the projector derives them, filed under this turn) join `history`
+  // as they are emitted.
+  void watch_history() {
+    em->begin_run(turn.id);
+    em->on_message([this](const MessageRecord& m) { history.push_back(m); });
+  }
+  RunCtx() = default;
+  RunCtx(const RunCtx&) = delete;
+  RunCtx& operator=(const RunCtx&) = delete;
+  ~RunCtx() {
+    if (em) em->on_message({});
+  }
 
   // Set when the run's start (run_turn: the turn insert; resume_turn: the decision) was not committed by
   // the call but rides on the run's first commit: the emitter's turn version until that commit lands.

@@ -356,8 +356,12 @@ void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const
       rt_.log(LogLevel::warn, "objects", fmt::format("tool payload {} not stored: {}", key, e.what()));
     }
   }
-  // TOOL_CALL_RESULT: the summary as content, ToolAgentOutput and the ui card in metadata.
+  // TOOL_CALL_RESULT: the summary as content, ToolAgentOutput and the ui card in metadata; the tool message's
+  // metadata (the index) and error in metadata.agentrt, from which the projector derives the message.
   const std::string msg_id = new_id("msg");
+  json facts = json::object();
+  if (out.error) facts["error"] = out.error->message;
+  facts["metadata"] = std::move(index);
   std::string ev = to_json_string(events::tool_call_result(msg_id, id, out.result_summary));
   ev.pop_back();
   ev += ",\"metadata\":{\"tool_agent_output\":";
@@ -366,19 +370,11 @@ void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const
     ev += ",\"ui\":";
     append_json(ev, json(*out.ui));
   }
+  ev += ",\"agentrt\":";
+  append_json(ev, facts);
   ev += "}}";
-  ctx_.em->emit_json(std::move(ev));
   ctx_.note_outcome(id, out);
-  Message m;
-  m.id = msg_id;
-  m.role = Role::tool;
-  m.content = out.result_summary;
-  m.tool_call_id = id;
-  if (out.error) m.error = out.error->message;
-  m.metadata = std::move(index);
-  MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
-  ctx_.em->add_message(rec);
-  ctx_.history.push_back(std::move(rec));
+  ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, facts);
   if (l) {
     advance(*l, ledger_outcome(out.status));
     l->output = out_str;

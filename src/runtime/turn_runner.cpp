@@ -69,14 +69,14 @@ void TurnRunner::run_stages(int start) {
 
 void TurnRunner::begin_step(const std::string& stage) {
   check_cancel();
-  ctx_.em->emit_json(wire::step_started(stage, now_ms()));
+  ctx_.em->step_started(stage);
   ctx_.open_step = stage;
   ctx_.turn.stage = stage;
 }
 
 void TurnRunner::end_step() {
   if (ctx_.open_step.empty()) return;
-  ctx_.em->emit_json(wire::step_finished(ctx_.open_step, now_ms()));
+  ctx_.em->step_finished(ctx_.open_step);
   ctx_.open_step.clear();
 }
 
@@ -148,10 +148,11 @@ class TurnRunner::Sink final : public ModelStreamSink {
     if (vis_ == Visibility::reasoning) return on_reasoning(d);
     auto& ctx = r_.ctx_;
     if (ctx.open_text.empty()) {
-      ctx.em->emit_json(wire::text_start(msg_id_, now_ms()));
+      ctx.em->text_start(msg_id_);
       ctx.open_text = msg_id_;
     }
-    ctx.em->emit_json(wire::text_content(msg_id_, d, now_ms()));
+    ctx.em->text_content(msg_id_, d);
+    streamed_text_.append(d);
   }
   void on_reasoning(std::string_view d) override {
     if (d.empty()) return;
@@ -167,36 +168,40 @@ class TurnRunner::Sink final : public ModelStreamSink {
     auto& ctx = r_.ctx_;
     std::string eff = r_.unique_call_id(id);
     by_index_[index] = eff;
-    announced_.push_back({std::string(id), eff, false});
-    ctx.em->emit_json(wire::tool_call_start(eff, name, msg_id_, now_ms()));
+    announced_.push_back({std::string(id), eff, std::string(name), {}, false});
+    ctx.em->tool_call_start(eff, name, msg_id_);
     ctx.open_tool_calls.insert(eff);
   }
   void on_tool_call_args(int index, std::string_view d) override {
     auto it = by_index_.find(index);
     if (it == by_index_.end() || d.empty()) return;
-    r_.ctx_.em->emit_json(wire::tool_call_args(it->second, d, now_ms()));
+    r_.ctx_.em->tool_call_args(it->second, d);
+    for (auto& a : announced_)
+      if (a.effective == it->second) a.arguments.append(d);
   }
-  // The effective id of a result's tool call: the announced one with the same id, else a new one.
-  std::pair<std::string, bool> take(const std::string& original) {
+  struct Announced {
+    std::string original, effective, name, arguments;  // name and arguments as streamed
+    bool taken;
+  };
+  // The announced call a result's tool call is (the first with its id not taken yet), or null.
+  const Announced* take(const std::string& original) {
     for (auto& a : announced_)
       if (!a.taken && a.original == original) {
         a.taken = true;
-        return {a.effective, true};
+        return &a;
       }
-    return {r_.unique_call_id(original), false};
+    return nullptr;
   }
   const std::string& message_id() const { return msg_id_; }
+  const std::string& streamed_text() const { return streamed_text_; }
 
  private:
-  struct Announced {
-    std::string original, effective;
-    bool taken;
-  };
   TurnRunner& r_;
   Visibility vis_;
   std::string msg_id_;
   std::map<int, std::string> by_index_;
   std::vector<Announced> announced_;
+  std::string streamed_text_;  // the text streamed as TEXT_MESSAGE_CONTENT
 };
 
 json TurnRunner::worker_output(const std::string& answer) {
@@ -239,54 +244,72 @@ std::pair<ModelResult, std::string> TurnRunner::call_model(const ModelRequest& r
   }
   const bool is_final = result.tool_calls.empty();
   const std::string& msg_id = sink.message_id();
-  json wao;  // {"worker_agent_output": ...} of the final answer: the TEXT_MESSAGE_END's and the message's metadata
-  if (vis == Visibility::text) {
-    if (ctx_.open_text.empty() && (!result.text.empty() || is_final)) {
-      em.emit_json(wire::text_start(msg_id, now_ms()));
-      if (!result.text.empty()) em.emit_json(wire::text_content(msg_id, result.text, now_ms()));
-      ctx_.open_text = msg_id;
-    }
-    if (!ctx_.open_text.empty()) {
-      if (is_final && final_candidate) {
-        wao = json::object();
-        wao.get_ref<json::object_t&>().emplace("worker_agent_output", worker_output(result.text));
-      }
-      em.emit(events::text_end(ctx_.open_text, wao));
-      ctx_.open_text.clear();
-    }
-  }
-  // Tool calls: the result is authoritative; calls the stream did not announce are announced now.
+  // The assistant message is stored once, complete, never half of it: the projector derives it from the
+  // events, and the last event of the answer says it is complete (metadata.agentrt.message), with what the
+  // model's final answer holds beyond what was streamed (the result is authoritative).
+  const bool persist = !is_final || vis == Visibility::text;
+  json facts = json::object();
+  std::string streamed = sink.streamed_text();
+  // Tool calls: the effective id of each (the announced one, else a new one), and what differs from the stream.
   std::vector<ToolCall> calls;
+  std::vector<bool> announced;
+  json listed = json::array();
   for (auto& c : result.tool_calls) {
-    auto [id, announced] = sink.take(c.id);
-    if (!announced) {
-      em.emit_json(wire::tool_call_start(id, c.name, msg_id, now_ms()));
-      if (!c.arguments.empty()) em.emit_json(wire::tool_call_args(id, c.arguments, now_ms()));
-    }
-    em.emit_json(wire::tool_call_end(id, now_ms()));
-    ctx_.open_tool_calls.erase(id);
-    c.id = id;
-    calls.push_back(ToolCall{id, c.name, c.arguments});
+    const auto* a = sink.take(c.id);
+    c.id = a ? a->effective : unique_call_id(c.id);
+    if (a && (a->name != c.name || a->arguments != c.arguments))
+      listed.push_back({{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
+    else
+      listed.push_back(c.id);
+    announced.push_back(a != nullptr);
+    ctx_.open_tool_calls.erase(c.id);
+    calls.push_back(ToolCall{c.id, c.name, c.arguments});
   }
   // Announced calls missing from the result (a provider inconsistency) are closed, not left open.
-  for (const auto& open : std::vector<std::string>(ctx_.open_tool_calls.begin(), ctx_.open_tool_calls.end())) {
-    em.emit_json(wire::tool_call_end(open, now_ms()));
-    ctx_.open_tool_calls.erase(open);
+  std::vector<std::string> missing(ctx_.open_tool_calls.begin(), ctx_.open_tool_calls.end());
+  ctx_.open_tool_calls.clear();
+  const bool text_open = vis == Visibility::text && (!ctx_.open_text.empty() || !result.text.empty() || is_final);
+  if (vis == Visibility::text && !text_open) streamed.clear();
+  if (vis == Visibility::text && text_open && ctx_.open_text.empty()) streamed = result.text;
+  if (persist && streamed != result.text) facts["content"] = result.text;
+  if (!calls.empty()) facts["toolCalls"] = std::move(listed);
+  json complete = json::object();
+  complete.get_ref<json::object_t&>().emplace("message", std::move(facts));
+  auto marked = [&complete] {
+    json meta = json::object();
+    meta.get_ref<json::object_t&>().emplace("agentrt", std::move(complete));
+    return meta;
+  };
+  const bool ends = !calls.empty() || !missing.empty();
+  if (text_open) {
+    if (ctx_.open_text.empty()) {
+      em.text_start(msg_id);
+      if (!result.text.empty()) em.text_content(msg_id, result.text);
+      ctx_.open_text = msg_id;
+    }
+    json meta = json::object();
+    if (is_final && final_candidate)
+      meta.get_ref<json::object_t&>().emplace("worker_agent_output", worker_output(result.text));
+    if (persist && !ends) meta.get_ref<json::object_t&>().emplace("agentrt", std::move(complete));
+    em.emit(events::text_end(ctx_.open_text, meta.empty() ? json(nullptr) : std::move(meta)));
+    ctx_.open_text.clear();
   }
-  // The assistant message is written once, complete: never half of it.
-  const bool persist = !calls.empty() || (vis == Visibility::text);
-  if (persist) {
-    Message m;
-    m.id = msg_id;
-    m.role = Role::assistant;
-    m.content = result.text;
-    m.has_content = !result.text.empty();
-    m.tool_calls = calls;
-    if (!wao.is_null()) m.metadata = std::move(wao);
-    MessageRecord rec{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, std::move(m)};
-    em.add_message(rec);
-    ctx_.history.push_back(std::move(rec));
+  // The last end carries the message's completion.
+  auto end_call = [&](const std::string& id, bool last) {
+    if (!last || !persist) return em.tool_call_end(id);
+    Event end = events::tool_call_end(id);
+    end.metadata = marked();
+    em.emit(end);
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto& c = calls[i];
+    if (!announced[i]) {
+      em.tool_call_start(c.id, c.name, msg_id);
+      if (!c.arguments.empty()) em.tool_call_args(c.id, c.arguments);
+    }
+    end_call(c.id, missing.empty() && i + 1 == calls.size());
   }
+  for (size_t i = 0; i < missing.size(); ++i) end_call(missing[i], i + 1 == missing.size());
   return {std::move(result), msg_id};
 }
 
@@ -387,7 +410,7 @@ void TurnRunner::close_open_streams() {
     em.emit(events::text_end(ctx_.open_text));
     ctx_.open_text.clear();
   }
-  for (const auto& id : ctx_.open_tool_calls) em.emit_json(wire::tool_call_end(id, now_ms()));
+  for (const auto& id : ctx_.open_tool_calls) em.tool_call_end(id);
   ctx_.open_tool_calls.clear();
 }
 
@@ -413,14 +436,11 @@ void TurnRunner::fail(const std::string& code, const std::string& message) {
   ctx_.open_reasoning.clear();
   ctx_.open_tool_calls.clear();
   close_unanswered("not_run", "not run: " + message, ToolStatus::failed);
+  // RUN_ERROR, and the ERROR message the projector derives from it ("ERROR code: message").
   Event err = events::run_error(message, code);
   if (!ctx_.run_usage.empty()) err.usage = usage_json(ctx_.run_usage);
+  err.metadata = json{{"agentrt", {{"messageId", new_id("msg")}}}};
   ctx_.em->emit(err);
-  Message sys;
-  sys.id = new_id("msg");
-  sys.role = Role::system;
-  sys.content = fmt::format("ERROR {}: {}", code, message);
-  ctx_.em->add_message(MessageRecord{ctx_.turn.thread_id, 0, ctx_.turn.id, ctx_.turn.run_id, sys});
   if (can_transition(ctx_.turn.status, TurnStatus::failed)) ctx_.turn.status = TurnStatus::failed;
   ctx_.turn.owner.clear();
   ctx_.turn.error = message;
@@ -514,6 +534,7 @@ void open_run(Runtime::Impl& rt, RunCtx& ctx, TurnRecord turn, std::shared_ptr<R
   } else {
     ctx.em = rt.make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true, handle);
   }
+  ctx.watch_history();
 }
 
 TurnRecord close_run(Runtime::Impl& rt, RunCtx& ctx, DeferredStart* deferred) {

@@ -94,6 +94,18 @@ inline std::vector<TokenUsage> usage_from_json(const json& j) {
   return out;
 }
 
+// RUN_STARTED of a run of turn `t`. metadata.agentrt names the turn (the projector files the run's messages
+// under it) and carries the input message of a fresh turn, from which the projector derives the user message.
+inline Event run_started(const TurnRecord& t, const Message* input = nullptr) {
+  Event e = events::run_started(t.thread_id, t.run_id, t.parent_run_id);
+  json facts = json::object();
+  facts.get_ref<json::object_t&>().emplace("turnId", t.id);
+  if (input) facts.get_ref<json::object_t&>().emplace("message", json(*input));
+  e.metadata = json::object();
+  e.metadata.get_ref<json::object_t&>().emplace("agentrt", std::move(facts));
+  return e;
+}
+
 }  // namespace turn
 
 class TurnRunner {

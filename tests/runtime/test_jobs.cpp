@@ -48,6 +48,8 @@ struct JobHarness {
   TempDir dir;
   std::shared_ptr<SqliteStore> store;
   JobScript script;
+  std::shared_ptr<Store> used_store;
+  std::set<std::string> threads;  // started on by start(): replayed when the harness ends
   std::unique_ptr<Runtime> rt;
   std::atomic<int> render_calls{0}, costly_calls{0}, confirmed_calls{0};
   std::mutex mutex;
@@ -67,11 +69,19 @@ struct JobHarness {
       hooked_cv.notify_all();
     };
     if (tweak) tweak(c);
+    used_store = c.store;
     rt = std::make_unique<Runtime>(c);
     add_tools(*rt);
   }
   // The runtime goes first: its sweeper may be calling the cancel hook, which uses the members below it.
-  ~JobHarness() { rt.reset(); }
+  // Then each thread's log, replayed through the projector, must give its stored history byte for byte.
+  ~JobHarness() {
+    rt.reset();
+    for (const auto& t : threads) {
+      auto diff = replay_difference(*used_store, t);
+      CHECK_MESSAGE(!diff.has_value(), (diff ? *diff : std::string()));
+    }
+  }
   JobHarness(const JobHarness&) = delete;
   JobHarness& operator=(const JobHarness&) = delete;
 
@@ -116,6 +126,7 @@ struct JobHarness {
   }
 
   TurnHandle start(const std::string& thread, const std::string& text) {
+    threads.insert(thread);
     return rt->start_turn(turn_input(thread, user_message(text)));
   }
   TurnRecord wait(const std::string& turn_id) {

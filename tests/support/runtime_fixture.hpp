@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "store/sqlite_store.hpp"
 #include "support/agui_verifier.hpp"
 #include "support/condition.hpp"
+#include "support/replay.hpp"
 
 namespace agentrt::testing {
 
@@ -82,6 +85,8 @@ inline ModelResult booking_script(const ModelRequest& req) {
 struct Harness {
   TempDir dir;
   std::shared_ptr<SqliteStore> store;
+  std::shared_ptr<Store> used_store;  // the runtime's (a test may wrap `store`)
+  std::set<std::string> threads;      // started on by start(): replayed when the harness ends
   std::shared_ptr<ScriptedModel> model;
   std::unique_ptr<Runtime> rt;
   std::atomic<int> tool_runs{0};
@@ -94,10 +99,23 @@ struct Harness {
     model = std::make_shared<ScriptedModel>(std::move(script), mopts);
     RuntimeConfig c = test_config(store, model);
     if (tweak) tweak(c);
+    used_store = c.store;
     rt = std::make_unique<Runtime>(c);
   }
-  // The runtime goes first: a tool still running uses the members below it.
-  ~Harness() { rt.reset(); }
+  // The runtime goes first: a tool still running uses the members below it. Then every thread this harness
+  // started turns on is replayed: its log, through the projector, gives its stored history byte for byte.
+  ~Harness() {
+    rt.reset();
+    for (const auto& t : threads) {
+      std::optional<std::string> diff;
+      try {
+        diff = replay_difference(*used_store, t);
+      } catch (const std::exception& e) {
+        diff = std::string("replay failed: ") + e.what();
+      }
+      CHECK_MESSAGE(!diff.has_value(), (diff ? *diff : std::string()));
+    }
+  }
   Harness(const Harness&) = delete;
   Harness& operator=(const Harness&) = delete;
 
@@ -126,6 +144,7 @@ struct Harness {
   }
 
   TurnHandle start(const std::string& thread, const std::string& text, const std::string& client_id = {}) {
+    threads.insert(thread);
     TurnInput in;
     in.thread_id = thread;
     in.user_id = "u1";

@@ -1,0 +1,165 @@
+// Events to history messages (see projector.hpp for which event carries which message).
+#include "pipeline/projector.hpp"
+
+#include <fmt/format.h>
+
+namespace agentrt {
+inline namespace v1 {
+
+namespace {
+
+constexpr std::string_view kFacts = "agentrt";
+
+std::string string_at(const json& facts, std::string_view key) {
+  if (!facts.is_object()) return {};
+  auto it = facts.find(key);
+  return it != facts.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The event's metadata without the runtime's part: what a message keeps (null when nothing is left).
+json message_metadata(const json& metadata) {
+  if (!metadata.is_object() || metadata.empty()) return nullptr;
+  json out = metadata;
+  out.erase(std::string(kFacts));
+  return out.empty() ? json(nullptr) : out;
+}
+
+}  // namespace
+
+const json* runtime_facts(const Event& e) {
+  if (!e.metadata.is_object()) return nullptr;
+  auto it = e.metadata.find(kFacts);
+  return it != e.metadata.end() && it->is_object() ? &*it : nullptr;
+}
+
+Projector::Projector(std::string thread_id) : thread_id_(std::move(thread_id)) {}
+
+void Projector::begin_run(const std::string& run_id, const std::string& turn_id) { turn_of_run_[run_id] = turn_id; }
+
+MessageRecord Projector::record(const std::string& run_id, Message m) const {
+  auto it = turn_of_run_.find(run_id);
+  return MessageRecord{thread_id_, 0, it == turn_of_run_.end() ? std::string() : it->second, run_id, std::move(m)};
+}
+
+Projector::OpenMessage& Projector::open(std::string_view message_id) {
+  auto it = open_.find(message_id);
+  if (it == open_.end()) it = open_.emplace(std::string(message_id), OpenMessage{}).first;
+  return it->second;
+}
+
+void Projector::text_start(std::string_view message_id) { open(message_id); }
+
+void Projector::text_content(std::string_view message_id, std::string_view delta) {
+  open(message_id).content.append(delta);
+}
+
+void Projector::tool_call_start(std::string_view tool_call_id, std::string_view name,
+                                std::string_view parent_message_id) {
+  open(parent_message_id).calls.push_back(OpenCall{std::string(tool_call_id), std::string(name), {}});
+  message_of_call_[std::string(tool_call_id)] = std::string(parent_message_id);
+}
+
+void Projector::tool_call_args(std::string_view tool_call_id, std::string_view delta) {
+  auto m = message_of_call_.find(tool_call_id);
+  if (m == message_of_call_.end()) return;
+  for (auto& c : open(m->second).calls)
+    if (c.id == tool_call_id) c.arguments.append(delta);
+}
+
+// `facts`: metadata.agentrt.message of the event that ends the message: toolCalls (the ids the message holds,
+// in order), and content / arguments {id: text} where the final answer differs from what was streamed.
+std::optional<MessageRecord> Projector::complete(const std::string& run_id, const std::string& message_id,
+                                                 const json& facts, json metadata) {
+  OpenMessage streamed;
+  if (auto it = open_.find(message_id); it != open_.end()) {
+    streamed = std::move(it->second);
+    open_.erase(it);
+  }
+  for (const auto& c : streamed.calls) message_of_call_.erase(c.id);
+  Message m;
+  m.id = message_id;
+  m.role = Role::assistant;
+  auto content = facts.find("content");
+  m.content = content != facts.end() && content->is_string() ? content->get<std::string>() : streamed.content;
+  m.has_content = !m.content.empty();
+  const json* overrides = nullptr;
+  if (auto a = facts.find("arguments"); a != facts.end() && a->is_object()) overrides = &*a;
+  if (auto ids = facts.find("toolCalls"); ids != facts.end() && ids->is_array()) {
+    for (const auto& id : *ids) {
+      if (!id.is_string()) continue;
+      const auto& call_id = id.get_ref<const std::string&>();
+      ToolCall call{call_id, {}, {}};
+      for (const auto& c : streamed.calls)
+        if (c.id == call_id) {
+          call.name = c.name;
+          call.arguments = c.arguments;
+        }
+      if (overrides)
+        if (auto o = overrides->find(call_id); o != overrides->end() && o->is_string()) call.arguments = *o;
+      m.tool_calls.push_back(std::move(call));
+    }
+  }
+  m.metadata = message_metadata(metadata);
+  return record(run_id, std::move(m));
+}
+
+MessageRecord Projector::tool_call_result(const std::string& run_id, const std::string& message_id,
+                                          const std::string& tool_call_id, std::string content, const json* facts) {
+  Message m;
+  m.id = message_id;
+  m.role = Role::tool;
+  m.content = std::move(content);
+  m.tool_call_id = tool_call_id;
+  if (facts) {
+    m.error = string_at(*facts, "error");
+    if (auto meta = facts->find("metadata"); meta != facts->end() && meta->is_object()) m.metadata = *meta;
+  }
+  return record(run_id, std::move(m));
+}
+
+std::optional<MessageRecord> Projector::apply(const std::string& run_id, const Event& e) {
+  const json* facts = runtime_facts(e);
+  switch (e.type) {
+    case EventType::RUN_STARTED: {
+      if (!facts) return std::nullopt;
+      if (auto turn = string_at(*facts, "turnId"); !turn.empty()) begin_run(run_id, turn);
+      auto input = facts->find("message");
+      if (input == facts->end()) return std::nullopt;
+      return record(run_id, input->get<Message>());
+    }
+    case EventType::TEXT_MESSAGE_START: text_start(e.message_id); return std::nullopt;
+    case EventType::TEXT_MESSAGE_CONTENT: text_content(e.message_id, e.delta); return std::nullopt;
+    case EventType::TOOL_CALL_START:
+      tool_call_start(e.tool_call_id, e.tool_call_name, e.parent_message_id);
+      return std::nullopt;
+    case EventType::TOOL_CALL_ARGS: tool_call_args(e.tool_call_id, e.delta); return std::nullopt;
+    case EventType::TEXT_MESSAGE_END: {
+      if (!facts || !facts->contains("message")) return std::nullopt;
+      return complete(run_id, e.message_id, (*facts)["message"], e.metadata);
+    }
+    case EventType::TOOL_CALL_END: {
+      if (!facts || !facts->contains("message")) return std::nullopt;
+      auto m = message_of_call_.find(e.tool_call_id);
+      if (m == message_of_call_.end()) return std::nullopt;
+      const std::string message_id = m->second;
+      return complete(run_id, message_id, (*facts)["message"], nullptr);
+    }
+    case EventType::TOOL_CALL_RESULT:
+      return tool_call_result(run_id, e.message_id, e.tool_call_id,
+                              e.content.is_string() ? e.content.get<std::string>() : e.content.dump(), facts);
+    case EventType::RUN_ERROR: {
+      if (!facts) return std::nullopt;
+      auto id = string_at(*facts, "messageId");
+      if (id.empty()) return std::nullopt;
+      Message m;
+      m.id = id;
+      m.role = Role::system;
+      m.content = fmt::format("ERROR {}: {}", e.code, e.message);
+      return record(run_id, std::move(m));
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace v1
+}  // namespace agentrt

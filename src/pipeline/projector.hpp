@@ -1,0 +1,70 @@
+// The projector: the only code that turns events into history messages. It reads one thread's events in
+// order (a run's as the run emits them, or the stored log from its start) and derives each message from the
+// events that carry it:
+//   - a user message: RUN_STARTED's metadata.agentrt.message (the input as stored);
+//   - an assistant message: its TEXT_MESSAGE_* and TOOL_CALL_* events (text and arguments from their deltas),
+//     stored when the last of them carries metadata.agentrt.message (the message is complete: which calls it
+//     holds, and the text or arguments where the model's final answer differs from what was streamed);
+//   - a tool message: TOOL_CALL_RESULT (content, and metadata.agentrt: the message's metadata and error);
+//   - the ERROR message of a failed run: RUN_ERROR with metadata.agentrt.messageId.
+// metadata.agentrt is the runtime's and is not copied into a message. Replaying a thread's stored log
+// rebuilds its stored history byte for byte (tests/pipeline/test_replay.cpp).
+// Not thread-safe: the emitter that owns it calls it under its lock.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentrt/events.hpp"
+#include "agentrt/storage.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+
+class Projector {
+ public:
+  explicit Projector(std::string thread_id);
+
+  // The turn a run's messages belong to. Learnt from RUN_STARTED's metadata.agentrt.turnId, or told by the
+  // emitter of a run that continues a run started earlier (whose RUN_STARTED is in the log already).
+  void begin_run(const std::string& run_id, const std::string& turn_id);
+
+  // Applies one event of run `run_id`; returns the message it completes, if any.
+  std::optional<MessageRecord> apply(const std::string& run_id, const Event& e);
+
+  // The events the run emits most often, without an Event (apply() dispatches to these).
+  void text_start(std::string_view message_id);
+  void text_content(std::string_view message_id, std::string_view delta);
+  void tool_call_start(std::string_view tool_call_id, std::string_view name, std::string_view parent_message_id);
+  void tool_call_args(std::string_view tool_call_id, std::string_view delta);
+  // TOOL_CALL_RESULT: `facts` is its metadata.agentrt (or null).
+  MessageRecord tool_call_result(const std::string& run_id, const std::string& message_id,
+                                 const std::string& tool_call_id, std::string content, const json* facts);
+
+ private:
+  struct OpenCall {
+    std::string id, name, arguments;
+  };
+  struct OpenMessage {
+    std::string content;
+    std::vector<OpenCall> calls;
+  };
+  OpenMessage& open(std::string_view message_id);
+  std::optional<MessageRecord> complete(const std::string& run_id, const std::string& message_id, const json& facts,
+                                        json metadata);
+  MessageRecord record(const std::string& run_id, Message m) const;
+
+  std::string thread_id_;
+  std::map<std::string, std::string, std::less<>> turn_of_run_;
+  std::map<std::string, OpenMessage, std::less<>> open_;             // assistant messages being streamed
+  std::map<std::string, std::string, std::less<>> message_of_call_;  // tool call id -> its message id
+};
+
+// The runtime's part of an event's metadata (metadata.agentrt), or null.
+const json* runtime_facts(const Event& e);
+
+}  // namespace v1
+}  // namespace agentrt
