@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/event_pipeline.hpp"
+#include "pipeline/run_emitter.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -19,7 +19,7 @@
 #include "agentrt/jobs.hpp"
 #include "agentrt/log.hpp"
 #include "agentrt/runtime.hpp"
-#include "runtime/event_pipeline.hpp"
+#include "pipeline/run_emitter.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -20,7 +20,7 @@
 #include "agentrt/clock.hpp"
 #include "agentrt/runtime.hpp"
 #include "core/ids.hpp"
-#include "runtime/event_pipeline.hpp"
+#include "pipeline/run_emitter.hpp"
 #include "runtime/group_commit.hpp"
 #include "runtime/job_service.hpp"
 #include "runtime/run_registry.hpp"

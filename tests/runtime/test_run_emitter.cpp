@@ -1,7 +1,7 @@
 // The run emitter's units: what a run stages inside one commits whole, never split by the group-commit flusher.
 #include <doctest/doctest.h>
 
-#include "runtime/event_pipeline.hpp"
+#include "pipeline/run_emitter.hpp"
 #include "store/sqlite_store.hpp"
 #include "support/runtime_fixture.hpp"
 
