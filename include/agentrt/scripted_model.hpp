@@ -35,8 +35,10 @@ class ScriptedModel final : public ModelProvider {
   std::atomic<int64_t> calls_{0};
 };
 
-// Helpers for scripts: the messages after the last user message, and how many tool results they hold.
+// Helpers for scripts: the messages after the last user message, how many tool results they hold and the
+// latest of them (nullptr when there is none).
 size_t tool_results_since_last_user(const ModelRequest& request);
+const Message* last_tool_result_since_last_user(const ModelRequest& request);
 const Message* last_user_message(const ModelRequest& request);
 ModelResult text_result(std::string text);
 ModelResult tool_call_result(std::string id, std::string name, std::string arguments);

@@ -82,6 +82,14 @@ size_t tool_results_since_last_user(const ModelRequest& request) {
   return n;
 }
 
+const Message* last_tool_result_since_last_user(const ModelRequest& request) {
+  for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it) {
+    if (it->role == Role::user) break;
+    if (it->role == Role::tool) return &*it;
+  }
+  return nullptr;
+}
+
 ModelResult text_result(std::string text) {
   ModelResult r;
   r.text = std::move(text);
@@ -108,14 +116,7 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
     if (req.stage == "organization") return text_result("Done.");
     if (booking) {
       // Look at what happened since the user's message: the tool's result (or its rejection).
-      const Message* tool = nullptr;
-      for (auto it = req.messages.rbegin(); it != req.messages.rend(); ++it) {
-        if (it->role == Role::user) break;
-        if (it->role == Role::tool) {
-          tool = &*it;
-          break;
-        }
-      }
+      const Message* tool = last_tool_result_since_last_user(req);
       if (!tool) return tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
       // Quote what the tool said: after an edited approval the booking differs from the request.
       // Whatever the tool answered (a host tool may answer anything): fields of another type are absent.

@@ -70,14 +70,7 @@ inline RuntimeConfig test_config(std::shared_ptr<Store> store, std::shared_ptr<M
 inline ModelResult booking_script(const ModelRequest& req) {
   if (req.stage == "intent") return text_result("booking");
   if (req.stage == "organization") return text_result("organized");
-  const Message* tool = nullptr;
-  for (auto it = req.messages.rbegin(); it != req.messages.rend(); ++it) {
-    if (it->role == Role::user) break;
-    if (it->role == Role::tool) {
-      tool = &*it;
-      break;
-    }
-  }
+  const Message* tool = last_tool_result_since_last_user(req);
   if (!tool) return tool_call_result("call_1", "book_room", R"({"room":"A1","day":"mon"})");
   return text_result("Done: " + tool->content);
 }

@@ -11,6 +11,23 @@ class AgentrtError extends Error {
   }
 }
 
+// The class of each status, by its STATUS key: a subclass of AgentrtError named so.
+const CLASS_NAMES = {
+  E_INVALID_ARGUMENT: 'InvalidArgument',
+  E_NOT_FOUND: 'NotFound',
+  E_CONFLICT: 'Conflict',
+  E_EXPIRED: 'Expired',
+  E_TOO_LARGE: 'TooLarge',
+  E_CANCELLED: 'Cancelled',
+  E_TIMEOUT: 'Timeout',
+  E_IO: 'IOFailure',
+  E_INVALID_STATE: 'InvalidState',
+  E_MODEL: 'ModelError',
+  E_UNAUTHORIZED: 'Unauthorized',
+  E_UNSUPPORTED: 'Unsupported',
+  E_INTERNAL: 'InternalError',
+};
+
 function errorClass(name, code) {
   const cls = class extends AgentrtError {
     constructor(message, c = code) {
@@ -21,22 +38,12 @@ function errorClass(name, code) {
   return cls;
 }
 
-const InvalidArgument = errorClass('InvalidArgument', STATUS.E_INVALID_ARGUMENT);
-const NotFound = errorClass('NotFound', STATUS.E_NOT_FOUND);
-const Conflict = errorClass('Conflict', STATUS.E_CONFLICT);
-const Expired = errorClass('Expired', STATUS.E_EXPIRED);
-const TooLarge = errorClass('TooLarge', STATUS.E_TOO_LARGE);
-const Cancelled = errorClass('Cancelled', STATUS.E_CANCELLED);
-const Timeout = errorClass('Timeout', STATUS.E_TIMEOUT);
-const IOFailure = errorClass('IOFailure', STATUS.E_IO);
-const InvalidState = errorClass('InvalidState', STATUS.E_INVALID_STATE);
-const ModelError = errorClass('ModelError', STATUS.E_MODEL);
-const Unauthorized = errorClass('Unauthorized', STATUS.E_UNAUTHORIZED);
-const Unsupported = errorClass('Unsupported', STATUS.E_UNSUPPORTED);
-const InternalError = errorClass('InternalError', STATUS.E_INTERNAL);
-
-const BY_CODE = new Map([InvalidArgument, NotFound, Conflict, Expired, TooLarge, Cancelled, Timeout, IOFailure,
-  InvalidState, ModelError, Unauthorized, Unsupported, InternalError].map((c) => [new c('').code, c]));
+const classes = {};
+const BY_CODE = new Map();
+for (const [key, name] of Object.entries(CLASS_NAMES)) {
+  classes[name] = errorClass(name, STATUS[key]);
+  BY_CODE.set(STATUS[key], classes[name]);
+}
 
 // The error for a status. Without a message, the calling thread's last-error message (valid only right after a
 // synchronous call: an .async call runs on a worker thread whose message the main thread cannot read).
@@ -50,7 +57,4 @@ function check(code) {
   if (code !== STATUS.OK) throw errorFor(code);
 }
 
-module.exports = {
-  AgentrtError, InvalidArgument, NotFound, Conflict, Expired, TooLarge, Cancelled, Timeout, IOFailure, InvalidState,
-  ModelError, Unauthorized, Unsupported, InternalError, errorFor, check,
-};
+module.exports = { AgentrtError, ...classes, errorFor, check };

@@ -32,14 +32,9 @@ function describe(e) {
   return String(e);
 }
 
-// The job_json of agentrt_tool_call_start_job from startJob's options.
+// The job_json of agentrt_tool_call_start_job from startJob's options (JSON.stringify leaves out the undefined ones).
 function jobStartJson({ status = 'running', message, metadata, confirm = false, confirmMessage, timeoutMs } = {}) {
-  const job = { status, confirm };
-  if (message !== undefined) job.message = message;
-  if (metadata !== undefined) job.metadata = metadata;
-  if (confirmMessage !== undefined) job.confirmMessage = confirmMessage;
-  if (timeoutMs !== undefined) job.timeoutMs = timeoutMs;
-  return JSON.stringify(job);
+  return JSON.stringify({ status, confirm, message, metadata, confirmMessage, timeoutMs });
 }
 
 // What a job cancel hook threw (or rejected with) cannot reach the library: it becomes a process warning.

@@ -11,21 +11,24 @@ import os
 # The ABI generation this binding was written for (AGENTRT_ABI_VERSION in agentrt.h).
 ABI_VERSION = 1
 
-# Status codes (agentrt_status in agentrt.h).
-OK = 0
-E_INVALID_ARGUMENT = -1
-E_NOT_FOUND = -2
-E_CONFLICT = -3
-E_EXPIRED = -4
-E_TOO_LARGE = -5
-E_CANCELLED = -6
-E_TIMEOUT = -7
-E_IO = -8
-E_INVALID_STATE = -9
-E_MODEL = -10
-E_UNAUTHORIZED = -11
-E_UNSUPPORTED = -12
-E_INTERNAL = -13
+# Status codes (agentrt_status in agentrt.h), also module constants: AGENTRT_E_NOT_FOUND is E_NOT_FOUND.
+STATUS = {
+    "OK": 0,
+    "E_INVALID_ARGUMENT": -1,
+    "E_NOT_FOUND": -2,
+    "E_CONFLICT": -3,
+    "E_EXPIRED": -4,
+    "E_TOO_LARGE": -5,
+    "E_CANCELLED": -6,
+    "E_TIMEOUT": -7,
+    "E_IO": -8,
+    "E_INVALID_STATE": -9,
+    "E_MODEL": -10,
+    "E_UNAUTHORIZED": -11,
+    "E_UNSUPPORTED": -12,
+    "E_INTERNAL": -13,
+}
+globals().update(STATUS)
 
 c_int32 = ctypes.c_int32
 c_int64 = ctypes.c_int64

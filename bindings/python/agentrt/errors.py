@@ -15,60 +15,33 @@ class AgentrtError(Exception):
             self.status = _capi.lib.agentrt_status_name(code).decode()
 
 
-class InvalidArgument(AgentrtError, ValueError):
-    code, status = _capi.E_INVALID_ARGUMENT, "invalid_argument"
+# The class of each status: its name and the built-in exception it also is, so that `except LookupError` catches
+# NotFound. Its `code` and `status` are the status's number and agentrt_status_name.
+_CLASSES = {
+    _capi.E_INVALID_ARGUMENT: ("InvalidArgument", ValueError),
+    _capi.E_NOT_FOUND: ("NotFound", LookupError),
+    _capi.E_CONFLICT: ("Conflict",),
+    _capi.E_EXPIRED: ("Expired",),
+    _capi.E_TOO_LARGE: ("TooLarge",),
+    _capi.E_CANCELLED: ("Cancelled",),
+    _capi.E_TIMEOUT: ("Timeout", TimeoutError),
+    _capi.E_IO: ("IOFailure", OSError),
+    _capi.E_INVALID_STATE: ("InvalidState",),
+    _capi.E_MODEL: ("ModelError",),
+    _capi.E_UNAUTHORIZED: ("Unauthorized", PermissionError),
+    _capi.E_UNSUPPORTED: ("Unsupported", NotImplementedError),
+    _capi.E_INTERNAL: ("InternalError",),
+}
 
 
-class NotFound(AgentrtError, LookupError):
-    code, status = _capi.E_NOT_FOUND, "not_found"
+def _error_class(code, name, *builtins):
+    status = _capi.lib.agentrt_status_name(code).decode()
+    return type(name, (AgentrtError, *builtins), {"code": code, "status": status, "__module__": __name__})
 
 
-class Conflict(AgentrtError):
-    code, status = _capi.E_CONFLICT, "conflict"
-
-
-class Expired(AgentrtError):
-    code, status = _capi.E_EXPIRED, "expired"
-
-
-class TooLarge(AgentrtError):
-    code, status = _capi.E_TOO_LARGE, "too_large"
-
-
-class Cancelled(AgentrtError):
-    code, status = _capi.E_CANCELLED, "cancelled"
-
-
-class Timeout(AgentrtError, TimeoutError):
-    code, status = _capi.E_TIMEOUT, "timeout"
-
-
-class IOFailure(AgentrtError, OSError):
-    code, status = _capi.E_IO, "io"
-
-
-class InvalidState(AgentrtError):
-    code, status = _capi.E_INVALID_STATE, "invalid_state"
-
-
-class ModelError(AgentrtError):
-    code, status = _capi.E_MODEL, "model"
-
-
-class Unauthorized(AgentrtError, PermissionError):
-    code, status = _capi.E_UNAUTHORIZED, "unauthorized"
-
-
-class Unsupported(AgentrtError, NotImplementedError):
-    code, status = _capi.E_UNSUPPORTED, "unsupported"
-
-
-class InternalError(AgentrtError):
-    code, status = _capi.E_INTERNAL, "internal"
-
-
-_BY_CODE = {cls.code: cls for cls in (InvalidArgument, NotFound, Conflict, Expired, TooLarge, Cancelled, Timeout,
-                                       IOFailure, InvalidState, ModelError, Unauthorized, Unsupported, InternalError)}
+_BY_CODE = {code: _error_class(code, *spec) for code, spec in _CLASSES.items()}
+globals().update({cls.__name__: cls for cls in _BY_CODE.values()})
+__all__ = ["AgentrtError", *(cls.__name__ for cls in _BY_CODE.values()), "check", "error_for"]
 
 
 def error_for(code, message=None):

@@ -47,6 +47,11 @@ def _dumps(value):
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def _given(**fields):
+    """The fields that are not None: the optional members of a JSON body, left out when not given."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
 def _last_error():
     return (lib.agentrt_last_error() or b"").decode("utf-8", "replace")
 
@@ -93,15 +98,8 @@ class ToolCall:
         runs again with job_confirmed True and starts the work then. Returns job_id. Raises InvalidArgument for a
         bad value, InvalidState when the call was already answered.
         """
-        job = {"status": status, "confirm": confirm}
-        if message is not None:
-            job["message"] = message
-        if metadata is not None:
-            job["metadata"] = metadata
-        if confirm_message is not None:
-            job["confirmMessage"] = confirm_message
-        if timeout_ms is not None:
-            job["timeoutMs"] = timeout_ms
+        job = {"status": status, "confirm": confirm,
+               **_given(message=message, metadata=metadata, confirmMessage=confirm_message, timeoutMs=timeout_ms)}
         with self._lock:
             if not self._handle:
                 raise error_for(_capi.E_INVALID_STATE, "start_job: the tool call is not open (the tool has returned)")
@@ -542,13 +540,7 @@ class Runtime:
 
     def update_job(self, job_id, status=None, progress=None, message=None):
         """Reports progress: status "queued"|"running" (queued may become running), progress 0..1, a message."""
-        body = {}
-        if status is not None:
-            body["status"] = status
-        if progress is not None:
-            body["progress"] = progress
-        if message is not None:
-            body["message"] = message
+        body = _given(status=status, progress=progress, message=message)
         return self._call_json(lib.agentrt_job_update, job_id.encode(), _dumps(body))
 
     def complete_job(self, job_id, result, assets=None, message=None):
