@@ -8,7 +8,7 @@
 #include "agentrt/records.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "store/document_store.hpp"
+#include "store/messages_of_turn.hpp"
 
 namespace agentrt {
 inline namespace v1 {
