@@ -16,7 +16,7 @@
 #include "agentrt/json_limits.hpp"
 #include "agentrt/openai.hpp"
 #include "agentrt/scripted_model.hpp"
-#include "store/document_store.hpp"
+#include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
 #include "store/sqlite_store.hpp"
 #include "util/crypto.hpp"
@@ -129,8 +129,6 @@ RuntimeConfig runtime_config_from_json(const json& j) {
     bad(fmt::format("store type '{}' is not available (sqlite)", str(store, "type", "")));
   const std::string db_path = str(store, "path", (data / "agentrt.db").string());
   const std::string sync = str(store, "synchronous", "NORMAL");
-  auto sqlite = std::make_shared<SqliteStore>(SqliteStoreOptions{db_path, sync});
-  c.store = sqlite;
   const std::string layout = str(store, "layout", "rows");
   if (layout != "rows" && layout != "document")
     bad(fmt::format("store.layout must be \"rows\" or \"document\", not '{}'", layout));
@@ -156,10 +154,11 @@ RuntimeConfig runtime_config_from_json(const json& j) {
     c.objects = std::make_shared<FsObjectStore>(o);
   }
 
+  std::unique_ptr<MessageLayout> messages;  // nullptr: the rows layout, the store's own messages table
   if (layout == "document") {
     // The conversation-document layout: a thread's messages as one JSON document in the object store.
     if (!c.objects) bad("store.layout \"document\" keeps messages in the object store: objects must not be null");
-    DocumentStoreOptions d;
+    DocumentLayoutOptions d;
     d.path = str(store, "document_index_path", db_path == ":memory:" ? db_path : db_path + ".docs");
     d.synchronous = sync;
     if (store.contains("document_max_bytes")) {
@@ -167,8 +166,9 @@ RuntimeConfig runtime_config_from_json(const json& j) {
       if (!v.is_number_integer() || v.get<int64_t>() <= 0) bad("store.document_max_bytes must be a positive integer");
       d.max_document_bytes = v.get<uint64_t>();
     }
-    c.store = std::make_shared<DocumentStore>(sqlite, c.objects, d);
+    messages = std::make_unique<DocumentLayout>(c.objects, d);
   }
+  c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db_path, sync}, std::move(messages));
 
   json model = j.value("model", json::object());
   if (!model.is_object()) bad("model must be an object");

@@ -9,7 +9,7 @@
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/turn_runner.hpp"
-#include "store/document_store.hpp"
+#include "store/messages_of_turn.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -203,6 +203,15 @@ std::optional<OpenObject> open_object_at(int dir_fd, const std::string& name, st
   return object;
 }
 
+// The object `key` names, its directories opened one by one below the root without following a symlink;
+// nullopt when there is none.
+std::optional<OpenObject> open_object(int root_fd, std::string_view root, std::string_view key, std::string_view path) {
+  const std::vector<std::string> segments = split_key(key);
+  const auto chain = open_dirs(root_fd, root, segments, segments.size() - 1, false);
+  if (!chain) return std::nullopt;
+  return open_object_at(chain->parent(root_fd), segments.back(), path);
+}
+
 Header read_header(const OpenObject& object, std::string_view path) {
   const auto file_size = static_cast<uint64_t>(object.st.st_size);
   const std::string prefix =
@@ -411,10 +420,7 @@ bool FsObjectStore::write_object(std::string_view key, std::string_view bytes, s
 std::optional<std::string> FsObjectStore::get(std::string_view key) {
   validate_object_key(key);
   const std::string path = display_path(key);
-  const std::vector<std::string> segments = split_key(key);
-  const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
-  if (!chain) return std::nullopt;
-  const auto object = open_object_at(chain->parent(root_fd_), segments.back(), path);
+  const auto object = open_object(root_fd_, options_.root, key, path);
   if (!object) return std::nullopt;
   // Published files are never modified in place (writes replace them), so the size from fstat holds.
   std::string data = read_prefix(object->fd.get(), static_cast<size_t>(object->st.st_size), path);
@@ -429,10 +435,7 @@ std::optional<std::string> FsObjectStore::get(std::string_view key) {
 std::optional<std::string> FsObjectStore::read(std::string_view key, uint64_t offset, size_t max_bytes) {
   validate_object_key(key);
   const std::string path = display_path(key);
-  const std::vector<std::string> segments = split_key(key);
-  const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
-  if (!chain) return std::nullopt;
-  const auto object = open_object_at(chain->parent(root_fd_), segments.back(), path);
+  const auto object = open_object(root_fd_, options_.root, key, path);
   if (!object) return std::nullopt;
   const Header header = read_header(*object, path);
   if (offset >= header.size) return std::string();
@@ -455,10 +458,7 @@ std::optional<std::string> FsObjectStore::read(std::string_view key, uint64_t of
 std::optional<ObjectInfo> FsObjectStore::head(std::string_view key) {
   validate_object_key(key);
   const std::string path = display_path(key);
-  const std::vector<std::string> segments = split_key(key);
-  const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
-  if (!chain) return std::nullopt;
-  const auto object = open_object_at(chain->parent(root_fd_), segments.back(), path);
+  const auto object = open_object(root_fd_, options_.root, key, path);
   if (!object) return std::nullopt;
   return info_of(std::string(key), *object, read_header(*object, path));
 }

@@ -9,12 +9,15 @@
 #include <string>
 
 #include "agentrt/storage.hpp"
-
-struct sqlite3;
-struct sqlite3_stmt;
+#include "store/message_layout.hpp"
 
 namespace agentrt {
 inline namespace v1 {
+
+namespace sqlite {
+class Connection;
+class Statement;
+}  // namespace sqlite
 
 struct SqliteStoreOptions {
   std::string path;                    // the database file (":memory:" for tests that need no file)
@@ -34,13 +37,16 @@ struct SqliteStoreOptions {
 // open the same file; writers then wait on each other up to busy_timeout_ms.
 class SqliteStore final : public Store {
  public:
-  explicit SqliteStore(SqliteStoreOptions options);
+  // `messages`: where history messages are kept; nullptr keeps them as rows of the messages table, written
+  // in the transaction of their batch.
+  explicit SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayout> messages = nullptr);
   ~SqliteStore() override;
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
   static constexpr int kSchemaVersion = 3;
 
+  // As Store::commit, and as the message layout's commit says (DocumentLayout::commit).
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;
   std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted) override;
@@ -63,7 +69,8 @@ class SqliteStore final : public Store {
   void heartbeat(std::string_view instance_id, int64_t now_ms) override;
   void remove_instance(std::string_view instance_id) override;
   std::optional<int64_t> instance_heartbeat(std::string_view instance_id) override;
-  int64_t write_transactions() const override { return write_txns_.load(); }
+  // The store's own write transactions plus its message layout's.
+  int64_t write_transactions() const override;
   int64_t external_version() override;  // PRAGMA data_version
 
   // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
@@ -71,23 +78,22 @@ class SqliteStore final : public Store {
   int schema_version();
 
  private:
-  class Statement;
-  Statement stmt(const char* sql);
-  void exec(const char* sql);
+  sqlite::Statement stmt(const char* sql);
   void migrate();
   void begin_write();
   void end_write(bool commit);
+  // The batch (messages included, when they are still in it) in one write transaction.
+  void commit_rows(CommitBatch& batch);
   void require_idle(std::string_view thread_id);
   void write_job(JobWrite& w, int64_t now);
-  std::vector<JobRecord> read_jobs(Statement& s);
-  std::vector<TurnRecord> read_turns(Statement& s);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
 
   SqliteStoreOptions options_;
+  std::unique_ptr<MessageLayout> layout_;
   std::mutex mutex_;
-  sqlite3* db_ = nullptr;
-  std::map<const char*, sqlite3_stmt*> cache_;
+  std::unique_ptr<sqlite::Connection> db_;
   struct Checkpointer;
+  // After db_, so destroyed before it: the last connection to close checkpoints what is left.
   std::unique_ptr<Checkpointer> checkpointer_;
   // Per thread, the last event seq and message index this connection committed (valid while data_version_
   // is the pager's: no other connection has committed since).
@@ -97,7 +103,6 @@ class SqliteStore final : public Store {
   static constexpr size_t kMaxTails = 4096;
   std::map<std::string, Tail, std::less<>> tails_;
   unsigned data_version_ = 0;
-  unsigned data_version();
   std::atomic<int64_t> write_txns_{0};
 };
 

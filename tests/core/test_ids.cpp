@@ -8,7 +8,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/ids.hpp"
 #include "core/ids.hpp"
-#include "store/document_store.hpp"
+#include "store/document_layout.hpp"
 
 using namespace agentrt;
 

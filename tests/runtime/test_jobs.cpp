@@ -6,7 +6,7 @@
 #include <condition_variable>
 #include <thread>
 
-#include "store/document_store.hpp"
+#include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
 #include "support/runtime_fixture.hpp"
 
@@ -715,24 +715,25 @@ TEST_CASE("a job is completed by another process sharing the store") {
 
 TEST_CASE("jobs work the same on the conversation-document layout") {
   TempDir dir;
-  auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("inner.db")});
   FsObjectStoreOptions fo;
   fo.root = dir.file("objects");
   fo.bucket = "b";
   fo.signing_secret = "s";
   fo.public_base_url = "http://localhost/objects";
   auto objects = std::make_shared<FsObjectStore>(fo);
-  DocumentStoreOptions dopts;
+  DocumentLayoutOptions dopts;
   dopts.path = dir.file("docs.db");
-  auto docs = std::make_shared<DocumentStore>(inner, objects, dopts);
-  JobHarness h([&](RuntimeConfig& c) { c.objects = objects; }, docs);
+  auto layout = std::make_unique<DocumentLayout>(objects, dopts);
+  DocumentLayout& docs = *layout;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("inner.db")}, std::move(layout));
+  JobHarness h([&](RuntimeConfig& c) { c.objects = objects; }, store);
   h.wait(h.start("t-doc", "render d").turn_id);
   const std::string id = h.job_ids.at(0);
   auto j = h.rt->complete_job(id, JobResult{json{{"doc", true}}, json::array(), ""});
   CHECK(j.delivered);
   auto notes = job_notes(h.rt->history("t-doc"));
   REQUIRE(notes.size() == 1);
-  CHECK(docs->document("t-doc")->messages == static_cast<int64_t>(h.rt->history("t-doc").size()));
+  CHECK(docs.document(*store, "t-doc")->messages == static_cast<int64_t>(h.rt->history("t-doc").size()));
 }
 
 TEST_CASE("a repeated start returns the same deltaMessages, the ERROR message of a failed turn included") {

@@ -9,8 +9,9 @@
 #include <set>
 #include <thread>
 
-#include "store/document_store.hpp"
+#include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
+#include "store/messages_of_turn.hpp"
 #include "store/sqlite_store.hpp"
 #include "store/store_conformance.hpp"
 #include "support/runtime_fixture.hpp"
@@ -29,8 +30,8 @@ std::shared_ptr<FsObjectStore> fs_objects(const std::string& root) {
   return std::make_shared<FsObjectStore>(o);
 }
 
-DocumentStoreOptions doc_options(const std::string& path, uint64_t cap = 2 * 1024 * 1024) {
-  DocumentStoreOptions o;
+DocumentLayoutOptions doc_options(const std::string& path, uint64_t cap = 2 * 1024 * 1024) {
+  DocumentLayoutOptions o;
   o.path = path;
   o.max_document_bytes = cap;
   return o;
@@ -71,15 +72,20 @@ class RecordingObjects final : public ObjectStore {
   std::map<std::string, std::string> puts_;
 };
 
-// One "process": an inner SQLite store, an object store and a DocumentStore, on files of `dir`.
+// One "process": a SQLite store whose messages the document layout keeps, and its object store, on files
+// of `dir`.
 struct DocStack {
-  std::shared_ptr<SqliteStore> inner;
   std::shared_ptr<ObjectStore> objects;
-  std::shared_ptr<DocumentStore> store;
+  DocumentLayout* layout = nullptr;  // owned by store
+  std::shared_ptr<SqliteStore> store;
   DocStack(const TempDir& dir, uint64_t cap = 2 * 1024 * 1024, std::shared_ptr<ObjectStore> objs = {}) {
-    inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")});
     objects = objs ? std::move(objs) : fs_objects(dir.file("objects"));
-    store = std::make_shared<DocumentStore>(inner, objects, doc_options(dir.file("agentrt.db.docs"), cap));
+    auto l = std::make_unique<DocumentLayout>(objects, doc_options(dir.file("agentrt.db.docs"), cap));
+    layout = l.get();
+    store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")}, std::move(l));
+  }
+  std::optional<ConversationDocument> document(std::string_view thread_id) {
+    return layout->document(*store, thread_id);
   }
 };
 
@@ -105,7 +111,7 @@ std::vector<std::string> ids_of(const std::vector<MessageRecord>& msgs) {
   return out;
 }
 
-// Rows in the inner database's messages table, read with SQLite directly.
+// Rows in the store database's own messages table, read with SQLite directly.
 int64_t inner_message_rows(const std::string& db_path) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(db_path.c_str(), &db) == SQLITE_OK);
@@ -145,14 +151,14 @@ std::vector<std::string> conversation_keys(ObjectStore& objects) {
 
 }  // namespace
 
-TEST_CASE("DocumentStore passes the store conformance suite") {
+TEST_CASE("the document layout passes the store conformance suite") {
   TempDir dir;
   int n = 0;
   run_store_conformance([&] {
     const std::string name = "conf" + std::to_string(n++);
-    auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file(name + ".db")});
-    return std::make_shared<DocumentStore>(inner, fs_objects(dir.file(name + "-objects")),
-                                           doc_options(dir.file(name + ".db.docs")));
+    return std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file(name + ".db")},
+                                         std::make_unique<DocumentLayout>(fs_objects(dir.file(name + "-objects")),
+                                                                          doc_options(dir.file(name + ".db.docs"))));
   });
 }
 
@@ -168,7 +174,7 @@ TEST_CASE("document layout: messages live in one versioned document per thread, 
   CHECK(b2.messages[1].thread_id == "th1");
   CHECK(b2.events[0].seq == 2);
 
-  auto doc = s.store->document("th1");
+  auto doc = s.document("th1");
   REQUIRE(doc);
   CHECK(doc->key == "agent-conversations/th1/v2.json");
   CHECK(doc->version == 2);
@@ -192,17 +198,17 @@ TEST_CASE("document layout: messages live in one versioned document per thread, 
   CHECK(msgs[2].turn_id == "t1");
   CHECK(msgs[2].run_id == "run_t1");
 
-  CHECK(s.inner->messages("th1").empty());
+  CHECK(SqliteStore(SqliteStoreOptions{dir.file("agentrt.db")}).messages("th1").empty());  // its own rows
   CHECK(inner_message_rows(dir.file("agentrt.db")) == 0);
   CHECK(s.store->messages("nothing-here").empty());
-  CHECK_FALSE(s.store->document("nothing-here"));
+  CHECK_FALSE(s.document("nothing-here"));
 
   // A batch without messages leaves the document alone.
   CommitBatch ev;
   ev.thread_id = "th1";
   ev.events.push_back(StoredEvent{0, "run_t1", to_json_string(events::step_finished("execution"))});
   s.store->commit(ev);
-  CHECK(s.store->document("th1")->version == 2);
+  CHECK(s.document("th1")->version == 2);
 }
 
 TEST_CASE("document keys stay under agent-conversations/ whatever the thread id") {
@@ -234,7 +240,7 @@ TEST_CASE("document keys stay under agent-conversations/ whatever the thread id"
 
 TEST_CASE(
     "the document size cap: 2 MiB by default; a document at the cap is written and read, one past it is refused") {
-  CHECK(DocumentStoreOptions{}.max_document_bytes == 2 * 1024 * 1024);
+  CHECK(DocumentLayoutOptions{}.max_document_bytes == 2 * 1024 * 1024);
   const uint64_t cap = 4096;
   // The size of the second document for a message of empty text, found on a store without a small cap (the
   // document's size grows byte for byte with the text).
@@ -246,7 +252,7 @@ TEST_CASE(
     s.store->commit(b);
     auto b2 = message_batch("th1", {text_message("m2", "")}, false);
     s.store->commit(b2);
-    base = s.store->document("th1")->bytes;
+    base = s.document("th1")->bytes;
   }
   REQUIRE(base < cap);
 
@@ -257,7 +263,7 @@ TEST_CASE(
     s.store->commit(b);
     auto at_cap = message_batch("th1", {text_message("m2", std::string(cap - base, 'x'))}, false);
     s.store->commit(at_cap);
-    auto doc = s.store->document("th1");
+    auto doc = s.document("th1");
     REQUIRE(doc);
     CHECK(doc->bytes == cap);
     CHECK(s.store->messages("th1").size() == 2);  // exactly at the cap: readable
@@ -271,7 +277,7 @@ TEST_CASE(
       CHECK(std::string(e.what()).find("th1") != std::string::npos);
       CHECK(std::string(e.what()).find("limit is 4096") != std::string::npos);
     }
-    CHECK(s.store->document("th1")->version == 2);
+    CHECK(s.document("th1")->version == 2);
     CHECK(s.store->messages("th1").size() == 2);
     CHECK(s.store->events_after("th1", 0, 10).size() == 1);  // the refused batch's event is not there
     CHECK_FALSE(s.objects->head("agent-conversations/th1/v3.json"));
@@ -312,7 +318,7 @@ TEST_CASE("concurrent writers in two store instances on the same files keep ever
   std::atomic<int> failures{0};
   for (int w = 0; w < kWriters; ++w)
     writers.emplace_back([&, w] {
-      DocumentStore& store = *(w % 2 == 0 ? a.store : b.store);
+      Store& store = *(w % 2 == 0 ? a.store : b.store);
       for (int i = 0; i < kCommits; ++i) {
         auto batch = message_batch("shared", {text_message(fmt::format("w{}-{}-a", w, i), "a"),
                                               text_message(fmt::format("w{}-{}-b", w, i), "b")});
@@ -346,7 +352,7 @@ TEST_CASE("concurrent writers in two store instances on the same files keep ever
       }
     }
     CHECK(ids.size() == msgs.size());  // no duplicates
-    CHECK(s->store->document("shared")->version == kWriters * kCommits);
+    CHECK(s->document("shared")->version == kWriters * kCommits);
     CHECK(s->store->events_after("shared", 0, 1000).size() == 1 + kWriters * kCommits);
   }
   CHECK(conversation_keys(*a.objects) ==
@@ -359,12 +365,12 @@ TEST_CASE("soft delete marks the thread row and keeps its document") {
   DocStack s(dir);
   auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::completed));
   s.store->commit(b);
-  auto key = s.store->document("th1")->key;
+  auto key = s.document("th1")->key;
   s.store->soft_delete_thread("th1");
   CHECK(s.store->get_thread("th1")->deleted);
   CHECK(s.store->list_threads("u1", false).empty());
   CHECK(s.objects->head(key));
-  CHECK(s.store->document("th1")->key == key);
+  CHECK(s.document("th1")->key == key);
   CHECK(ids_of(s.store->messages("th1")) == std::vector<std::string>{"m_t1"});
 }
 
@@ -374,7 +380,7 @@ TEST_CASE("a document written by a commit that died before its inner commit is n
   DocStack s(dir, 2 * 1024 * 1024, rec);
   auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::waiting_approval));
   s.store->commit(b);
-  const auto v1 = *s.store->document("th1");
+  const auto v1 = *s.document("th1");
 
   SUBCASE("events proof") {
     // A second active turn: written as v2, refused by the inner store, v2 removed.
@@ -408,13 +414,13 @@ TEST_CASE("a document written by a commit that died before its inner commit is n
     s.objects->put("agent-conversations/th1/v2.json", v2, "application/json");
   }
   CHECK(ids_of(s.store->messages("th1")) == std::vector<std::string>{"m_t1"});
-  CHECK(s.store->document("th1")->version == 1);
+  CHECK(s.document("th1")->version == 1);
   CHECK_FALSE(s.objects->head("agent-conversations/th1/v2.json"));  // the read's recovery removed it
   s.objects->put("agent-conversations/th1/v2.json", "garbage", "application/json");
   auto next = message_batch("th1", {text_message("m_next", "next")});
   s.store->commit(next);
   CHECK(ids_of(s.store->messages("th1")) == std::vector<std::string>{"m_t1", "m_next"});
-  CHECK(s.store->document("th1")->version == 2);
+  CHECK(s.document("th1")->version == 2);
 }
 
 TEST_CASE("a commit that died after its inner commit, before moving the pointer, is rolled forward") {
@@ -426,7 +432,7 @@ TEST_CASE("a commit that died after its inner commit, before moving the pointer,
     auto t = conformance_turn("t1", "th1", TurnStatus::running);
     auto b = new_turn_batch(t);
     s.store->commit(b);
-    v1 = *s.store->document("th1");
+    v1 = *s.document("th1");
     CommitBatch b2;
     SUBCASE("events proof") { b2 = message_batch("th1", {text_message("m2", "kept")}); }
     SUBCASE("turn proof") {
@@ -456,7 +462,7 @@ TEST_CASE("a commit that died after its inner commit, before moving the pointer,
   }
   DocStack s(dir, 2 * 1024 * 1024, rec);  // a new process
   CHECK(ids_of(s.store->messages("th1")) == std::vector<std::string>{"m_t1", "m2"});
-  CHECK(s.store->document("th1")->version == 2);
+  CHECK(s.document("th1")->version == 2);
   CHECK_FALSE(s.objects->head(v1.key));  // the superseded version is removed
   auto next = message_batch("th1", {text_message("m3", "after")});
   s.store->commit(next);
@@ -465,18 +471,25 @@ TEST_CASE("a commit that died after its inner commit, before moving the pointer,
 
 namespace {
 
-// A Harness whose runtime stores messages in documents: the SQLite store becomes the inner store.
+// A Harness whose runtime stores messages in documents: a second store on the harness's database, with the
+// document layout; the harness's own store reads that database's messages table.
 struct DocHarness {
   TempDir dir;
   std::shared_ptr<FsObjectStore> objects = fs_objects(dir.file("objects"));
-  std::shared_ptr<DocumentStore> docs;
+  DocumentLayout* layout = nullptr;  // owned by docs
+  std::shared_ptr<SqliteStore> docs;
   Harness h;
   explicit DocHarness(ModelScript script = booking_script)
       : h(std::move(script), [this](RuntimeConfig& c) {
           c.objects = objects;
-          docs = std::make_shared<DocumentStore>(c.store, objects, doc_options(dir.file("agentrt.db.docs")));
+          auto l = std::make_unique<DocumentLayout>(objects, doc_options(dir.file("agentrt.db.docs")));
+          layout = l.get();
+          docs = std::make_shared<SqliteStore>(SqliteStoreOptions{h.dir.file("agentrt.db")}, std::move(l));
           c.store = docs;
         }) {}
+  std::optional<ConversationDocument> document(std::string_view thread_id) {
+    return layout->document(*docs, thread_id);
+  }
 };
 
 }  // namespace
@@ -505,12 +518,12 @@ TEST_CASE("golden path B on the document layout: approval, resume, completed; me
   CHECK(hist[2].metadata["ui"]["type"] == "booking_card");  // the payload object is read back
   CHECK(hist[3].content.find("BK-t-doc") != std::string::npos);
 
-  auto doc = d.docs->document("t-doc");
+  auto doc = d.document("t-doc");
   REQUIRE(doc);
   CHECK(doc->key.rfind("agent-conversations/t-doc/v", 0) == 0);
   CHECK(doc->messages == 4);
   CHECK(conversation_keys(*d.objects) == std::vector<std::string>{doc->key});
-  CHECK(h.store->messages("t-doc").empty());  // the inner SQLite store has no message
+  CHECK(h.store->messages("t-doc").empty());  // the SQLite database's messages table has no message
   CHECK(inner_message_rows(h.dir.file("agentrt.db")) == 0);
   CHECK(d.objects->list("agent-outputs/t-doc/").size() == 1);  // the tool payload, next to it
 }
@@ -543,7 +556,7 @@ TEST_CASE("a repeated start with the same client message id returns the first tu
   CHECK(failed_delta[1].message.content == "ERROR model_error: upstream 503: overloaded");
 
   const int calls = model_calls;
-  const int64_t version = d.docs->document("t-idem")->version;
+  const int64_t version = d.document("t-idem")->version;
   auto again = h.start("t-idem", "hello", "cm-1");
   CHECK(again.existing);
   CHECK(again.turn_id == first.turn_id);
@@ -553,7 +566,7 @@ TEST_CASE("a repeated start with the same client message id returns the first tu
   CHECK(again_failed.turn_id == failed.turn_id);
   // Nothing ran again and nothing was written: the deltas are the first runs' messages, exactly.
   CHECK(model_calls == calls);
-  CHECK(d.docs->document("t-idem")->version == version);
+  CHECK(d.document("t-idem")->version == version);
   CHECK(ids_of(messages_of_turn(*d.docs, "t-idem", again.turn_id)) == ids_of(delta));
   CHECK(ids_of(messages_of_turn(*d.docs, "t-idem", again_failed.turn_id)) == ids_of(failed_delta));
   CHECK(messages_of_turn(*d.docs, "t-idem", again_failed.turn_id)[1].message.content ==
@@ -578,8 +591,9 @@ TEST_CASE("two runtimes on one document store take turns on the same thread with
   };
   std::vector<std::unique_ptr<Runtime>> rts;
   for (int i = 0; i < 2; ++i) {
-    auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")});
-    auto store = std::make_shared<DocumentStore>(inner, objects, doc_options(dir.file("agentrt.db.docs")));
+    auto store = std::make_shared<SqliteStore>(
+        SqliteStoreOptions{dir.file("agentrt.db")},
+        std::make_unique<DocumentLayout>(objects, doc_options(dir.file("agentrt.db.docs"))));
     auto c = test_config(store, std::make_shared<ScriptedModel>(answer));
     c.objects = objects;
     rts.push_back(std::make_unique<Runtime>(c));
@@ -627,7 +641,7 @@ TEST_CASE("document layout: a conversation document nested too deep reads as dam
   DocStack s(dir);
   auto b = message_batch("th1", {text_message("m1", "hi")});
   s.store->commit(b);
-  auto doc = s.store->document("th1");
+  auto doc = s.document("th1");
   REQUIRE(doc);
   // The same document with a message 200,000 levels deep, under the same key and size bound.
   const std::string deep = R"({"format":"agentrt.conversation/1","thread_id":"th1","version":)" +

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "agentrt/error.hpp"
+#include "store/sqlite/connection.hpp"
 #include "store/sqlite_store.hpp"
 
 namespace agentrt {
@@ -33,25 +33,10 @@ inline namespace v1 {
 // the commit waits for the thread). With idle moments between commits (any real load) a write finds the WAL
 // wholly written back after a thread's checkpoint and SQLite starts it over by itself, without a stall.
 struct SqliteStore::Checkpointer {
-  Checkpointer(const std::string& path, const SqliteStoreOptions& o) : pages(o.wal_autocheckpoint) {
-    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                             o.vfs.empty() ? nullptr : o.vfs.c_str());
-    if (rc == SQLITE_OK) {
-      sqlite3_busy_timeout(db, o.busy_timeout_ms);
-      rc = sqlite3_exec(db, fmt::format("PRAGMA synchronous={}", o.synchronous).c_str(), nullptr, nullptr, nullptr);
-    }
-    if (rc != SQLITE_OK) {
-      std::string msg =
-          fmt::format("sqlite: cannot open '{}' for checkpoints: {}", path, db ? sqlite3_errmsg(db) : "?");
-      sqlite3_close_v2(db);
-      throw Error(ErrorCode::io, msg);
-    }
-    try {
-      thread = std::thread([this] { run(); });
-    } catch (...) {
-      sqlite3_close_v2(db);
-      throw;
-    }
+  Checkpointer(const std::string& path, const SqliteStoreOptions& o)
+      : pages(o.wal_autocheckpoint), db(path, o.busy_timeout_ms, false, o.vfs) {
+    db.exec(fmt::format("PRAGMA synchronous={}", o.synchronous).c_str());
+    thread = std::thread([this] { run(); });
   }
   ~Checkpointer() {
     {
@@ -60,7 +45,6 @@ struct SqliteStore::Checkpointer {
     }
     cv.notify_one();
     thread.join();
-    sqlite3_close_v2(db);
   }
   // After each commit, on the committing thread (under the store's lock), with the WAL's frame count.
   static int wal_hook(void* self, sqlite3* db, const char* name, int frames) {
@@ -98,14 +82,14 @@ struct SqliteStore::Checkpointer {
       lock.unlock();
       {
         std::lock_guard<std::mutex> busy(running);
-        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+        sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
       }
       lock.lock();
     }
   }
 
   const int pages;
-  sqlite3* db = nullptr;
+  sqlite::Connection db;
   std::mutex mutex;
   std::condition_variable cv;
   bool due = false, stop = false;

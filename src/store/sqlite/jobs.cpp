@@ -1,6 +1,8 @@
 // The SQLite store's jobs: their writes inside a batch and their reads.
 #include "agentrt/clock.hpp"
-#include "store/sqlite/statement.hpp"
+#include "store/sqlite/connection.hpp"
+#include "store/sqlite/rows.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -45,48 +47,10 @@ void SqliteStore::write_job(JobWrite& w, int64_t now) {
   up.bind(10, j.confirm_message).bind(11, j.timeout_ms).bind(12, j.expires_at).bind(13, j.delivered);
   up.bind(14, j.updated_at).bind(15, j.finished_at).bind(16, j.id).bind(17, w.expected_version);
   up.run();
-  if (sqlite3_changes(db_) == 0)
+  if (db_->changes() == 0)
     throw Error(ErrorCode::conflict,
                 fmt::format("job {} changed concurrently (expected version {})", j.id, w.expected_version));
   j.version = w.expected_version + 1;
-}
-
-#define AGENTRT_JOB_COLS                                                                                    \
-  "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"       \
-  "error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,version," \
-  "created_at,updated_at,finished_at"
-
-std::vector<JobRecord> SqliteStore::read_jobs(Statement& s) {
-  std::vector<JobRecord> out;
-  while (s.step()) {
-    JobRecord j;
-    j.id = s.text(0);
-    j.thread_id = s.text(1);
-    j.turn_id = s.text(2);
-    j.run_id = s.text(3);
-    j.tool_call_id = s.text(4);
-    j.tool_name = s.text(5);
-    j.user_id = s.text(6);
-    j.status = job_status_from_string(s.text(7));
-    j.progress = s.f64(8);
-    j.message = s.text(9);
-    j.result = parse_or(s.raw(10), nullptr);
-    j.assets = parse_or(s.raw(11), json::array());
-    j.error_code = s.text(12);
-    j.error_message = s.text(13);
-    j.metadata = parse_or(s.raw(14), json::object());
-    j.confirmation = job_confirmation_from_string(s.text(15));
-    j.confirm_message = s.text(16);
-    j.timeout_ms = s.i64(17);
-    j.expires_at = s.i64(18);
-    j.delivered = s.i64(19) != 0;
-    j.version = s.i64(20);
-    j.created_at = s.i64(21);
-    j.updated_at = s.i64(22);
-    j.finished_at = s.i64(23);
-    out.push_back(std::move(j));
-  }
-  return out;
 }
 
 std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
@@ -94,9 +58,8 @@ std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE id=?");
   s.bind(1, job_id);
-  auto v = read_jobs(s);
-  if (v.empty()) return std::nullopt;
-  return std::move(v.front());
+  if (!s.step()) return std::nullopt;
+  return read_job(s);
 }
 
 std::vector<JobRecord> SqliteStore::thread_jobs(std::string_view thread_id) {
@@ -104,7 +67,7 @@ std::vector<JobRecord> SqliteStore::thread_jobs(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE thread_id=? ORDER BY created_at, rowid");
   s.bind(1, thread_id);
-  return read_jobs(s);
+  return read_rows(s, read_job);
 }
 
 std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
@@ -114,7 +77,7 @@ std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
                 "(status IN ('succeeded','failed','cancelled') OR "
                 "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at");
   s.bind(1, now);
-  return read_jobs(s);
+  return read_rows(s, read_job);
 }
 
 }  // namespace v1

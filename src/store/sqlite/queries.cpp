@@ -1,7 +1,9 @@
 // The SQLite store's reads (threads, turns, messages, events, ledger, approvals, instances) and the
 // thread writes outside a batch (title, soft delete).
 #include "agentrt/clock.hpp"
-#include "store/sqlite/statement.hpp"
+#include "store/sqlite/connection.hpp"
+#include "store/sqlite/rows.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -10,25 +12,22 @@ using namespace sqlite;
 
 std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt(
-      "SELECT id,user_id,title,deleted,created_at,updated_at,"
-      "(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) FROM threads WHERE "
-      "id=?");
+  auto s = stmt("SELECT " AGENTRT_THREAD_COLS
+                ",(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) "
+                "FROM threads WHERE id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
-  ThreadRecord t{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), s.i64(6)};
+  ThreadRecord t = read_thread(s);
+  t.last_seq = s.i64(6);
   return t;
 }
 
 std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bool include_deleted) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt(
-      "SELECT id,user_id,title,deleted,created_at,updated_at FROM threads WHERE user_id=? AND (deleted=0 OR ?) "
-      "ORDER BY updated_at DESC, id");
+  auto s = stmt("SELECT " AGENTRT_THREAD_COLS
+                " FROM threads WHERE user_id=? AND (deleted=0 OR ?) ORDER BY updated_at DESC, id");
   s.bind(1, user_id).bind(2, include_deleted);
-  std::vector<ThreadRecord> out;
-  while (s.step()) out.push_back(ThreadRecord{s.text(0), s.text(1), s.text(2), s.i64(3) != 0, s.i64(4), s.i64(5), 0});
-  return out;
+  return read_rows(s, read_thread);
 }
 
 void SqliteStore::set_thread_title(std::string_view thread_id, std::string_view title) {
@@ -37,7 +36,7 @@ void SqliteStore::set_thread_title(std::string_view thread_id, std::string_view 
   try {
     auto s = stmt("UPDATE threads SET title=?, updated_at=? WHERE id=?");
     s.bind(1, title).bind(2, now_ms()).bind(3, thread_id).run();
-    if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    if (db_->changes() == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
     end_write(true);
   } catch (...) {
     end_write(false);
@@ -58,7 +57,7 @@ void SqliteStore::soft_delete_thread(std::string_view thread_id) {
                   fmt::format("thread {} has an active turn ({}): cancel it first", thread_id, act.text(0)));
     auto s = stmt("UPDATE threads SET deleted=1, updated_at=? WHERE id=?");
     s.bind(1, now_ms()).bind(2, thread_id).run();
-    if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+    if (db_->changes() == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
     end_write(true);
   } catch (...) {
     end_write(false);
@@ -66,43 +65,11 @@ void SqliteStore::soft_delete_thread(std::string_view thread_id) {
   }
 }
 
-#define AGENTRT_TURN_COLS                                                                                 \
-  "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
-  "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at"
-
 std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_view a, std::string_view b) {
   auto s = stmt(sql);
   s.bind(1, a);
   if (!b.empty()) s.bind(2, b);
-  return read_turns(s);
-}
-
-std::vector<TurnRecord> SqliteStore::read_turns(Statement& s) {
-  std::vector<TurnRecord> out;
-  while (s.step()) {
-    TurnRecord t;
-    t.id = s.text(0);
-    t.thread_id = s.text(1);
-    t.user_id = s.text(2);
-    t.status = turn_status_from_string(s.text(3));
-    t.version = s.i64(4);
-    t.client_message_id = s.text(5);
-    t.run_id = s.text(6);
-    t.parent_run_id = s.text(7);
-    t.stage = s.text(8);
-    t.approval_request_id = s.text(9);
-    t.interrupts = parse_or(s.raw(10), json::array());
-    t.expires_at = s.i64(11);
-    t.owner = s.text(12);
-    t.intent = s.text(13);
-    t.error = s.text(14);
-    t.usage = parse_or(s.raw(15), json::array());
-    t.steps = static_cast<int>(s.i64(16));
-    t.created_at = s.i64(17);
-    t.updated_at = s.i64(18);
-    out.push_back(std::move(t));
-  }
-  return out;
+  return read_rows(s, read_turn);
 }
 
 std::optional<TurnRecord> SqliteStore::get_turn(std::string_view turn_id) {
@@ -145,7 +112,7 @@ std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
                 " AND expires_at > 0 AND expires_at <= ? "
                 "ORDER BY created_at");
   s.bind(1, now);
-  return read_turns(s);
+  return read_rows(s, read_turn);
 }
 
 std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
@@ -158,6 +125,7 @@ std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
 }
 
 std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
+  if (layout_) return layout_->messages(*this, thread_id);
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt("SELECT idx,turn_id,run_id,body FROM messages WHERE thread_id=? ORDER BY idx");
   s.bind(1, thread_id);
@@ -217,31 +185,9 @@ std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, i
 
 std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt(
-      "SELECT turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,needs_approval,"
-      "idempotent,interrupt_id,decision,output,updated_at FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
+  auto s = stmt("SELECT " AGENTRT_LEDGER_COLS " FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
   s.bind(1, turn_id);
-  std::vector<LedgerEntry> out;
-  while (s.step()) {
-    LedgerEntry l;
-    l.turn_id = s.text(0);
-    l.tool_call_id = s.text(1);
-    l.thread_id = s.text(2);
-    l.run_id = s.text(3);
-    l.tool_name = s.text(4);
-    l.stage = s.text(5);
-    l.ordinal = static_cast<int>(s.i64(6));
-    l.arguments = s.text(7);
-    l.status = ledger_status_from_string(s.text(8));
-    l.needs_approval = s.i64(9) != 0;
-    l.idempotent = s.i64(10) != 0;
-    l.interrupt_id = s.text(11);
-    l.decision = parse_or(s.raw(12), nullptr);
-    l.output = s.text(13);
-    l.updated_at = s.i64(14);
-    out.push_back(std::move(l));
-  }
-  return out;
+  return read_rows(s, read_ledger_entry);
 }
 
 std::optional<ApprovalRecord> SqliteStore::get_approval(std::string_view id) {

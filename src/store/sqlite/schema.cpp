@@ -1,7 +1,9 @@
 // The SQLite store's schema: its migrations, applied in one transaction when a store opens.
 #include <iterator>
 
+#include "store/sqlite/connection.hpp"
 #include "store/sqlite/statement.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -79,26 +81,8 @@ int SqliteStore::schema_version() {
 }
 
 void SqliteStore::migrate() {
-  exec("BEGIN IMMEDIATE");
-  try {
-    int version = 0;
-    {
-      auto s = stmt("PRAGMA user_version");
-      if (s.step()) version = static_cast<int>(s.i64(0));
-    }
-    constexpr int known = static_cast<int>(std::size(kMigrations));
-    static_assert(known == kSchemaVersion);
-    if (version > known)
-      throw Error(ErrorCode::unsupported,
-                  fmt::format("sqlite: '{}' has schema version {}, newer than this agentrt knows ({})", options_.path,
-                              version, known));
-    for (int v = version; v < known; ++v) exec(kMigrations[v]);
-    if (version != known) exec(fmt::format("PRAGMA user_version={}", known).c_str());
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  static_assert(static_cast<int>(std::size(kMigrations)) == kSchemaVersion);
+  db_->migrate(kMigrations, options_.path);
 }
 
 }  // namespace v1

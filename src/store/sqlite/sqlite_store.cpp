@@ -8,7 +8,8 @@
 #include "agentrt/clock.hpp"
 #include "agentrt/events.hpp"
 #include "store/sqlite/checkpointer.hpp"
-#include "store/sqlite/statement.hpp"
+#include "store/sqlite/connection.hpp"
+#include "store/sqlite/rows.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -27,100 +28,65 @@ void create_private_file(const std::string& path) {
 
 using namespace sqlite;
 
-SqliteStore::SqliteStore(SqliteStoreOptions options) : options_(std::move(options)) {
+SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayout> messages)
+    : options_(std::move(options)), layout_(std::move(messages)) {
   if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("sqlite: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
   create_private_file(options_.path);
-  int rc =
-      sqlite3_open_v2(options_.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      options_.vfs.empty() ? nullptr : options_.vfs.c_str());
-  if (rc != SQLITE_OK) {
-    std::string msg = fmt::format("sqlite: cannot open '{}': {}", options_.path, db_ ? sqlite3_errmsg(db_) : "?");
-    sqlite3_close_v2(db_);
-    db_ = nullptr;
-    throw Error(ErrorCode::io, msg);
-  }
-  try {
-    sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
-    exec("PRAGMA journal_mode=WAL");
-    exec(fmt::format("PRAGMA synchronous={}", options_.synchronous).c_str());
-    exec("PRAGMA foreign_keys=OFF");
-    exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
-    exec("PRAGMA temp_store=MEMORY");
-    migrate();
-    const char* file = sqlite3_db_filename(db_, "main");
-    if (options_.wal_autocheckpoint > 0 && file && *file) {
-      try {
-        checkpointer_ = std::make_unique<Checkpointer>(file, options_);
-        sqlite3_wal_hook(db_, &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
-      } catch (const std::exception&) {
-        // No second connection or thread (a read-only directory, no file handles left): SQLite's automatic
-        // checkpoint, set above, stays in place.
-        checkpointer_.reset();
-      }
+  db_ = std::make_unique<Connection>(options_.path, options_.busy_timeout_ms, true, options_.vfs);
+  db_->exec("PRAGMA journal_mode=WAL");
+  db_->exec(fmt::format("PRAGMA synchronous={}", options_.synchronous).c_str());
+  db_->exec("PRAGMA foreign_keys=OFF");
+  db_->exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
+  db_->exec("PRAGMA temp_store=MEMORY");
+  migrate();
+  const char* file = sqlite3_db_filename(db_->get(), "main");
+  if (options_.wal_autocheckpoint > 0 && file && *file) {
+    try {
+      checkpointer_ = std::make_unique<Checkpointer>(file, options_);
+      sqlite3_wal_hook(db_->get(), &Checkpointer::wal_hook, checkpointer_.get());  // in place of the automatic one
+    } catch (const std::exception&) {
+      // No second connection or thread (a read-only directory, no file handles left): SQLite's automatic
+      // checkpoint, set above, stays in place.
+      checkpointer_.reset();
     }
-  } catch (...) {
-    checkpointer_.reset();
-    for (auto& [k, s] : cache_) sqlite3_finalize(s);
-    sqlite3_close_v2(db_);
-    throw;
   }
 }
 
-SqliteStore::~SqliteStore() {
-  checkpointer_.reset();  // first: the last connection to close checkpoints what is left
-  for (auto& [k, s] : cache_) sqlite3_finalize(s);
-  sqlite3_close_v2(db_);
-}
+SqliteStore::~SqliteStore() = default;
 
-void SqliteStore::exec(const char* sql) {
-  char* err = nullptr;
-  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
-  if (rc != SQLITE_OK) {
-    std::string msg = err ? err : sqlite3_errstr(rc);
-    sqlite3_free(err);
-    if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, "sqlite: " + msg);
-    throw Error(ErrorCode::io, fmt::format("sqlite: {}: {}", std::string_view(sql).substr(0, 60), msg));
-  }
-}
-
-SqliteStore::Statement SqliteStore::stmt(const char* sql) {
-  auto it = cache_.find(sql);
-  if (it == cache_.end()) {
-    sqlite3_stmt* s = nullptr;
-    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
-    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "prepare");
-    it = cache_.emplace(sql, s).first;
-  }
-  return Statement(db_, it->second);
-}
-
-unsigned SqliteStore::data_version() {
-  unsigned v = 0;
-  sqlite3_file_control(db_, "main", SQLITE_FCNTL_DATA_VERSION, &v);
-  return v;
-}
+Statement SqliteStore::stmt(const char* sql) { return db_->stmt(sql); }
 
 void SqliteStore::begin_write() {
   stmt("BEGIN IMMEDIATE").run();
   // The pager's data version moves with every commit, ours and other connections'. Unchanged since our
   // last commit: nobody else wrote, and what we remember of the threads' tails still holds.
-  if (data_version() != data_version_) tails_.clear();
+  if (db_->data_version() != data_version_) tails_.clear();
 }
 
 void SqliteStore::end_write(bool commit) {
   if (commit) {
     stmt("COMMIT").run();
-    data_version_ = data_version();  // our commit only: the write lock was ours until now
+    data_version_ = db_->data_version();  // our commit only: the write lock was ours until now
     write_txns_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    db_->rollback();
   }
 }
 
 void SqliteStore::commit(CommitBatch& b) {
   if (b.empty()) return;
+  if (!layout_) return commit_rows(b);
+  layout_->commit(*this, b, [this](CommitBatch& rest) { commit_rows(rest); });
+}
+
+int64_t SqliteStore::write_transactions() const {
+  return write_txns_.load(std::memory_order_relaxed) + (layout_ ? layout_->write_transactions() : 0);
+}
+
+void SqliteStore::commit_rows(CommitBatch& b) {
+  if (b.empty()) return;  // a layout took all there was (messages alone)
   std::lock_guard<std::mutex> lock(mutex_);
   begin_write();
   try {
@@ -133,7 +99,7 @@ void SqliteStore::commit(CommitBatch& b) {
           "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at "
           "WHERE threads.user_id=excluded.user_id AND threads.deleted=0");
       ins.bind(1, t.id).bind(2, t.user_id).bind(3, t.title).bind(4, now).bind(5, now).run();
-      if (sqlite3_changes(db_) == 0) {
+      if (db_->changes() == 0) {
         // In this transaction: a delete that committed before it is seen, and none can come between.
         auto who = stmt("SELECT user_id FROM threads WHERE id=?");
         who.bind(1, t.id);
@@ -191,7 +157,7 @@ void SqliteStore::commit(CommitBatch& b) {
         up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
         up.bind(14, t.id).bind(15, b.expected_version);
         up.run();
-        if (sqlite3_changes(db_) == 0)
+        if (db_->changes() == 0)
           throw Error(ErrorCode::conflict,
                       fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
         t.version = b.expected_version + 1;
@@ -294,7 +260,7 @@ void SqliteStore::checkpoint() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_lock<std::mutex> idle;  // a background checkpoint would make this one give up
   if (checkpointer_) idle = std::unique_lock<std::mutex>(checkpointer_->running);
-  exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 }  // namespace v1

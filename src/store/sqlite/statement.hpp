@@ -1,5 +1,4 @@
-// What the SQLite store's files share: its error mapping (no SQL text: messages may reach clients), JSON
-// columns, and the cached prepared statement. Used under the store's lock only.
+// A cached prepared statement of a sqlite::Connection, and the one mapping of SQLite's errors to agentrt's.
 #pragma once
 
 #include <sqlite3.h>
@@ -10,19 +9,13 @@
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
-#include "agentrt/events.hpp"
-#include "store/sqlite_store.hpp"
-#include "util/json_fast.hpp"
 
 namespace agentrt {
 inline namespace v1 {
-
 namespace sqlite {
 
-// The active turns, as the partial index turns_one_active states it: a query names the index's predicate
-// word for word, or the planner cannot use the index.
-#define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')"
-
+// A constraint (a unique index, a primary key) is Error(conflict), anything else Error(io). No SQL text in
+// the message: messages may reach clients.
 [[noreturn]] inline void throw_sqlite(sqlite3* db, int rc, std::string_view what) {
   int ext = db ? sqlite3_extended_errcode(db) : rc;
   std::string msg = fmt::format("sqlite: {}: {} ({})", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), ext);
@@ -30,21 +23,9 @@ namespace sqlite {
   throw Error(ErrorCode::io, msg);
 }
 
-inline json parse_or(const unsigned char* text, json fallback) {
-  if (!text || !*text) return fallback;
-  return parse_json_or_discarded(reinterpret_cast<const char*>(text));
-}
-
-inline std::string dump(const json& j) {
-  std::string out;
-  append_json(out, j);
-  return out;
-}
-
-}  // namespace sqlite
-
-// A cached prepared statement, reset and unbound when this handle goes out of scope.
-class SqliteStore::Statement {
+// A cached prepared statement, reset and unbound when this handle goes out of scope. Used under the lock of
+// the connection's owner only.
+class Statement {
  public:
   Statement(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
   ~Statement() {
@@ -81,7 +62,7 @@ class SqliteStore::Statement {
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    sqlite::throw_sqlite(db_, rc, "statement");  // no SQL text: messages may reach clients
+    throw_sqlite(db_, rc, "statement");
   }
   void run() {
     while (step()) {
@@ -95,15 +76,15 @@ class SqliteStore::Statement {
   sqlite3_stmt* get() const { return s_; }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
   double f64(int col) const { return sqlite3_column_double(s_, col); }
-  bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
 
  private:
   void check(int rc) {
-    if (rc != SQLITE_OK) sqlite::throw_sqlite(db_, rc, "bind");
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "bind");
   }
   sqlite3* db_;
   sqlite3_stmt* s_;
 };
 
+}  // namespace sqlite
 }  // namespace v1
 }  // namespace agentrt

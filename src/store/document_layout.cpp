@@ -1,9 +1,6 @@
-#include "store/document_store.hpp"
-
-#include <sqlite3.h>
+#include "store/document_layout.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -11,6 +8,8 @@
 #include "agentrt/clock.hpp"
 #include "agentrt/error.hpp"
 #include "agentrt/ids.hpp"
+#include "store/sqlite/connection.hpp"
+#include "store/sqlite/statement.hpp"
 #include "util/crypto.hpp"
 #include "util/json_fast.hpp"
 
@@ -31,7 +30,7 @@ std::string events_digest(const std::vector<StoredEvent>& events) {
   return crypto::sha256_hex(all);
 }
 
-// What the batch (without its messages) writes to the inner store, in a form recovery can check there.
+// What the batch (without its messages) writes to the store, in a form recovery can check there.
 // `after_seq`: the thread's last event sequence number before this commit (read under the lock).
 json commit_proof(const CommitBatch& b, int64_t after_seq) {
   if (b.empty()) return json{{"kind", "none"}};
@@ -91,93 +90,21 @@ std::string conversation_document_key(std::string_view thread_id, int64_t versio
   return fmt::format("{}{}/v{}.json", kConversationPrefix, thread_id, version);
 }
 
-// One SQLite connection to the pointer database. Not thread-safe: its owner's mutex guards it.
-class DocumentStore::Connection {
+// The pointer database: its connection and the pointer rows. Not thread-safe: its owner's mutex guards it.
+class DocumentLayout::Pointers {
  public:
-  Connection(const DocumentStoreOptions& o, bool writer) {
-    int rc = sqlite3_open_v2(o.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             nullptr);
-    if (rc != SQLITE_OK) {
-      std::string msg = fmt::format("documents: cannot open '{}': {}", o.path, db_ ? sqlite3_errmsg(db_) : "?");
-      sqlite3_close_v2(db_);
-      throw Error(ErrorCode::io, msg);
+  Pointers(const DocumentLayoutOptions& o, bool writer) : db_(o.path, o.busy_timeout_ms) {
+    if (writer) {
+      db_.exec("PRAGMA journal_mode=WAL");
+      db_.migrate(kMigrations, o.path);
     }
-    try {
-      sqlite3_busy_timeout(db_, o.busy_timeout_ms);
-      if (writer) {
-        exec("PRAGMA journal_mode=WAL");
-        migrate(o.path);
-      }
-      exec(fmt::format("PRAGMA synchronous={}", o.synchronous).c_str());
-    } catch (...) {
-      sqlite3_close_v2(db_);
-      throw;
-    }
+    db_.exec(fmt::format("PRAGMA synchronous={}", o.synchronous).c_str());
   }
-  ~Connection() { sqlite3_close_v2(db_); }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  // A prepared statement, finalised when it goes out of scope.
-  class Stmt {
-   public:
-    Stmt(sqlite3* db, const char* sql) : db_(db) {
-      int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "prepare");
-    }
-    ~Stmt() { sqlite3_finalize(s_); }
-    Stmt(const Stmt&) = delete;
-    Stmt& operator=(const Stmt&) = delete;
-    Stmt& bind(int i, std::string_view v) {
-      check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-      return *this;
-    }
-    Stmt& bind(int i, int64_t v) {
-      check(sqlite3_bind_int64(s_, i, v));
-      return *this;
-    }
-    bool step() {
-      int rc = sqlite3_step(s_);
-      if (rc == SQLITE_ROW) return true;
-      if (rc == SQLITE_DONE) return false;
-      fail(rc, sqlite3_sql(s_));
-    }
-    std::string text(int col) const {
-      auto* p = sqlite3_column_text(s_, col);
-      return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
-               : std::string();
-    }
-    int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
-
-   private:
-    void check(int rc) {
-      if (rc != SQLITE_OK) fail(rc, "bind");
-    }
-    [[noreturn]] void fail(int rc, std::string_view what) {
-      std::string msg = fmt::format("documents: sqlite: {}: {}", what, sqlite3_errmsg(db_));
-      if ((rc & 0xff) == SQLITE_CONSTRAINT) throw Error(ErrorCode::conflict, msg);
-      throw Error(ErrorCode::io, msg);
-    }
-    sqlite3* db_;
-    sqlite3_stmt* s_ = nullptr;
-  };
-
-  void exec(const char* sql) {
-    char* err = nullptr;
-    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
-    if (rc != SQLITE_OK) {
-      std::string msg =
-          fmt::format("documents: sqlite: {}: {}", std::string_view(sql).substr(0, 60), err ? err : sqlite3_errstr(rc));
-      sqlite3_free(err);
-      throw Error(ErrorCode::io, msg);
-    }
-  }
-  void rollback() noexcept { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
 
   // BEGIN IMMEDIATE: the pointer database's write lock, held until commit() or destruction (rollback).
   class WriteTxn {
    public:
-    WriteTxn(Connection& db, std::atomic<int64_t>& counter) : db_(db), counter_(counter) {
+    WriteTxn(Pointers& p, std::atomic<int64_t>& counter) : db_(p.db_), counter_(counter) {
       db_.exec("BEGIN IMMEDIATE");
     }
     ~WriteTxn() {
@@ -196,13 +123,13 @@ class DocumentStore::Connection {
     }
 
    private:
-    Connection& db_;
+    sqlite::Connection& db_;
     std::atomic<int64_t>& counter_;
     bool open_ = true;
   };
 
   std::optional<ConversationDocument> pointer(std::string_view thread_id) {
-    Stmt s(db_, "SELECT doc_key,version,bytes,messages,updated_at FROM thread_documents WHERE thread_id=?");
+    auto s = db_.stmt("SELECT doc_key,version,bytes,messages,updated_at FROM thread_documents WHERE thread_id=?");
     s.bind(1, thread_id);
     if (!s.step()) return std::nullopt;
     return ConversationDocument{std::string(thread_id),          s.text(0), s.i64(1),
@@ -213,52 +140,34 @@ class DocumentStore::Connection {
   // row yet). Error(conflict) otherwise.
   void swap_pointer(const ConversationDocument& d, int64_t expected) {
     if (expected == 0) {
-      Stmt s(db_,
-             "INSERT INTO thread_documents(thread_id,doc_key,version,bytes,messages,updated_at) VALUES(?,?,?,?,?,?)");
+      auto s = db_.stmt(
+          "INSERT INTO thread_documents(thread_id,doc_key,version,bytes,messages,updated_at) VALUES(?,?,?,?,?,?)");
       s.bind(1, d.thread_id).bind(2, d.key).bind(3, d.version).bind(4, static_cast<int64_t>(d.bytes));
       s.bind(5, d.messages).bind(6, d.updated_at);
-      s.step();  // a row that exists already: SQLITE_CONSTRAINT -> Error(conflict)
+      s.run();  // a row that exists already: SQLITE_CONSTRAINT -> Error(conflict)
       return;
     }
-    Stmt s(db_,
-           "UPDATE thread_documents SET doc_key=?,version=?,bytes=?,messages=?,updated_at=? "
-           "WHERE thread_id=? AND version=?");
+    auto s = db_.stmt(
+        "UPDATE thread_documents SET doc_key=?,version=?,bytes=?,messages=?,updated_at=? "
+        "WHERE thread_id=? AND version=?");
     s.bind(1, d.key).bind(2, d.version).bind(3, static_cast<int64_t>(d.bytes)).bind(4, d.messages);
     s.bind(5, d.updated_at).bind(6, d.thread_id).bind(7, expected);
-    s.step();
-    if (sqlite3_changes(db_) == 0)
+    s.run();
+    if (db_.changes() == 0)
       throw Error(ErrorCode::conflict, fmt::format("thread {}: its conversation document changed concurrently "
                                                    "(expected version {})",
                                                    d.thread_id, expected));
   }
 
  private:
-  void migrate(const std::string& path) {
-    exec("BEGIN IMMEDIATE");
-    try {
-      int64_t version = 0;
-      {
-        Stmt s(db_, "PRAGMA user_version");
-        if (s.step()) version = s.i64(0);
-      }
-      if (version > kSchemaVersion)
-        throw Error(ErrorCode::unsupported,
-                    fmt::format("documents: '{}' has schema version {}, newer than this agentrt knows ({})", path,
-                                version, kSchemaVersion));
-      if (version < 1)
-        exec(
-            "CREATE TABLE thread_documents(thread_id TEXT PRIMARY KEY, doc_key TEXT NOT NULL, "
-            "version INTEGER NOT NULL, bytes INTEGER NOT NULL, messages INTEGER NOT NULL, "
-            "updated_at INTEGER NOT NULL) WITHOUT ROWID");
-      if (version != kSchemaVersion) exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
-      exec("COMMIT");
-    } catch (...) {
-      rollback();
-      throw;
-    }
-  }
+  static constexpr const char* kMigrations[] = {
+      "CREATE TABLE thread_documents(thread_id TEXT PRIMARY KEY, doc_key TEXT NOT NULL, "
+      "version INTEGER NOT NULL, bytes INTEGER NOT NULL, messages INTEGER NOT NULL, "
+      "updated_at INTEGER NOT NULL) WITHOUT ROWID",
+  };
+  static_assert(static_cast<int>(std::size(kMigrations)) == kSchemaVersion);
 
-  sqlite3* db_ = nullptr;
+  sqlite::Connection db_;
 };
 
 namespace {
@@ -273,10 +182,8 @@ void remove_quietly(ObjectStore& objects, const std::string& key) noexcept {
 
 }  // namespace
 
-DocumentStore::DocumentStore(std::shared_ptr<Store> inner, std::shared_ptr<ObjectStore> objects,
-                             DocumentStoreOptions options)
-    : inner_(std::move(inner)), objects_(std::move(objects)), options_(std::move(options)) {
-  if (!inner_) throw Error(ErrorCode::invalid_argument, "documents: an inner store is required");
+DocumentLayout::DocumentLayout(std::shared_ptr<ObjectStore> objects, DocumentLayoutOptions options)
+    : objects_(std::move(objects)), options_(std::move(options)) {
   if (!objects_) throw Error(ErrorCode::invalid_argument, "documents: an object store is required");
   if (options_.max_document_bytes == 0)
     throw Error(ErrorCode::invalid_argument, "documents: max_document_bytes must be greater than 0");
@@ -284,15 +191,15 @@ DocumentStore::DocumentStore(std::shared_ptr<Store> inner, std::shared_ptr<Objec
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("documents: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
   if (options_.path.empty()) throw Error(ErrorCode::invalid_argument, "documents: the pointer database path is empty");
-  writer_ = std::make_unique<Connection>(options_, true);
+  writer_ = std::make_unique<Pointers>(options_, true);
   // ":memory:" is a database per connection: the reader must share the writer's.
-  if (options_.path != ":memory:") reader_ = std::make_unique<Connection>(options_, false);
+  if (options_.path != ":memory:") reader_ = std::make_unique<Pointers>(options_, false);
 }
 
-DocumentStore::~DocumentStore() = default;
+DocumentLayout::~DocumentLayout() = default;
 
-ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_view thread_id, ConversationDocument cur,
-                                                   std::vector<std::string>& obsolete) {
+ConversationDocument DocumentLayout::recover_locked(Store& store, std::string_view thread_id, ConversationDocument cur,
+                                                    std::vector<std::string>& obsolete) {
   if (!is_valid_id(thread_id)) return cur;
   // Under the write lock no commit is in flight, so a document one version past the pointer was left by a
   // commit that stopped between writing it and committing its pointer.
@@ -305,9 +212,9 @@ ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_v
   if (doc.is_object() && doc.value("format", "") == kFormat && doc.value("thread_id", "") == thread_id &&
       doc.value("version", int64_t{-1}) == cur.version + 1 && doc.contains("messages") && doc["messages"].is_array() &&
       doc.contains("commit") && doc["commit"].is_object())
-    committed = batch_committed(thread_id, doc["commit"]);
+    committed = batch_committed(store, thread_id, doc["commit"]);
   if (!committed) {
-    // Its batch never reached the inner store: the document is garbage. It must go, or the next commit
+    // Its batch never reached the store: the document is garbage. It must go, or the next commit
     // could not take its key; a failure to remove it fails the caller.
     objects_->remove(next);
     return cur;
@@ -319,28 +226,28 @@ ConversationDocument DocumentStore::recover_locked(Connection& db, std::string_v
                          bytes->size(),
                          static_cast<int64_t>(doc["messages"].size()),
                          now_ms()};
-  db.swap_pointer(d, cur.version);
+  writer_->swap_pointer(d, cur.version);
   if (!cur.key.empty()) obsolete.push_back(cur.key);
   return d;
 }
 
-bool DocumentStore::batch_committed(std::string_view thread_id, const json& proof) {
+bool DocumentLayout::batch_committed(Store& store, std::string_view thread_id, const json& proof) {
   const std::string kind = proof.value("kind", "");
   if (kind == "events") {
     const int64_t after = proof.value("after_seq", int64_t{-1});
     const size_t count = proof.value("count", size_t{0});
     if (after < 0 || count == 0) return false;
-    auto evs = inner_->events_after(thread_id, after, count);
+    auto evs = store.events_after(thread_id, after, count);
     return evs.size() == count && evs.front().seq == after + 1 && events_digest(evs) == proof.value("sha256", "");
   }
   if (kind == "turn") {
-    auto t = inner_->get_turn(proof.value("turn_id", ""));
+    auto t = store.get_turn(proof.value("turn_id", ""));
     return t && t->thread_id == thread_id && t->version == proof.value("version", int64_t{-1});
   }
-  if (kind == "approval") return inner_->get_approval(proof.value("id", "")).has_value();
+  if (kind == "approval") return store.get_approval(proof.value("id", "")).has_value();
   if (kind == "job") {
     // A later change of the job bumps its version past the proof's: the batch committed then too.
-    auto j = inner_->get_job(proof.value("id", ""));
+    auto j = store.get_job(proof.value("id", ""));
     return j && j->thread_id == thread_id && j->version >= proof.value("version", int64_t{-1});
   }
   if (kind == "ledger") {
@@ -348,7 +255,7 @@ bool DocumentStore::batch_committed(std::string_view thread_id, const json& proo
     if (!rows.is_array() || rows.empty()) return false;
     for (const auto& r : rows) {
       if (!r.is_object()) return false;
-      auto entries = inner_->ledger(r.value("turn_id", ""));
+      auto entries = store.ledger(r.value("turn_id", ""));
       auto it = std::find_if(entries.begin(), entries.end(),
                              [&](const LedgerEntry& l) { return l.tool_call_id == r.value("tool_call_id", ""); });
       if (it == entries.end() || to_string(it->status) != r.value("status", "") ||
@@ -361,15 +268,15 @@ bool DocumentStore::batch_committed(std::string_view thread_id, const json& proo
   return false;  // "none": the pointer commit was the commit point and did not happen; "unprovable"
 }
 
-void DocumentStore::recover_thread(std::string_view thread_id) {
+void DocumentLayout::recover_thread(Store& store, std::string_view thread_id) {
   std::vector<std::string> obsolete;
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    Connection::WriteTxn tx(*writer_, write_txns_);
+    Pointers::WriteTxn tx(*writer_, write_txns_);
     ConversationDocument cur =
         writer_->pointer(thread_id).value_or(ConversationDocument{std::string(thread_id), "", 0, 0, 0, 0});
     const int64_t before = cur.version;
-    cur = recover_locked(*writer_, thread_id, std::move(cur), obsolete);
+    cur = recover_locked(store, thread_id, std::move(cur), obsolete);
     if (cur.version != before)
       tx.commit();
     else
@@ -378,8 +285,7 @@ void DocumentStore::recover_thread(std::string_view thread_id) {
   for (const auto& k : obsolete) remove_quietly(*objects_, k);
 }
 
-void DocumentStore::commit(CommitBatch& b) {
-  if (b.empty()) return;
+void DocumentLayout::commit(Store& store, CommitBatch& b, const std::function<void(CommitBatch&)>& transact) {
   const std::string thread_id = b.thread_id;
   const bool has_messages = !b.messages.empty();
   if (has_messages) (void)conversation_document_key(thread_id, 1);  // a thread id no key can be made of
@@ -387,14 +293,14 @@ void DocumentStore::commit(CommitBatch& b) {
   std::vector<std::string> obsolete;
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    Connection::WriteTxn tx(*writer_, write_txns_);
+    Pointers::WriteTxn tx(*writer_, write_txns_);
     ConversationDocument cur = writer_->pointer(thread_id).value_or(ConversationDocument{thread_id, "", 0, 0, 0, 0});
     // Every commit of the thread first finishes an interrupted one: that is what makes the proofs exact.
     const int64_t found = cur.version;
-    cur = recover_locked(*writer_, thread_id, std::move(cur), obsolete);
+    cur = recover_locked(store, thread_id, std::move(cur), obsolete);
 
     if (!has_messages) {
-      inner_->commit(b);
+      transact(b);
       if (cur.version != found)
         tx.commit();
       else
@@ -420,7 +326,7 @@ void DocumentStore::commit(CommitBatch& b) {
         m.thread_id = thread_id;
         arr.push_back(record_json(m));
       }
-      // The rest of the batch goes to the inner store; the messages wait here (moved, not copied).
+      // The rest of the batch goes to the store's transaction; the messages wait here (moved, not copied).
       std::vector<MessageRecord> messages = std::move(b.messages);
       b.messages.clear();
       struct Restore {
@@ -431,7 +337,7 @@ void DocumentStore::commit(CommitBatch& b) {
 
       int64_t after_seq = 0;
       if (!b.events.empty())
-        if (auto t = inner_->get_thread(thread_id)) after_seq = t->last_seq;
+        if (auto t = store.get_thread(thread_id)) after_seq = t->last_seq;
       const int64_t version = cur.version + 1;
       doc["version"] = version;
       doc["updated_at"] = now_ms();
@@ -452,7 +358,7 @@ void DocumentStore::commit(CommitBatch& b) {
             ConversationDocument{thread_id, key, version, bytes.size(), static_cast<int64_t>(arr.size()), now_ms()},
             cur.version);
         // Step 3, the commit point. Dying before it: the new document is garbage, removed by recovery.
-        inner_->commit(b);
+        transact(b);
       } catch (...) {
         // Removed while the lock is held, so no recovery ever judges a document whose writer is alive.
         remove_quietly(*objects_, key);
@@ -472,7 +378,7 @@ void DocumentStore::commit(CommitBatch& b) {
   for (const auto& k : obsolete) remove_quietly(*objects_, k);
 }
 
-std::optional<ConversationDocument> DocumentStore::document(std::string_view thread_id) {
+std::optional<ConversationDocument> DocumentLayout::document(Store& store, std::string_view thread_id) {
   for (int attempt = 0;; ++attempt) {
     std::optional<ConversationDocument> ptr;
     if (reader_) {
@@ -486,16 +392,16 @@ std::optional<ConversationDocument> DocumentStore::document(std::string_view thr
     // one that stopped half-way (the recovery finishes it).
     if (attempt == 0 && is_valid_id(thread_id) &&
         objects_->head(conversation_document_key(thread_id, (ptr ? ptr->version : 0) + 1))) {
-      recover_thread(thread_id);
+      recover_thread(store, thread_id);
       continue;
     }
     return ptr;
   }
 }
 
-std::vector<MessageRecord> DocumentStore::messages(std::string_view thread_id) {
+std::vector<MessageRecord> DocumentLayout::messages(Store& store, std::string_view thread_id) {
   for (int attempt = 0;; ++attempt) {
-    auto ptr = document(thread_id);
+    auto ptr = document(store, thread_id);
     if (!ptr) return {};
     if (ptr->bytes > options_.max_document_bytes)
       throw Error(ErrorCode::too_large, too_large_message(thread_id, ptr->bytes, options_.max_document_bytes, false));
@@ -528,68 +434,7 @@ std::vector<MessageRecord> DocumentStore::messages(std::string_view thread_id) {
   }
 }
 
-std::optional<ThreadRecord> DocumentStore::get_thread(std::string_view thread_id) {
-  return inner_->get_thread(thread_id);
-}
-
-std::vector<ThreadRecord> DocumentStore::list_threads(std::string_view user_id, bool include_deleted) {
-  return inner_->list_threads(user_id, include_deleted);
-}
-
-void DocumentStore::set_thread_title(std::string_view thread_id, std::string_view title) {
-  inner_->set_thread_title(thread_id, title);
-}
-
-void DocumentStore::soft_delete_thread(std::string_view thread_id) { inner_->soft_delete_thread(thread_id); }
-
-std::optional<TurnRecord> DocumentStore::get_turn(std::string_view turn_id) { return inner_->get_turn(turn_id); }
-
-std::optional<TurnRecord> DocumentStore::find_turn_by_client_message(std::string_view thread_id,
-                                                                     std::string_view client_message_id) {
-  return inner_->find_turn_by_client_message(thread_id, client_message_id);
-}
-
-std::optional<TurnRecord> DocumentStore::active_turn(std::string_view thread_id) {
-  return inner_->active_turn(thread_id);
-}
-
-std::optional<TurnRecord> DocumentStore::last_turn(std::string_view thread_id) { return inner_->last_turn(thread_id); }
-
-std::vector<TurnRecord> DocumentStore::turns_in_status(TurnStatus status) { return inner_->turns_in_status(status); }
-
-std::vector<StoredEvent> DocumentStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
-  return inner_->events_after(thread_id, after_seq, limit);
-}
-
-std::vector<LedgerEntry> DocumentStore::ledger(std::string_view turn_id) { return inner_->ledger(turn_id); }
-
-std::optional<ApprovalRecord> DocumentStore::get_approval(std::string_view approval_request_id) {
-  return inner_->get_approval(approval_request_id);
-}
-
-std::optional<JobRecord> DocumentStore::get_job(std::string_view job_id) { return inner_->get_job(job_id); }
-std::vector<JobRecord> DocumentStore::thread_jobs(std::string_view thread_id) { return inner_->thread_jobs(thread_id); }
-std::vector<JobRecord> DocumentStore::jobs_due(int64_t now) { return inner_->jobs_due(now); }
-
-void DocumentStore::heartbeat(std::string_view instance_id, int64_t now) { inner_->heartbeat(instance_id, now); }
-
-void DocumentStore::remove_instance(std::string_view instance_id) { inner_->remove_instance(instance_id); }
-
-std::optional<int64_t> DocumentStore::instance_heartbeat(std::string_view instance_id) {
-  return inner_->instance_heartbeat(instance_id);
-}
-
-int64_t DocumentStore::write_transactions() const {
-  return inner_->write_transactions() + write_txns_.load(std::memory_order_relaxed);
-}
-
-std::vector<MessageRecord> messages_of_turn(Store& store, std::string_view thread_id, std::string_view turn_id) {
-  auto all = store.messages(thread_id);
-  std::vector<MessageRecord> out;
-  std::copy_if(std::make_move_iterator(all.begin()), std::make_move_iterator(all.end()), std::back_inserter(out),
-               [&](const MessageRecord& m) { return m.turn_id == turn_id; });
-  return out;
-}
+int64_t DocumentLayout::write_transactions() const { return write_txns_.load(std::memory_order_relaxed); }
 
 }  // namespace v1
 }  // namespace agentrt
