@@ -45,30 +45,6 @@ std::string media_type_for(const std::string& mime) {
 
 }  // namespace
 
-std::string_view to_string(Role role) noexcept {
-  switch (role) {
-    case Role::developer: return "developer";
-    case Role::system: return "system";
-    case Role::assistant: return "assistant";
-    case Role::user: return "user";
-    case Role::tool: return "tool";
-    case Role::activity: return "activity";
-    case Role::reasoning: return "reasoning";
-  }
-  return "user";
-}
-
-Role role_from_string(std::string_view s) {
-  if (s == "developer") return Role::developer;
-  if (s == "system") return Role::system;
-  if (s == "assistant") return Role::assistant;
-  if (s == "user") return Role::user;
-  if (s == "tool") return Role::tool;
-  if (s == "activity") return Role::activity;
-  if (s == "reasoning") return Role::reasoning;
-  bad(fmt::format("unknown message role '{}'", s));
-}
-
 ContentPart ContentPart::make_text(std::string t) {
   ContentPart p;
   p.type = "text";

@@ -45,26 +45,6 @@ void to_json(json& j, const UiSchema& ui) {
   j = json{{"type", ui.type}, {"version", ui.version}, {"data", ui.data}, {"actions", ui.actions}};
 }
 
-std::string_view to_string(ToolStatus s) noexcept {
-  switch (s) {
-    case ToolStatus::succeeded: return "succeeded";
-    case ToolStatus::failed: return "failed";
-    case ToolStatus::rejected: return "rejected";
-    case ToolStatus::expired: return "expired";
-    case ToolStatus::interrupted: return "interrupted";
-  }
-  return "failed";
-}
-
-ToolStatus tool_status_from_string(std::string_view s) {
-  if (s == "succeeded") return ToolStatus::succeeded;
-  if (s == "failed") return ToolStatus::failed;
-  if (s == "rejected") return ToolStatus::rejected;
-  if (s == "expired") return ToolStatus::expired;
-  if (s == "interrupted") return ToolStatus::interrupted;
-  bad(fmt::format("unknown tool status '{}'", s));
-}
-
 void to_json(json& j, const ToolAgentOutput& o) {
   j = json{{"tool_call_id", o.tool_call_id},
            {"tool_name", o.tool_name},
