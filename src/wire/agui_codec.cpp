@@ -16,6 +16,7 @@
 #include "agentrt/events.hpp"
 #include "runtime/event_wire.hpp"
 #include "wire/enum_names.hpp"
+#include "wire/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -153,8 +154,6 @@ const std::vector<TypeSpec>& specs() {
 
 const TypeSpec& spec_of(EventType t) { return specs()[static_cast<size_t>(t)]; }
 
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
-
 const json kNull;
 
 // The values the writer reads: those of an Event...
@@ -269,19 +268,17 @@ json to_json(const Event& e) { return json::parse(to_json_string(e)); }
 void to_json(json& j, const Event& e) { j = to_json(e); }
 
 Event event_from_json(const json& j) {
-  if (!j.is_object()) bad("event must be a JSON object");
-  auto t = j.find("type");
-  if (t == j.end() || !t->is_string()) bad("event: missing string field 'type'");
+  const std::string& type = wire::JsonReader(j, "event").required_string("type");
   Event e;
-  e.type = kEventTypes.parse(t->get_ref<const std::string&>());
+  e.type = kEventTypes.parse(type);
   const TypeSpec& sp = spec_of(e.type);
-  const std::string_view name = to_string(e.type);
+  const wire::JsonReader in(j, to_string(e.type));
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     if (k == "type") continue;
-    if (it->is_null()) bad(fmt::format("{}: field '{}' is null (omit it instead)", name, k));
+    if (it->is_null()) in.fail(fmt::format("'{}' is null (omit it instead)", k));
     if (k == "timestamp") {
-      if (!it->is_number_integer()) bad(fmt::format("{}: timestamp must be an integer", name));
+      if (!it->is_number_integer()) in.wrong_type(k, "an integer");
       e.timestamp = it->get<int64_t>();
       continue;
     }
@@ -290,45 +287,46 @@ Event event_from_json(const json& j) {
       continue;
     }
     if (k == "metadata") {
-      if (!it->is_object()) bad(fmt::format("{}: metadata must be an object", name));
+      if (!it->is_object()) in.wrong_type(k, "a JSON object");
       e.metadata = *it;
       continue;
     }
     const Field* f = nullptr;
     for (const auto& cand : sp.fields)
       if (k == cand.key) f = &cand;
-    if (!f) bad(fmt::format("{}: unknown field '{}'", name, k));
+    if (!f) {
+      std::string known = "type";
+      for (const auto& cand : sp.fields) known += fmt::format(", {}", cand.key);
+      in.unknown_key(k, known + ", timestamp, rawEvent, metadata");
+    }
     switch (f->kind) {
       case Kind::str:
-        if (!it->is_string()) bad(fmt::format("{}: field '{}' must be a string", name, k));
+        if (!it->is_string()) in.wrong_type(k, "a string");
         e.*(f->s) = it->get<std::string>();
         break;
       case Kind::boolean:
-        if (!it->is_boolean()) bad(fmt::format("{}: field '{}' must be a boolean", name, k));
+        if (!it->is_boolean()) in.wrong_type(k, "a boolean");
         e.*(f->b) = it->get<bool>();
         break;
       case Kind::object:
-        if (!it->is_object()) bad(fmt::format("{}: field '{}' must be an object", name, k));
+        if (!it->is_object()) in.wrong_type(k, "a JSON object");
         e.*(f->j) = *it;
         break;
       case Kind::array:
-        if (!it->is_array()) bad(fmt::format("{}: field '{}' must be an array", name, k));
+        if (!it->is_array()) in.wrong_type(k, "an array");
         e.*(f->j) = *it;
         break;
       case Kind::content:
-        if (!it->is_string() && !it->is_array())
-          bad(fmt::format("{}: field '{}' must be a string or an array of parts", name, k));
+        if (!it->is_string() && !it->is_array()) in.wrong_type(k, "a string or an array of parts");
         e.*(f->j) = *it;
         break;
       case Kind::any: e.*(f->j) = *it; break;
     }
   }
   for (const auto& f : sp.fields)
-    if (f.required && !j.contains(f.key)) bad(fmt::format("{}: missing required field '{}'", name, f.key));
-  if (e.type == EventType::REASONING_MESSAGE_START && e.role != "reasoning")
-    bad("REASONING_MESSAGE_START: role must be \"reasoning\"");
-  if (e.type == EventType::TOOL_CALL_RESULT && !e.role.empty() && e.role != "tool")
-    bad("TOOL_CALL_RESULT: role must be \"tool\"");
+    if (f.required) in.required(f.key);
+  if (e.type == EventType::REASONING_MESSAGE_START && e.role != "reasoning") in.fail("'role' must be \"reasoning\"");
+  if (e.type == EventType::TOOL_CALL_RESULT && !e.role.empty() && e.role != "tool") in.fail("'role' must be \"tool\"");
   return e;
 }
 
