@@ -5,6 +5,8 @@
 
 #include <string_view>
 
+#include "agentrt/transition_table.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 
@@ -29,23 +31,28 @@ constexpr bool is_terminal(LedgerStatus s) noexcept {
 //                | requested (the tool asked for a job confirmation: the call waits for the person again; the
 //                  job, not the tool, is what runs after the confirmation)
 //   an outcome -> the same outcome (recorded again), nothing else
+inline constexpr TransitionTable<LedgerStatus, 8> kLedgerTransitions = {
+    {LedgerStatus::requested,
+     {LedgerStatus::approved, LedgerStatus::rejected, LedgerStatus::expired, LedgerStatus::failed,
+      LedgerStatus::interrupted}},
+    {LedgerStatus::approved, {LedgerStatus::started, LedgerStatus::failed, LedgerStatus::interrupted}},
+    {LedgerStatus::started,
+     {LedgerStatus::finished, LedgerStatus::failed, LedgerStatus::interrupted, LedgerStatus::started,
+      LedgerStatus::requested}},
+    {LedgerStatus::rejected, {LedgerStatus::rejected}},
+    {LedgerStatus::finished, {LedgerStatus::finished}},
+    {LedgerStatus::failed, {LedgerStatus::failed}},
+    {LedgerStatus::interrupted, {LedgerStatus::interrupted}},
+    {LedgerStatus::expired, {LedgerStatus::expired}},
+};
 constexpr bool can_transition(LedgerStatus from, LedgerStatus to) noexcept {
-  constexpr bool table[8][8] = {
-      //              req    appr   rej    start  fin    fail   intr   exp
-      /* requested */ {false, true, true, false, false, true, true, true},
-      /* approved  */ {false, false, false, true, false, true, true, false},
-      /* rejected  */ {false, false, true, false, false, false, false, false},
-      /* started   */ {true, false, false, true, true, true, true, false},
-      /* finished  */ {false, false, false, false, true, false, false, false},
-      /* failed    */ {false, false, false, false, false, true, false, false},
-      /* interrupt */ {false, false, false, false, false, false, true, false},
-      /* expired   */ {false, false, false, false, false, false, false, true},
-  };
-  return table[static_cast<int>(from)][static_cast<int>(to)];
+  return kLedgerTransitions.allows(from, to);
 }
 
 // Throws Error(invalid_state) "tool call <id>: cannot go from X to Y" when the table refuses the transition.
-void check_transition(std::string_view tool_call_id, LedgerStatus from, LedgerStatus to);
+inline void check_transition(std::string_view tool_call_id, LedgerStatus from, LedgerStatus to) {
+  kLedgerTransitions.check("tool call", tool_call_id, from, to);
+}
 
 }  // namespace v1
 }  // namespace agentrt

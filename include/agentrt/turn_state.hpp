@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include "agentrt/transition_table.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 
@@ -21,22 +23,18 @@ constexpr bool is_terminal(TurnStatus s) noexcept {
 //   RUNNING -> WAITING_APPROVAL | COMPLETED | FAILED | CANCELLED
 //   WAITING_APPROVAL -> RESUMING | EXPIRED | CANCELLED
 //   RESUMING -> RUNNING | FAILED | CANCELLED
-constexpr bool can_transition(TurnStatus from, TurnStatus to) noexcept {
-  constexpr bool table[7][7] = {
-      //            run    wait   resum  compl  fail   exp    canc
-      /* run   */ {false, true, false, true, true, false, true},
-      /* wait  */ {false, false, true, false, false, true, true},
-      /* resum */ {true, false, false, false, true, false, true},
-      /* compl */ {false, false, false, false, false, false, false},
-      /* fail  */ {false, false, false, false, false, false, false},
-      /* exp   */ {false, false, false, false, false, false, false},
-      /* canc  */ {false, false, false, false, false, false, false},
-  };
-  return table[static_cast<int>(from)][static_cast<int>(to)];
-}
+inline constexpr TransitionTable<TurnStatus, 7> kTurnTransitions = {
+    {TurnStatus::running,
+     {TurnStatus::waiting_approval, TurnStatus::completed, TurnStatus::failed, TurnStatus::cancelled}},
+    {TurnStatus::waiting_approval, {TurnStatus::resuming, TurnStatus::expired, TurnStatus::cancelled}},
+    {TurnStatus::resuming, {TurnStatus::running, TurnStatus::failed, TurnStatus::cancelled}},
+};
+constexpr bool can_transition(TurnStatus from, TurnStatus to) noexcept { return kTurnTransitions.allows(from, to); }
 
 // Throws Error(invalid_state) "turn <id>: cannot go from X to Y" when the table refuses the transition.
-void check_transition(std::string_view turn_id, TurnStatus from, TurnStatus to);
+inline void check_transition(std::string_view turn_id, TurnStatus from, TurnStatus to) {
+  kTurnTransitions.check("turn", turn_id, from, to);
+}
 
 }  // namespace v1
 }  // namespace agentrt

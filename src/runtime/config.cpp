@@ -20,36 +20,32 @@
 #include "store/fs_object_store.hpp"
 #include "store/sqlite_store.hpp"
 #include "util/crypto.hpp"
+#include "wire/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& m) { throw Error(ErrorCode::invalid_argument, "config: " + m); }
-
-void only_keys(const json& j, std::initializer_list<const char*> keys, const char* where) {
-  if (!j.is_object()) bad(fmt::format("{} must be an object", where));
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    bool ok = false;
-    for (const char* k : keys) ok = ok || it.key() == k;
-    if (!ok) bad(fmt::format("{}: unknown key '{}'", where, it.key()));
-  }
+// The config's own refusals read "config: <what>"; its objects' keys are checked by the shared JSON reader.
+void only_keys(const json& j, std::initializer_list<std::string_view> keys, const char* where) {
+  const std::string name = fmt::format("config: {}", where);
+  wire::JsonReader(j, name).only_keys(keys);
 }
 
 std::string str(const json& j, const char* key, std::string dflt) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return dflt;
-  if (!it->is_string()) bad(fmt::format("'{}' must be a string", key));
+  if (!it->is_string()) wire::refuse("config", fmt::format("'{}' must be a string", key));
   return it->get<std::string>();
 }
 
 int64_t num(const json& j, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return dflt;
-  if (!it->is_number_integer()) bad(fmt::format("'{}' must be an integer", key));
+  if (!it->is_number_integer()) wire::refuse("config", fmt::format("'{}' must be an integer", key));
   int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", key, lo, hi, v));
+  if (v < lo || v > hi) wire::refuse("config", fmt::format("'{}' must be between {} and {}, not {}", key, lo, hi, v));
   return v;
 }
 
@@ -126,25 +122,26 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   json store = j.value("store", json::object());
   only_keys(store, {"type", "path", "synchronous", "layout", "document_max_bytes", "document_index_path"}, "store");
   if (str(store, "type", "sqlite") != "sqlite")
-    bad(fmt::format("store type '{}' is not available (sqlite)", str(store, "type", "")));
+    wire::refuse("config", fmt::format("store type '{}' is not available (sqlite)", str(store, "type", "")));
   const std::string db_path = str(store, "path", (data / "agentrt.db").string());
   const std::string sync = str(store, "synchronous", "NORMAL");
   const std::string layout = str(store, "layout", "rows");
   if (layout != "rows" && layout != "document")
-    bad(fmt::format("store.layout must be \"rows\" or \"document\", not '{}'", layout));
+    wire::refuse("config", fmt::format("store.layout must be \"rows\" or \"document\", not '{}'", layout));
 
   json objects = j.contains("objects") ? j["objects"] : json::object();
   if (!objects.is_null()) {
     only_keys(objects, {"type", "root", "bucket", "signing_secret_env", "public_base_url", "fsync"}, "objects");
     if (str(objects, "type", "fs") != "fs")
-      bad(fmt::format("objects type '{}' is not available (fs)", str(objects, "type", "")));
+      wire::refuse("config", fmt::format("objects type '{}' is not available (fs)", str(objects, "type", "")));
     FsObjectStoreOptions o;
     o.root = str(objects, "root", (data / "objects").string());
     o.bucket = str(objects, "bucket", "agentrt");
     std::string env = str(objects, "signing_secret_env", "");
     if (!env.empty()) {
       const char* v = std::getenv(env.c_str());
-      if (!v || !*v) bad(fmt::format("objects: environment variable {} (signing secret) is not set", env));
+      if (!v || !*v)
+        wire::refuse("config", fmt::format("objects: environment variable {} (signing secret) is not set", env));
       o.signing_secret = v;
     } else {
       o.signing_secret = load_or_create_secret(data);
@@ -157,13 +154,15 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   std::unique_ptr<MessageLayout> messages;  // nullptr: the rows layout, the store's own messages table
   if (layout == "document") {
     // The conversation-document layout: a thread's messages as one JSON document in the object store.
-    if (!c.objects) bad("store.layout \"document\" keeps messages in the object store: objects must not be null");
+    if (!c.objects)
+      wire::refuse("config", "store.layout \"document\" keeps messages in the object store: objects must not be null");
     DocumentLayoutOptions d;
     d.path = str(store, "document_index_path", db_path == ":memory:" ? db_path : db_path + ".docs");
     d.synchronous = sync;
     if (store.contains("document_max_bytes")) {
       const json& v = store["document_max_bytes"];
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0) bad("store.document_max_bytes must be a positive integer");
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+        wire::refuse("config", "store.document_max_bytes must be a positive integer");
       d.max_document_bytes = v.get<uint64_t>();
     }
     messages = std::make_unique<DocumentLayout>(c.objects, d);
@@ -171,7 +170,7 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db_path, sync}, std::move(messages));
 
   json model = j.value("model", json::object());
-  if (!model.is_object()) bad("model must be an object");
+  if (!model.is_object()) wire::refuse("config", "model must be an object");
   std::string type = str(model, "type", "auto");
   if (type == "auto") type = (env_set("OPENAI_API_KEY") || env_set("OPENAI_BASE_URL")) ? "openai" : "demo";
   if (type == "demo") {
@@ -186,7 +185,7 @@ RuntimeConfig runtime_config_from_json(const json& j) {
     if (!oc.contains("model")) cfg.model = base.model;
     c.model = make_openai_provider(cfg);
   } else {
-    bad(fmt::format("model type '{}' is unknown (auto, demo, openai)", type));
+    wire::refuse("config", fmt::format("model type '{}' is unknown (auto, demo, openai)", type));
   }
 
   if (j.contains("stages")) c.stages = j["stages"].get<StagePolicies>();

@@ -7,34 +7,12 @@
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/json_limits.hpp"
+#include "wire/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
 namespace {
-
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
-
-const std::string& req_string(const json& j, const char* key, const char* where) {
-  auto it = j.find(key);
-  if (it == j.end()) bad(fmt::format("{}: missing required field '{}'", where, key));
-  if (!it->is_string()) bad(fmt::format("{}: field '{}' must be a string", where, key));
-  return it->get_ref<const std::string&>();
-}
-
-std::string opt_string(const json& j, const char* key, const char* where) {
-  auto it = j.find(key);
-  if (it == j.end()) return {};
-  if (!it->is_string()) bad(fmt::format("{}: field '{}' must be a string", where, key));
-  return it->get<std::string>();
-}
-
-json opt_object(const json& j, const char* key, const char* where) {
-  auto it = j.find(key);
-  if (it == j.end()) return nullptr;
-  if (!it->is_object()) bad(fmt::format("{}: field '{}' must be an object", where, key));
-  return *it;
-}
 
 std::string media_type_for(const std::string& mime) {
   if (mime.rfind("image/", 0) == 0) return "image";
@@ -44,30 +22,6 @@ std::string media_type_for(const std::string& mime) {
 }
 
 }  // namespace
-
-std::string_view to_string(Role role) noexcept {
-  switch (role) {
-    case Role::developer: return "developer";
-    case Role::system: return "system";
-    case Role::assistant: return "assistant";
-    case Role::user: return "user";
-    case Role::tool: return "tool";
-    case Role::activity: return "activity";
-    case Role::reasoning: return "reasoning";
-  }
-  return "user";
-}
-
-Role role_from_string(std::string_view s) {
-  if (s == "developer") return Role::developer;
-  if (s == "system") return Role::system;
-  if (s == "assistant") return Role::assistant;
-  if (s == "user") return Role::user;
-  if (s == "tool") return Role::tool;
-  if (s == "activity") return Role::activity;
-  if (s == "reasoning") return Role::reasoning;
-  bad(fmt::format("unknown message role '{}'", s));
-}
 
 ContentPart ContentPart::make_text(std::string t) {
   ContentPart p;
@@ -94,15 +48,15 @@ void to_json(json& j, const PartSource& s) {
 }
 
 void from_json(const json& j, PartSource& s) {
-  if (!j.is_object()) bad("content part source must be an object");
-  s.type = req_string(j, "type", "source");
+  const wire::JsonReader in(j, "source");
+  s.type = in.required_string("type");
   if (s.type != "data" && s.type != "url" && s.type != "file")
-    bad(fmt::format("source: type must be data, url or file, not '{}'", s.type));
-  s.value = req_string(j, "value", "source");
-  s.mime_type = opt_string(j, "mimeType", "source");
-  s.provider = opt_string(j, "provider", "source");
-  if (s.type == "data" && s.mime_type.empty()) bad("source: a data source needs mimeType");
-  if (s.value.empty()) bad("source: value must not be empty");
+    in.fail(fmt::format("'type' must be data, url or file, not '{}'", s.type));
+  s.value = in.required_string("value");
+  s.mime_type = in.optional_string("mimeType");
+  s.provider = in.optional_string("provider");
+  if (s.type == "data" && s.mime_type.empty()) in.fail("a data source needs 'mimeType'");
+  if (s.value.empty()) in.fail("'value' must not be empty");
 }
 
 void to_json(json& j, const ContentPart& p) {
@@ -120,49 +74,48 @@ namespace {
 
 // The part, its depth checked by the caller.
 void part_from_json(const json& j, ContentPart& p) {
-  if (!j.is_object()) bad("content part must be an object");
+  const wire::JsonReader in(j, "content part");
   p = ContentPart{};
-  std::string type = req_string(j, "type", "content part");
-  p.id = opt_string(j, "id", "content part");
-  p.metadata = opt_object(j, "metadata", "content part");
+  std::string type = in.required_string("type");
+  p.id = in.optional_string("id");
+  p.metadata = in.optional_object("metadata");
   if (type == "text") {
     p.type = "text";
-    p.text = req_string(j, "text", "text part");
+    p.text = wire::JsonReader(j, "text part").required_string("text");
     return;
   }
   if (type == "image" || type == "audio" || type == "video" || type == "document") {
     p.type = type;
-    auto it = j.find("source");
-    if (it == j.end()) bad(fmt::format("{} part: missing required field 'source'", type));
-    p.source = it->get<PartSource>();
+    p.source = wire::JsonReader(j, type + " part").required("source").get<PartSource>();
     return;
   }
   if (type == "binary") {  // 0.x part, upgraded the way @ag-ui/client's legacy-content middleware does
-    std::string mime = req_string(j, "mimeType", "binary part");
+    const wire::JsonReader binary(j, "binary part");
+    std::string mime = binary.required_string("mimeType");
     PartSource src;
     src.mime_type = mime;
-    if (auto d = opt_string(j, "data", "binary part"); !d.empty()) {
+    if (auto d = binary.optional_string("data"); !d.empty()) {
       src.type = "data";
       src.value = d;
-    } else if (auto u = opt_string(j, "url", "binary part"); !u.empty()) {
+    } else if (auto u = binary.optional_string("url"); !u.empty()) {
       src.type = "url";
       src.value = u;
-    } else if (auto i = opt_string(j, "id", "binary part"); !i.empty()) {
+    } else if (auto i = binary.optional_string("id"); !i.empty()) {
       src.type = "file";
       src.value = i;
     } else {
-      bad("binary part: needs one of data, url or id");
+      binary.fail("needs one of 'data', 'url' or 'id'");
     }
     p.type = media_type_for(mime);
     p.source = src;
     p.id.clear();
-    if (auto fn = opt_string(j, "filename", "binary part"); !fn.empty()) {
+    if (auto fn = binary.optional_string("filename"); !fn.empty()) {
       if (!p.metadata.is_object()) p.metadata = json::object();
       p.metadata["filename"] = fn;
     }
     return;
   }
-  bad(fmt::format("unknown content part type '{}'", type));
+  in.fail(fmt::format("unknown type '{}' (text, image, audio, video, document, binary)", type));
 }
 
 // parse_content, its depth checked by the caller.
@@ -173,10 +126,10 @@ void parse_content_checked(const json& content, Message& out) {
   if (content.is_string()) {
     out.content = content.get<std::string>();
   } else if (content.is_array()) {
-    if (content.empty()) bad("message content: a part list must not be empty");
+    if (content.empty()) wire::refuse("message content", "a part list must not be empty");
     for (const auto& p : content) part_from_json(p, out.parts.emplace_back());
   } else {
-    bad("message content must be a string or an array of content parts");
+    wire::refuse("message content", "must be a string or an array of content parts");
   }
 }
 
@@ -192,12 +145,13 @@ void to_json(json& j, const ToolCall& c) {
 }
 
 void from_json(const json& j, ToolCall& c) {
-  if (!j.is_object()) bad("tool call must be an object");
-  c.id = req_string(j, "id", "tool call");
-  auto f = j.find("function");
-  if (f == j.end() || !f->is_object()) bad("tool call: missing object 'function'");
-  c.name = req_string(*f, "name", "tool call function");
-  c.arguments = req_string(*f, "arguments", "tool call function");
+  const wire::JsonReader in(j, "tool call");
+  c.id = in.required_string("id");
+  const json& f = in.required("function");
+  if (!f.is_object()) in.wrong_type("function", "a JSON object");
+  const wire::JsonReader function(f, "tool call function");
+  c.name = function.required_string("name");
+  c.arguments = function.required_string("arguments");
 }
 
 void parse_content(const json& content, Message& out) {
@@ -279,29 +233,29 @@ std::string to_json_string(const Message& m) {
 
 Message message_from_json(const json& j, size_t max_depth) {
   check_json_depth(j, max_depth, "message");
-  if (!j.is_object()) bad("message must be an object");
+  const wire::JsonReader in(j, "message");
   Message m;
-  m.id = req_string(j, "id", "message");
-  m.role = role_from_string(req_string(j, "role", "message"));
+  m.id = in.required_string("id");
+  m.role = role_from_string(in.required_string("role"));
   auto c = j.find("content");
   if (c != j.end() && !c->is_null()) {
     if (m.role != Role::user && m.role != Role::tool && !c->is_string())
-      bad(fmt::format("{} message: content must be a string", to_string(m.role)));
+      in.wrong_type("content", fmt::format("a string (role {})", to_string(m.role)));
     parse_content_checked(*c, m);
   } else if (m.role == Role::assistant) {
     m.has_content = false;
   } else if (m.role != Role::activity) {
-    bad(fmt::format("{} message: missing required field 'content'", to_string(m.role)));
+    in.fail(fmt::format("'content' is required (role {})", to_string(m.role)));
   }
   if (auto tc = j.find("toolCalls"); tc != j.end()) {
-    if (!tc->is_array()) bad("message: toolCalls must be an array");
+    if (!tc->is_array()) in.wrong_type("toolCalls", "an array");
     for (const auto& c2 : *tc) m.tool_calls.push_back(c2.get<ToolCall>());
   }
-  m.tool_call_id = opt_string(j, "toolCallId", "message");
-  if (m.role == Role::tool && m.tool_call_id.empty()) bad("tool message: missing required field 'toolCallId'");
-  m.name = opt_string(j, "name", "message");
-  m.error = opt_string(j, "error", "message");
-  m.metadata = opt_object(j, "metadata", "message");
+  m.tool_call_id = in.optional_string("toolCallId");
+  if (m.role == Role::tool && m.tool_call_id.empty()) in.fail("'toolCallId' is required (role tool)");
+  m.name = in.optional_string("name");
+  m.error = in.optional_string("error");
+  m.metadata = in.optional_object("metadata");
   return m;
 }
 

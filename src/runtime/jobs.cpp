@@ -10,41 +10,6 @@
 namespace agentrt {
 inline namespace v1 {
 
-std::string_view to_string(JobStatus s) noexcept {
-  switch (s) {
-    case JobStatus::queued: return "queued";
-    case JobStatus::running: return "running";
-    case JobStatus::succeeded: return "succeeded";
-    case JobStatus::failed: return "failed";
-    case JobStatus::cancelled: return "cancelled";
-  }
-  return "queued";
-}
-
-JobStatus job_status_from_string(std::string_view s) {
-  for (auto v : {JobStatus::queued, JobStatus::running, JobStatus::succeeded, JobStatus::failed, JobStatus::cancelled})
-    if (to_string(v) == s) return v;
-  throw Error(ErrorCode::invalid_argument,
-              fmt::format("unknown job status '{}' (queued, running, succeeded, failed, cancelled)", s.substr(0, 40)));
-}
-
-std::string_view to_string(JobConfirmation c) noexcept {
-  switch (c) {
-    case JobConfirmation::none: return "";
-    case JobConfirmation::pending: return "pending";
-    case JobConfirmation::confirmed: return "confirmed";
-    case JobConfirmation::declined: return "declined";
-  }
-  return "";
-}
-
-JobConfirmation job_confirmation_from_string(std::string_view s) {
-  for (auto v :
-       {JobConfirmation::none, JobConfirmation::pending, JobConfirmation::confirmed, JobConfirmation::declined})
-    if (to_string(v) == s) return v;
-  throw Error(ErrorCode::invalid_argument, fmt::format("unknown job confirmation state '{}'", s.substr(0, 40)));
-}
-
 void decline_job(JobRecord& j, const std::string& reason) {
   j.confirmation = JobConfirmation::declined;
   j.status = JobStatus::cancelled;

@@ -4,37 +4,28 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
+#include "wire/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
-namespace {
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
-}  // namespace
-
 UiSchema parse_ui_schema(const json& j) {
-  if (!j.is_object()) bad("ui: must be an object {type, version, data, actions}");
+  const wire::JsonReader in(j, "ui");
+  in.only_keys({"type", "version", "data", "actions"});
   UiSchema ui;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    if (k != "type" && k != "version" && k != "data" && k != "actions") bad(fmt::format("ui: unknown field '{}'", k));
-  }
-  auto t = j.find("type");
-  if (t == j.end() || !t->is_string() || t->get_ref<const std::string&>().empty())
-    bad("ui: 'type' must be a non-empty string");
-  ui.type = t->get<std::string>();
-  auto v = j.find("version");
-  if (v == j.end() || !v->is_string() || *v != "v1") bad("ui: 'version' must be \"v1\"");
-  if (auto d = j.find("data"); d != j.end()) {
-    if (!d->is_object()) bad("ui: 'data' must be an object");
+  ui.type = in.required_string("type");
+  if (ui.type.empty()) in.wrong_type("type", "a non-empty string");
+  if (const json* v = in.find("version"); !v || *v != "v1") in.fail("'version' must be \"v1\"");
+  if (const json* d = in.find("data")) {
+    if (!d->is_object()) in.wrong_type("data", "a JSON object");
     ui.data = *d;
   }
-  if (auto a = j.find("actions"); a != j.end()) {
-    if (!a->is_array()) bad("ui: 'actions' must be an array");
+  if (const json* a = in.find("actions")) {
+    if (!a->is_array()) in.wrong_type("actions", "an array");
     for (size_t i = 0; i < a->size(); ++i) {
       const auto& act = (*a)[i];
       if (!act.is_object() || !act.contains("type") || !act["type"].is_string())
-        bad(fmt::format("ui: actions[{}] must be an object with a string 'type'", i));
+        in.fail(fmt::format("actions[{}] must be an object with a string 'type'", i));
     }
     ui.actions = *a;
   }
@@ -43,26 +34,6 @@ UiSchema parse_ui_schema(const json& j) {
 
 void to_json(json& j, const UiSchema& ui) {
   j = json{{"type", ui.type}, {"version", ui.version}, {"data", ui.data}, {"actions", ui.actions}};
-}
-
-std::string_view to_string(ToolStatus s) noexcept {
-  switch (s) {
-    case ToolStatus::succeeded: return "succeeded";
-    case ToolStatus::failed: return "failed";
-    case ToolStatus::rejected: return "rejected";
-    case ToolStatus::expired: return "expired";
-    case ToolStatus::interrupted: return "interrupted";
-  }
-  return "failed";
-}
-
-ToolStatus tool_status_from_string(std::string_view s) {
-  if (s == "succeeded") return ToolStatus::succeeded;
-  if (s == "failed") return ToolStatus::failed;
-  if (s == "rejected") return ToolStatus::rejected;
-  if (s == "expired") return ToolStatus::expired;
-  if (s == "interrupted") return ToolStatus::interrupted;
-  bad(fmt::format("unknown tool status '{}'", s));
 }
 
 void to_json(json& j, const ToolAgentOutput& o) {
