@@ -104,17 +104,24 @@ std::optional<MessageRecord> Projector::complete(const std::string& run_id, cons
 }
 
 MessageRecord Projector::tool_call_result(const std::string& run_id, const std::string& message_id,
-                                          const std::string& tool_call_id, std::string content, const json* facts) {
+                                          const std::string& tool_call_id, std::string content, json facts) {
   Message m;
   m.id = message_id;
   m.role = Role::tool;
   m.content = std::move(content);
   m.tool_call_id = tool_call_id;
-  if (facts) {
-    m.error = string_at(*facts, "error");
-    if (auto meta = facts->find("metadata"); meta != facts->end() && meta->is_object()) m.metadata = *meta;
+  if (facts.is_object()) {
+    m.error = string_at(facts, "error");
+    if (auto meta = facts.find("metadata"); meta != facts.end() && meta->is_object()) m.metadata = std::move(*meta);
   }
   return record(run_id, std::move(m));
+}
+
+std::optional<MessageRecord> Projector::run_started(const std::string& run_id, const std::string& turn_id,
+                                                    const Message* input) {
+  if (!turn_id.empty()) begin_run(run_id, turn_id);
+  if (!input) return std::nullopt;
+  return record(run_id, *input);
 }
 
 std::optional<MessageRecord> Projector::apply(const std::string& run_id, const Event& e) {
@@ -122,10 +129,10 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
   switch (e.type) {
     case EventType::RUN_STARTED: {
       if (!facts) return std::nullopt;
-      if (auto turn = string_at(*facts, "turnId"); !turn.empty()) begin_run(run_id, turn);
       auto input = facts->find("message");
-      if (input == facts->end()) return std::nullopt;
-      return record(run_id, input->get<Message>());
+      if (input == facts->end()) return run_started(run_id, string_at(*facts, "turnId"), nullptr);
+      const Message m = input->get<Message>();
+      return run_started(run_id, string_at(*facts, "turnId"), &m);
     }
     case EventType::TEXT_MESSAGE_START: text_start(e.message_id); return std::nullopt;
     case EventType::TEXT_MESSAGE_CONTENT: text_content(e.message_id, e.delta); return std::nullopt;
@@ -146,7 +153,8 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
     }
     case EventType::TOOL_CALL_RESULT:
       return tool_call_result(run_id, e.message_id, e.tool_call_id,
-                              e.content.is_string() ? e.content.get<std::string>() : e.content.dump(), facts);
+                              e.content.is_string() ? e.content.get<std::string>() : e.content.dump(),
+                              facts ? *facts : json(nullptr));
     case EventType::RUN_ERROR: {
       if (!facts) return std::nullopt;
       auto id = string_at(*facts, "messageId");

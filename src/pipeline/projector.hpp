@@ -40,9 +40,11 @@ class Projector {
   void text_content(std::string_view message_id, std::string_view delta);
   void tool_call_start(std::string_view tool_call_id, std::string_view name, std::string_view parent_message_id);
   void tool_call_args(std::string_view tool_call_id, std::string_view delta);
+  // RUN_STARTED of a run of `turn_id`, with the input message it carries (or null).
+  std::optional<MessageRecord> run_started(const std::string& run_id, const std::string& turn_id, const Message* input);
   // TOOL_CALL_RESULT: `facts` is its metadata.agentrt (or null).
   MessageRecord tool_call_result(const std::string& run_id, const std::string& message_id,
-                                 const std::string& tool_call_id, std::string content, const json* facts);
+                                 const std::string& tool_call_id, std::string content, json facts);
 
  private:
   struct OpenCall {

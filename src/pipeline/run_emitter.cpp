@@ -32,7 +32,7 @@ void RunEmitter::stage_event(std::string body) {
 
 void RunEmitter::project(std::optional<MessageRecord> m) {
   if (!m) return;
-  batch_->messages.push_back(*m);
+  batch_->messages.push_back(std::move(*m));
   if (on_message_) on_message_(batch_->messages.back());
 }
 
@@ -96,11 +96,19 @@ void RunEmitter::tool_call_end(std::string_view tool_call_id) {
 }
 
 void RunEmitter::emit_tool_call_result(std::string event_json, const std::string& message_id,
-                                       const std::string& tool_call_id, std::string content, const json& facts) {
+                                       const std::string& tool_call_id, std::string content, json facts) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
   stage_event(std::move(event_json));
-  project(projector_.tool_call_result(run_id_, message_id, tool_call_id, std::move(content), &facts));
+  project(projector_.tool_call_result(run_id_, message_id, tool_call_id, std::move(content), std::move(facts)));
+}
+
+void RunEmitter::emit_run_started(const Event& e, const std::string& turn_id, const Message& input) {
+  std::string body = to_json_string(e);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!staging()) return;
+  stage_event(std::move(body));
+  project(projector_.run_started(run_id_, turn_id, &input));
 }
 
 void RunEmitter::begin_run(const std::string& turn_id) {

@@ -54,7 +54,9 @@ class RunEmitter {
   // A TOOL_CALL_RESULT whose JSON the caller wrote (the ToolAgentOutput is serialised once, for the event and
   // the ledger); `facts` is the event's metadata.agentrt, which `event_json` holds too.
   void emit_tool_call_result(std::string event_json, const std::string& message_id, const std::string& tool_call_id,
-                             std::string content, const json& facts);
+                             std::string content, json facts);
+  // RUN_STARTED of turn `turn_id` carrying `input` in its metadata.agentrt (the message is not read back).
+  void emit_run_started(const Event& e, const std::string& turn_id, const Message& input);
   // The turn the run's messages belong to, for a run whose RUN_STARTED (which names it) was emitted earlier.
   void begin_run(const std::string& turn_id);
   // Called (under the emitter's lock, on the emitting thread) with each message the projector derives.

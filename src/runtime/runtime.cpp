@@ -210,7 +210,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     RunEmitter::Unit unit(e);  // the thread, the turn, its input and RUN_STARTED commit together
     e.create_thread(th);
     e.set_turn(turn);
-    e.emit(agentrt::turn::run_started(turn, &user.message));
+    e.emit_run_started(agentrt::turn::run_started(turn, &user.message), turn.id, user.message);
   };
   stage_start(*em);
   for (const auto& key : uploads) em->add_compensation([objects = cfg.objects, key] { objects->remove(key); });

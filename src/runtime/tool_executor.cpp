@@ -374,7 +374,7 @@ void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const
   append_json(ev, facts);
   ev += "}}";
   ctx_.note_outcome(id, out);
-  ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, facts);
+  ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, std::move(facts));
   if (l) {
     advance(*l, ledger_outcome(out.status));
     l->output = out_str;
