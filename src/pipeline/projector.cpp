@@ -36,10 +36,16 @@ Projector::Projector(std::string thread_id) : thread_id_(std::move(thread_id)) {
 
 void Projector::begin_run(const std::string& run_id, const std::string& turn_id) { turn_of_run_[run_id] = turn_id; }
 
-MessageRecord Projector::record(const std::string& run_id, Message m) const {
+std::string Projector::turn_of(const std::string& run_id) const {
   auto it = turn_of_run_.find(run_id);
-  return MessageRecord{thread_id_, 0, it == turn_of_run_.end() ? std::string() : it->second, run_id, std::move(m)};
+  return it == turn_of_run_.end() ? std::string() : it->second;
 }
+
+MessageRecord Projector::record(const std::string& run_id, Message m) const {
+  return MessageRecord{thread_id_, 0, turn_of(run_id), run_id, std::move(m)};
+}
+
+void Projector::step_started(const std::string& run_id, std::string_view step) { step_of_run_[run_id] = step; }
 
 Projector::OpenMessage& Projector::open(std::string_view message_id) {
   auto it = open_.find(message_id);
@@ -66,8 +72,9 @@ void Projector::tool_call_args(std::string_view tool_call_id, std::string_view d
     if (c.id == tool_call_id) c.arguments.append(delta);
 }
 
-// `facts`: metadata.agentrt.message of the event that ends the message: toolCalls (the ids the message holds,
-// in order), and content / arguments {id: text} where the final answer differs from what was streamed.
+// `facts`: metadata.agentrt.message of the event that ends the message: toolCalls (the calls the message holds,
+// in order: an id, or {id, name?, arguments?} where the final answer differs from what was streamed, with the
+// ledger's facts), and content where the final text differs from what was streamed.
 std::optional<MessageRecord> Projector::complete(const std::string& run_id, const std::string& message_id,
                                                  const json& facts, json metadata) {
   OpenMessage streamed;
@@ -82,29 +89,34 @@ std::optional<MessageRecord> Projector::complete(const std::string& run_id, cons
   auto content = facts.find("content");
   m.content = content != facts.end() && content->is_string() ? content->get<std::string>() : streamed.content;
   m.has_content = !m.content.empty();
-  const json* overrides = nullptr;
-  if (auto a = facts.find("arguments"); a != facts.end() && a->is_object()) overrides = &*a;
-  if (auto ids = facts.find("toolCalls"); ids != facts.end() && ids->is_array()) {
-    for (const auto& id : *ids) {
-      if (!id.is_string()) continue;
-      const auto& call_id = id.get_ref<const std::string&>();
+  auto ids = facts.find("toolCalls");
+  const bool has_calls = ids != facts.end() && ids->is_array();
+  if (has_calls) {
+    for (const auto& listed : *ids) {
+      const std::string call_id = listed.is_string() ? listed.get<std::string>() : string_at(listed, "id");
+      if (call_id.empty()) continue;
       ToolCall call{call_id, {}, {}};
       for (const auto& c : streamed.calls)
         if (c.id == call_id) {
           call.name = c.name;
           call.arguments = c.arguments;
         }
-      if (overrides)
-        if (auto o = overrides->find(call_id); o != overrides->end() && o->is_string()) call.arguments = *o;
+      if (listed.is_object()) {
+        if (auto n = listed.find("name"); n != listed.end() && n->is_string()) call.name = *n;
+        if (auto a = listed.find("arguments"); a != listed.end() && a->is_string()) call.arguments = *a;
+      }
       m.tool_calls.push_back(std::move(call));
     }
   }
   m.metadata = message_metadata(metadata);
+  if (has_calls) requested(run_id, m, *ids);
   return record(run_id, std::move(m));
 }
 
 MessageRecord Projector::tool_call_result(const std::string& run_id, const std::string& message_id,
-                                          const std::string& tool_call_id, std::string content, json facts) {
+                                          const std::string& tool_call_id, std::string content, json facts,
+                                          const ToolOutcome* result) {
+  if (result) outcome(run_id, tool_call_id, *result);
   Message m;
   m.id = message_id;
   m.role = Role::tool;
@@ -129,11 +141,21 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
   switch (e.type) {
     case EventType::RUN_STARTED: {
       if (!facts) return std::nullopt;
+      const std::string turn_id = string_at(*facts, "turnId");
+      if (auto d = facts->find("decision"); d != facts->end() && !turn_id.empty()) {
+        begin_run(run_id, turn_id);
+        decided(run_id, turn_id, *d);
+      }
       auto input = facts->find("message");
-      if (input == facts->end()) return run_started(run_id, string_at(*facts, "turnId"), nullptr);
+      if (input == facts->end()) return run_started(run_id, turn_id, nullptr);
       const Message m = input->get<Message>();
-      return run_started(run_id, string_at(*facts, "turnId"), &m);
+      return run_started(run_id, turn_id, &m);
     }
+    case EventType::STEP_STARTED: step_started(run_id, e.step_name); return std::nullopt;
+    case EventType::RUN_FINISHED: interrupted(run_id, e.outcome); return std::nullopt;
+    case EventType::CUSTOM:
+      if (e.name == "agentrt.started") started(run_id, e.value);
+      return std::nullopt;
     case EventType::TEXT_MESSAGE_START: text_start(e.message_id); return std::nullopt;
     case EventType::TEXT_MESSAGE_CONTENT: text_content(e.message_id, e.delta); return std::nullopt;
     case EventType::TOOL_CALL_START:
@@ -151,10 +173,12 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
       const std::string message_id = m->second;
       return complete(run_id, message_id, (*facts)["message"], nullptr);
     }
-    case EventType::TOOL_CALL_RESULT:
+    case EventType::TOOL_CALL_RESULT: {
+      auto result = outcome_of(e);
       return tool_call_result(run_id, e.message_id, e.tool_call_id,
                               e.content.is_string() ? e.content.get<std::string>() : e.content.dump(),
-                              facts ? *facts : json(nullptr));
+                              facts ? *facts : json(nullptr), result ? &*result : nullptr);
+    }
     case EventType::RUN_ERROR: {
       if (!facts) return std::nullopt;
       auto id = string_at(*facts, "messageId");

@@ -7,8 +7,19 @@
 //     holds, and the text or arguments where the model's final answer differs from what was streamed);
 //   - a tool message: TOOL_CALL_RESULT (content, and metadata.agentrt: the message's metadata and error);
 //   - the ERROR message of a failed run: RUN_ERROR with metadata.agentrt.messageId.
+// and the tool ledger (one entry per tool call, every change through the table of ledger_state.hpp):
+//   - requested / approved: the assistant message's completion (metadata.agentrt.message.toolCalls: per call,
+//     "tool": "approve" when it waits for a person, "run" when it may run at once; a bare id is a call refused
+//     before it could run), in the stage of the run's open STEP_STARTED;
+//   - approved / rejected by a person, and the approval record: the resumed run's RUN_STARTED
+//     (metadata.agentrt.decision: the approval request id, the decisions as submitted, and per call the
+//     decision as the ledger keeps it);
+//   - started: CUSTOM agentrt.started {toolCallIds}, committed before the tools run;
+//   - waiting for a person (the interrupt id; a job confirmation moves the call back to requested): the pause's
+//     RUN_FINISHED interrupts;
+//   - the outcome: TOOL_CALL_RESULT (metadata.tool_agent_output: its status and the output).
 // metadata.agentrt is the runtime's and is not copied into a message. Replaying a thread's stored log
-// rebuilds its stored history byte for byte (tests/pipeline/test_replay.cpp).
+// rebuilds its stored history and ledger (tests/pipeline/test_replay.cpp).
 // Not thread-safe: the emitter that owns it calls it under its lock.
 #pragma once
 
@@ -19,10 +30,19 @@
 #include <vector>
 
 #include "agentrt/events.hpp"
+#include "agentrt/outputs.hpp"
 #include "agentrt/storage.hpp"
 
 namespace agentrt {
 inline namespace v1 {
+
+// A tool call's outcome as the run records it (the live path hands it over instead of the event's JSON).
+struct ToolOutcome {
+  ToolStatus status = ToolStatus::failed;
+  std::string output;  // the ToolAgentOutput JSON text
+  // Where the call comes from, for a call the projector has no entry of (a history stored before its ledger).
+  std::string tool_name, arguments, stage;
+};
 
 class Projector {
  public:
@@ -44,7 +64,20 @@ class Projector {
   std::optional<MessageRecord> run_started(const std::string& run_id, const std::string& turn_id, const Message* input);
   // TOOL_CALL_RESULT: `facts` is its metadata.agentrt (or null).
   MessageRecord tool_call_result(const std::string& run_id, const std::string& message_id,
-                                 const std::string& tool_call_id, std::string content, json facts);
+                                 const std::string& tool_call_id, std::string content, json facts,
+                                 const ToolOutcome* outcome);
+  void step_started(const std::string& run_id, std::string_view step);
+
+  // Ledger entries committed before (a continuing run's): known from then on, unless known already.
+  void seed_ledger(const std::vector<LedgerEntry>& entries);
+  // The entries changed since the last call, each once (the emitter stages them).
+  std::vector<LedgerEntry> take_ledger_changes();
+  // The approval record a decision made, once (the emitter stages it).
+  std::optional<ApprovalRecord> take_approval();
+  // The turns whose runs it has seen.
+  std::vector<std::string> turns() const;
+  // Every entry of a turn, by run, ordinal and call id.
+  std::vector<LedgerEntry> ledger(const std::string& turn_id) const;
 
  private:
   struct OpenCall {
@@ -58,12 +91,29 @@ class Projector {
   std::optional<MessageRecord> complete(const std::string& run_id, const std::string& message_id, const json& facts,
                                         json metadata);
   MessageRecord record(const std::string& run_id, Message m) const;
+  std::string turn_of(const std::string& run_id) const;
+  LedgerEntry* entry(const std::string& turn_id, const std::string& tool_call_id);
+  void changed(const LedgerEntry& l);
+  // The ledger's part of each event (projector_ledger.cpp).
+  void requested(const std::string& run_id, const Message& m, const json& listed);
+  void decided(const std::string& run_id, const std::string& turn_id, const json& decision);
+  void started(const std::string& run_id, const json& value);
+  void interrupted(const std::string& run_id, const json& outcome);
+  void outcome(const std::string& run_id, const std::string& tool_call_id, const ToolOutcome& o);
+  static std::optional<ToolOutcome> outcome_of(const Event& e);
 
   std::string thread_id_;
   std::map<std::string, std::string, std::less<>> turn_of_run_;
-  std::map<std::string, OpenMessage, std::less<>> open_;             // assistant messages being streamed
-  std::map<std::string, std::string, std::less<>> message_of_call_;  // tool call id -> its message id
+  std::map<std::string, OpenMessage, std::less<>> open_;               // assistant messages being streamed
+  std::map<std::string, std::string, std::less<>> message_of_call_;    // tool call id -> its message id
+  std::map<std::string, std::string, std::less<>> step_of_run_;        // the run's open STEP_STARTED
+  std::map<std::pair<std::string, std::string>, LedgerEntry> ledger_;  // (turn, tool call) -> entry
+  std::vector<std::pair<std::string, std::string>> changed_;           // keys changed since the last take
+  std::optional<ApprovalRecord> approval_;
 };
+
+// The ledger status a call's outcome moves it to.
+LedgerStatus ledger_status_of(ToolStatus s);
 
 // The runtime's part of an event's metadata (metadata.agentrt), or null.
 const json* runtime_facts(const Event& e);

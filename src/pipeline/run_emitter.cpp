@@ -1,5 +1,6 @@
 #include "pipeline/run_emitter.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "agentrt/clock.hpp"
@@ -31,6 +32,16 @@ void RunEmitter::stage_event(std::string body) {
 }
 
 void RunEmitter::project(std::optional<MessageRecord> m) {
+  for (auto& l : projector_.take_ledger_changes()) {
+    auto same = std::find_if(batch_->ledger.begin(), batch_->ledger.end(), [&](const LedgerEntry& x) {
+      return x.tool_call_id == l.tool_call_id && x.turn_id == l.turn_id;
+    });
+    if (same != batch_->ledger.end())
+      *same = std::move(l);
+    else
+      batch_->ledger.push_back(std::move(l));
+  }
+  if (auto a = projector_.take_approval()) batch_->approval = std::move(*a);
   if (!m) return;
   batch_->messages.push_back(std::move(*m));
   if (on_message_) on_message_(batch_->messages.back());
@@ -40,14 +51,17 @@ void RunEmitter::emit(const Event& e) {
   std::string body = to_json_string(e);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
+  auto m = projector_.apply(run_id_, e);  // first: an event the projector refuses (a ledger move) is not staged
   stage_event(std::move(body));
-  project(projector_.apply(run_id_, e));
+  project(std::move(m));
 }
 
 void RunEmitter::step_started(std::string_view step) {
   std::string body = wire::step_started(step, now_ms());
   std::lock_guard<std::mutex> lock(mutex_);
-  if (staging()) stage_event(std::move(body));
+  if (!staging()) return;
+  stage_event(std::move(body));
+  projector_.step_started(run_id_, step);
 }
 
 void RunEmitter::step_finished(std::string_view step) {
@@ -96,11 +110,14 @@ void RunEmitter::tool_call_end(std::string_view tool_call_id) {
 }
 
 void RunEmitter::emit_tool_call_result(std::string event_json, const std::string& message_id,
-                                       const std::string& tool_call_id, std::string content, json facts) {
+                                       const std::string& tool_call_id, std::string content, json facts,
+                                       const ToolOutcome& outcome) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
+  auto m =
+      projector_.tool_call_result(run_id_, message_id, tool_call_id, std::move(content), std::move(facts), &outcome);
   stage_event(std::move(event_json));
-  project(projector_.tool_call_result(run_id_, message_id, tool_call_id, std::move(content), std::move(facts)));
+  project(std::move(m));
 }
 
 void RunEmitter::emit_run_started(const Event& e, const std::string& turn_id, const Message& input) {
@@ -121,16 +138,9 @@ void RunEmitter::on_message(std::function<void(const MessageRecord&)> sink) {
   on_message_ = std::move(sink);
 }
 
-void RunEmitter::put_ledger(const LedgerEntry& l) {
+void RunEmitter::seed_ledger(const std::vector<LedgerEntry>& entries) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!staging()) return;
-  note_pending();
-  for (auto& x : batch_->ledger)
-    if (x.tool_call_id == l.tool_call_id && x.turn_id == l.turn_id) {
-      x = l;
-      return;
-    }
-  batch_->ledger.push_back(l);
+  projector_.seed_ledger(entries);
 }
 
 void RunEmitter::set_turn_version(int64_t version) {
@@ -156,13 +166,6 @@ void RunEmitter::create_thread(ThreadRecord t) {
   if (!staging()) return;
   note_pending();
   batch_->create_thread = std::move(t);
-}
-
-void RunEmitter::set_approval(ApprovalRecord a) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!staging()) return;
-  note_pending();
-  batch_->approval = std::move(a);
 }
 
 void RunEmitter::put_job(const JobWrite& w) {

@@ -1,5 +1,6 @@
-// The run emitter: a run's write buffer. It takes events, stages the history messages the projector derives from
-// them, commits (Store::commit: the only code that does) and then publishes to the event hub.
+// The run emitter: a run's write buffer. It takes events, stages the history messages, ledger entries and
+// approval records the projector derives from them, commits (Store::commit: the only code that does) and then publishes
+// to the event hub.
 #pragma once
 
 #include <chrono>
@@ -54,21 +55,21 @@ class RunEmitter {
   // A TOOL_CALL_RESULT whose JSON the caller wrote (the ToolAgentOutput is serialised once, for the event and
   // the ledger); `facts` is the event's metadata.agentrt, which `event_json` holds too.
   void emit_tool_call_result(std::string event_json, const std::string& message_id, const std::string& tool_call_id,
-                             std::string content, json facts);
+                             std::string content, json facts, const ToolOutcome& outcome);
   // RUN_STARTED of turn `turn_id` carrying `input` in its metadata.agentrt (the message is not read back).
   void emit_run_started(const Event& e, const std::string& turn_id, const Message& input);
   // The turn the run's messages belong to, for a run whose RUN_STARTED (which names it) was emitted earlier.
   void begin_run(const std::string& turn_id);
   // Called (under the emitter's lock, on the emitting thread) with each message the projector derives.
   void on_message(std::function<void(const MessageRecord&)> sink);
-  void put_ledger(const LedgerEntry& l);
+  // The ledger entries of the run's turn committed before (a continuing run's), for the projector.
+  void seed_ledger(const std::vector<LedgerEntry>& entries);
   // The turn's committed version (-1: the turn is inserted by the first commit).
   void set_turn_version(int64_t version);
   int64_t turn_version() const;
   // Stages the turn's new state; the commit compares-and-sets against the last committed version.
   void set_turn(const TurnRecord& t);
   void create_thread(ThreadRecord t);
-  void set_approval(ApprovalRecord a);
   // Stages a job write; a second write of the same job in one batch replaces the first (keeping its
   // expected version).
   void put_job(const JobWrite& w);

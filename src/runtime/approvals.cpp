@@ -7,6 +7,7 @@
 
 #include "agentrt/records.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/turn_runner.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -96,6 +97,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   }
 
   auto ledger = cfg.store->ledger(turn->id);
+  const auto stored_ledger = ledger;  // as committed: the projector applies the decisions to it
   // Every open interrupt must be answered exactly once.
   std::map<std::string, const Decision*> by_interrupt;
   for (const auto& d : decisions) {
@@ -201,12 +203,22 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   auto handle = register_run(turn->id);
   auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
-    RunEmitter::Unit unit(*em);  // the decision commits whole: the turn, the ledger, the jobs and the answer
+    // The decision commits whole: the turn, the jobs, and the resumed run's RUN_STARTED, which carries the
+    // decision (the projector derives the ledger's decisions and the approval record from it).
+    RunEmitter::Unit unit(*em);
     em->set_turn(next);
-    for (const auto& l : updates) em->put_ledger(l);
     for (const auto& j : job_updates) em->put_job(j);
-    em->set_approval(
-        ApprovalRecord{std::string(approval_request_id), turn->id, turn->thread_id, decisions_json, answer, 0});
+    json calls = json::object();
+    for (const auto& l : updates) calls[l.tool_call_id] = l.decision;
+    json decision = json::object();
+    auto& d = decision.get_ref<json::object_t&>();
+    d.emplace("approvalRequestId", std::string(approval_request_id));
+    d.emplace("decisions", std::move(decisions_json));
+    d.emplace("calls", std::move(calls));
+    Event started = turn::run_started(next);
+    started.metadata["agentrt"]["decision"] = std::move(decision);
+    em->seed_ledger(stored_ledger);
+    em->emit(started);
   }
   auto lost = [&](const Error& e) -> json {
     if (e.code() == ErrorCode::conflict) {

@@ -25,8 +25,7 @@ void TurnRunner::pause(const std::vector<std::string>& ids) {
   json interrupts = json::array();
   for (const auto& id : ids) {
     LedgerEntry* l = ctx_.find_ledger(id);
-    l->interrupt_id = "int_" + id;
-    ctx_.em->put_ledger(*l);
+    l->interrupt_id = "int_" + id;  // the projector reads it from the interrupt
     json args = parse_args(l->arguments);
     auto job = ctx_.jobs.find(id);
     if (job != ctx_.jobs.end() && job->second.confirmation == JobConfirmation::pending) {
@@ -108,8 +107,7 @@ void TurnRunner::close_unanswered(const std::string& code, const std::string& me
       l.tool_name = c.name;
       l.stage = ctx_.turn.stage;
       l.arguments = c.arguments;
-      ctx_.ledger.push_back(std::move(l));
-      ctx_.em->put_ledger(ctx_.ledger.back());
+      ctx_.ledger.push_back(std::move(l));  // stored with its outcome below
     }
   }
   std::vector<std::string> open;
@@ -156,8 +154,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
     load_run_state(*cfg.store, ctx, known ? &known->second : nullptr);
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
     ctx.turn.status = TurnStatus::running;
-    runner.stage_turn();
-    ctx.em->emit(run_started(ctx.turn));
+    runner.stage_turn();  // its RUN_STARTED went out with the decision
     const std::string stage = ctx.turn.stage.empty() ? std::string(kExecution) : ctx.turn.stage;
     runner.begin_step(stage);
     // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is

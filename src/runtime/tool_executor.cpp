@@ -68,11 +68,13 @@ std::vector<std::string> TurnRunner::execute(const std::vector<std::string>& ids
       continue;
     }
     advance(*l, LedgerStatus::started);
-    ctx_.em->put_ledger(*l);
     if (!r.entry->spec.idempotent) durable = true;
     running.push_back(std::move(r));
   }
   if (running.empty()) return {};
+  json started = json::array();
+  for (const auto& r : running) started.push_back(r.id);
+  ctx_.em->emit(events::custom("agentrt.started", json{{"toolCallIds", std::move(started)}}));
   // A start still pending (resume_turn's decision, run_turn's insert) is committed with the `started`
   // records. A decision always is, even for idempotent tools: the version compare-and-set in that commit
   // is what keeps two concurrent resumes from both running a tool.
@@ -241,9 +243,9 @@ void TurnRunner::ask_confirmation(LedgerEntry& l, const std::string& job_id, con
   j.metadata = js.metadata;
   if (js.timeout) j.timeout_ms = js.timeout->count();  // kept for the start after the confirmation
   stage_job(j, -1);
+  // The pause's interrupt sends the call back to wait (the projector reads it there).
   advance(l, LedgerStatus::requested);
   l.needs_approval = true;
-  ctx_.em->put_ledger(l);
 }
 
 JobRecord TurnRunner::start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
@@ -374,12 +376,14 @@ void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const
   append_json(ev, facts);
   ev += "}}";
   ctx_.note_outcome(id, out);
-  ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, std::move(facts));
   if (l) {
-    advance(*l, ledger_outcome(out.status));
+    advance(*l, ledger_status_of(out.status));
     l->output = out_str;
-    ctx_.em->put_ledger(*l);
   }
+  ToolOutcome outcome{out.status, out_str, out.tool_name, l ? l->arguments : out.args.dump(),
+                      l ? l->stage : ctx_.turn.stage};
+  // The projector derives the tool message and the ledger's outcome from it.
+  ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, std::move(facts), outcome);
 }
 
 }  // namespace v1

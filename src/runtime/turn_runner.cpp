@@ -22,6 +22,7 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
                     std::vector<MessageRecord>* known_history) {
   ctx.history = known_history ? std::move(*known_history) : store.messages(ctx.turn.thread_id);
   ctx.ledger = known_ledger ? std::move(*known_ledger) : store.ledger(ctx.turn.id);
+  if (ctx.em) ctx.em->seed_ledger(ctx.ledger);
   for (const auto& m : ctx.history)
     for (const auto& c : m.message.tool_calls) ctx.used_tool_call_ids.insert(c.id);
   for (const auto& l : ctx.ledger) {
@@ -98,12 +99,12 @@ bool TurnRunner::stage_loop(const std::string& stage, const StagePolicy& policy,
                   fmt::format("step limit reached: {} model calls in this turn", rt_.cfg.max_steps));
     auto defs = rt_.tools.definitions(stage, policy.tools);
     ModelRequest req = build_request(stage, policy, defs);
-    auto [result, msg_id] = call_model(req, vis, final_candidate);
-    if (result.tool_calls.empty()) {
-      final_text = result.text;
+    Answer answer = call_model(req, vis, final_candidate);
+    if (answer.result.tool_calls.empty()) {
+      final_text = answer.result.text;
       return true;
     }
-    if (!process_tool_calls(stage, result)) return false;
+    if (!process_tool_calls(std::move(answer.calls))) return false;
   }
 }
 
@@ -224,8 +225,7 @@ json TurnRunner::worker_output(const std::string& answer) {
   return json(w);
 }
 
-std::pair<ModelResult, std::string> TurnRunner::call_model(const ModelRequest& req, Visibility vis,
-                                                           bool final_candidate) {
+TurnRunner::Answer TurnRunner::call_model(const ModelRequest& req, Visibility vis, bool final_candidate) {
   Sink sink(*this, vis, new_id("msg"));
   ModelResult result = rt_.cfg.model->complete(req, sink, ctx_.handle->cancel);
   rt_.model_calls.fetch_add(1, std::memory_order_relaxed);
@@ -250,20 +250,35 @@ std::pair<ModelResult, std::string> TurnRunner::call_model(const ModelRequest& r
   const bool persist = !is_final || vis == Visibility::text;
   json facts = json::object();
   std::string streamed = sink.streamed_text();
-  // Tool calls: the effective id of each (the announced one, else a new one), and what differs from the stream.
-  std::vector<ToolCall> calls;
-  std::vector<bool> announced;
-  json listed = json::array();
+  // Tool calls: the effective id of each (the announced one, else a new one), what differs from the stream, and
+  // the ledger's facts (the projector derives the entries from the message's completion).
+  std::vector<bool> announced, restated;
   for (auto& c : result.tool_calls) {
     const auto* a = sink.take(c.id);
     c.id = a ? a->effective : unique_call_id(c.id);
-    if (a && (a->name != c.name || a->arguments != c.arguments))
-      listed.push_back({{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
-    else
-      listed.push_back(c.id);
     announced.push_back(a != nullptr);
+    restated.push_back(a && (a->name != c.name || a->arguments != c.arguments));
     ctx_.open_tool_calls.erase(c.id);
-    calls.push_back(ToolCall{c.id, c.name, c.arguments});
+  }
+  const auto& calls = result.tool_calls;
+  std::vector<Requested> requested = request(req.stage, calls);
+  json listed = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const LedgerEntry& l = requested[i].entry;
+    if (!restated[i] && requested[i].problem) {
+      listed.push_back(calls[i].id);
+      continue;
+    }
+    json call = json::object();
+    auto& f = call.get_ref<json::object_t&>();
+    f.emplace("id", calls[i].id);
+    if (restated[i]) {
+      f.emplace("name", calls[i].name);
+      f.emplace("arguments", calls[i].arguments);
+    }
+    if (!requested[i].problem) f.emplace("tool", l.needs_approval ? "approve" : "run");
+    if (l.idempotent) f.emplace("idempotent", true);
+    listed.push_back(std::move(call));
   }
   // Announced calls missing from the result (a provider inconsistency) are closed, not left open.
   std::vector<std::string> missing(ctx_.open_tool_calls.begin(), ctx_.open_tool_calls.end());
@@ -310,15 +325,17 @@ std::pair<ModelResult, std::string> TurnRunner::call_model(const ModelRequest& r
     end_call(c.id, missing.empty() && i + 1 == calls.size());
   }
   for (size_t i = 0; i < missing.size(); ++i) end_call(missing[i], i + 1 == missing.size());
-  return {std::move(result), msg_id};
+  return Answer{std::move(result), std::move(requested)};
 }
 
-bool TurnRunner::process_tool_calls(const std::string& stage, const ModelResult& result) {
+std::vector<TurnRunner::Requested> TurnRunner::request(const std::string& stage,
+                                                       const std::vector<ModelToolCall>& calls) {
   const StagePolicy& policy = policy_of(rt_.cfg.stages, stage);
-  std::vector<std::string> run_now, need_approval;
+  std::vector<Requested> out;
   int ordinal = 0;
-  for (const auto& c : result.tool_calls) {
-    LedgerEntry l;
+  for (const auto& c : calls) {
+    Requested r;
+    LedgerEntry& l = r.entry;
     l.tool_call_id = c.id;
     l.turn_id = ctx_.turn.id;
     l.thread_id = ctx_.turn.thread_id;
@@ -328,8 +345,6 @@ bool TurnRunner::process_tool_calls(const std::string& stage, const ModelResult&
     l.ordinal = ordinal++;
     l.arguments = c.arguments;
     l.status = LedgerStatus::requested;
-    std::optional<ToolError> problem;
-    json args;
     std::shared_ptr<const ToolRegistry::Entry> entry;
     for (const auto& offered : rt_.tools.offered(stage, policy.tools))
       if (offered->spec.name == c.name) entry = offered;
@@ -337,40 +352,47 @@ bool TurnRunner::process_tool_calls(const std::string& stage, const ModelResult&
       std::string names;
       for (const auto& offered : rt_.tools.offered(stage, policy.tools))
         names += (names.empty() ? "" : ", ") + offered->spec.name;
-      problem = ToolError{"unknown_tool", fmt::format("unknown tool '{}'; the tools available are: {}", c.name,
-                                                      names.empty() ? "none" : names)};
+      r.problem = ToolError{"unknown_tool", fmt::format("unknown tool '{}'; the tools available are: {}", c.name,
+                                                        names.empty() ? "none" : names)};
     } else {
       const size_t max_depth = rt_.cfg.max_json_depth;
-      args = c.arguments.empty() ? json::object() : parse_json_or_discarded(c.arguments, max_depth);
-      if (args.is_discarded() && json_text_depth(c.arguments, max_depth) > max_depth) {
-        problem = ToolError{"invalid_arguments",
-                            fmt::format("the arguments of {} are nested deeper than {} levels", c.name, max_depth)};
-        args = json::object();
-      } else if (args.is_discarded() || !args.is_object()) {
-        problem = ToolError{"invalid_arguments", fmt::format("the arguments of {} are not a JSON object", c.name)};
-        args = json::object();
-      } else if (auto v = entry->schema.validate(args)) {
-        problem = ToolError{"invalid_arguments", fmt::format("invalid arguments for {}: {}{}{}", c.name, v->path,
-                                                             v->path.empty() ? "" : ": ", v->message)};
+      r.args = c.arguments.empty() ? json::object() : parse_json_or_discarded(c.arguments, max_depth);
+      if (r.args.is_discarded() && json_text_depth(c.arguments, max_depth) > max_depth) {
+        r.problem = ToolError{"invalid_arguments",
+                              fmt::format("the arguments of {} are nested deeper than {} levels", c.name, max_depth)};
+        r.args = json::object();
+      } else if (r.args.is_discarded() || !r.args.is_object()) {
+        r.problem = ToolError{"invalid_arguments", fmt::format("the arguments of {} are not a JSON object", c.name)};
+        r.args = json::object();
+      } else if (auto v = entry->schema.validate(r.args)) {
+        r.problem = ToolError{"invalid_arguments", fmt::format("invalid arguments for {}: {}{}{}", c.name, v->path,
+                                                               v->path.empty() ? "" : ": ", v->message)};
       } else {
         l.idempotent = entry->spec.idempotent;
         try {
-          l.needs_approval = entry->spec.approval.requires_approval(args);
+          l.needs_approval = entry->spec.approval.requires_approval(r.args);
         } catch (...) {
           l.needs_approval = true;  // a failing predicate errs on the side of asking
         }
         if (!l.needs_approval) advance(l, LedgerStatus::approved);
       }
     }
-    ctx_.ledger.push_back(l);
-    ctx_.em->put_ledger(l);
-    if (problem) {
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
+  std::vector<std::string> run_now, need_approval;
+  for (auto& r : calls) {
+    const LedgerEntry& l = ctx_.ledger.emplace_back(std::move(r.entry));
+    if (r.problem) {
       ToolAgentOutput out;
       out.tool_call_id = l.tool_call_id;
       out.tool_name = l.tool_name;
-      out.args = args.is_object() ? args : json::object();
+      out.args = r.args.is_object() ? r.args : json::object();
       out.status = ToolStatus::failed;
-      out.error = problem;
+      out.error = r.problem;
       record_result(l.tool_call_id, std::move(out));
     } else if (l.needs_approval) {
       need_approval.push_back(l.tool_call_id);

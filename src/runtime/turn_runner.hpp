@@ -37,18 +37,6 @@ inline const StagePolicy& policy_of(const StagePolicies& p, std::string_view s) 
   return p.execution;
 }
 
-// The ledger status a call's outcome moves it to.
-inline LedgerStatus ledger_outcome(ToolStatus s) {
-  switch (s) {
-    case ToolStatus::succeeded: return LedgerStatus::finished;
-    case ToolStatus::failed: return LedgerStatus::failed;
-    case ToolStatus::rejected: return LedgerStatus::rejected;
-    case ToolStatus::expired: return LedgerStatus::expired;
-    case ToolStatus::interrupted: return LedgerStatus::interrupted;
-  }
-  return LedgerStatus::failed;
-}
-
 inline bool is_size_limit(const std::exception& e) {
   auto* err = dynamic_cast<const Error*>(&e);
   return err && err->code() == ErrorCode::too_large;
@@ -127,11 +115,24 @@ class TurnRunner {
   std::string unique_call_id(std::string_view proposed);
   class Sink;
   json worker_output(const std::string& answer);
-  std::pair<ModelResult, std::string> call_model(const ModelRequest& req, Visibility vis, bool final_candidate);
+  // A call of a model response, validated: its ledger entry (requested, or approved when it needs no person)
+  // and what keeps it from running, if anything.
+  struct Requested {
+    LedgerEntry entry;
+    std::optional<ToolError> problem;
+    json args;
+  };
+  struct Answer {
+    ModelResult result;
+    std::vector<Requested> calls;  // one per result.tool_calls
+  };
+  // Calls the model and emits its answer; the message's completion carries its calls' ledger facts.
+  Answer call_model(const ModelRequest& req, Visibility vis, bool final_candidate);
+  std::vector<Requested> request(const std::string& stage, const std::vector<ModelToolCall>& calls);
 
-  // Validates and records the calls of one model response, runs those that need no approval, and pauses
-  // for the rest. Returns false when the run paused.
-  bool process_tool_calls(const std::string& stage, const ModelResult& result);
+  // Records the calls of one model response (their entries came with the message), runs those that need no
+  // approval, and pauses for the rest. Returns false when the run paused.
+  bool process_tool_calls(std::vector<Requested> calls);
 
   // Runs approved calls. A call to a tool that is not idempotent is durable as `started` before it runs
   // and as finished right after, so a crash never runs it twice. Returns the calls whose tool asked for a

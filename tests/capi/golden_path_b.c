@@ -161,7 +161,7 @@ int main(void) {
 
   event_shape(rt, "t-c99", last_seq, 1, shape, sizeof shape, &last_seq);
   CHECK(strcmp(shape,
-               "RUN_STARTED STEP_STARTED TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT "
+               "RUN_STARTED STEP_STARTED CUSTOM TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT "
                "TEXT_MESSAGE_END STEP_FINISHED STEP_STARTED STEP_FINISHED RUN_FINISHED") == 0);
   if (failures) fprintf(stderr, "run 2: %s\n", shape);
 

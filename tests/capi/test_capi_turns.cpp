@@ -123,14 +123,16 @@ TEST_CASE("golden path B through the C ABI: a host tool pauses for approval and 
     CHECK(tool.calls[0]["stage"] == "execution");
 
     auto run2 = r.events("t-b", 1, run1.back()["_seq"]);
-    const std::vector<std::string> expected2 = {
-        "RUN_STARTED",      "STEP_STARTED",  "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED",     "STEP_FINISHED",      "RUN_FINISHED"};
+    const std::vector<std::string> expected2 = {"RUN_STARTED",      "STEP_STARTED",       "CUSTOM",
+                                                "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+                                                "TEXT_MESSAGE_END", "STEP_FINISHED",      "STEP_STARTED",
+                                                "STEP_FINISHED",    "RUN_FINISHED"};
     CHECK(shape_of(run2) == expected2);
     CHECK(run2[0]["runId"] == answer["runId"]);
     CHECK(run2[0]["parentRunId"] == h["runId"]);
-    CHECK(run2[2]["metadata"]["tool_agent_output"]["result"]["booking_id"] == "BK-t-b");
-    CHECK(run2[2]["metadata"]["ui"]["type"] == "booking_card");
+    CHECK(run2[2]["name"] == "agentrt.started");  // durable before the tool runs
+    CHECK(run2[3]["metadata"]["tool_agent_output"]["result"]["booking_id"] == "BK-t-b");
+    CHECK(run2[3]["metadata"]["ui"]["type"] == "booking_card");
     CHECK(run2.back()["outcome"]["type"] == "success");
 
     // The same approval request again: the first answer, nothing runs again.

@@ -3,6 +3,7 @@
 // so every runtime test's flow is replayed: golden paths, approvals, jobs, cancels, expiry, crashes.)
 #include <doctest/doctest.h>
 
+#include "agentrt/records.hpp"
 #include "pipeline/projector.hpp"
 #include "support/replay.hpp"
 #include "support/runtime_fixture.hpp"
@@ -133,4 +134,110 @@ TEST_CASE("replaying the stored log rebuilds the stored history, and a row writt
   auto found = replay_difference(*h.store, "t-other");
   REQUIRE(found.has_value());
   CHECK(found->find("m-rogue") != std::string::npos);
+}
+
+TEST_CASE("the projector derives the tool ledger from the events that carry it, through the ledger's table") {
+  Projector p("t1");
+  p.apply("run1", with_facts(events::run_started("t1", "run1"), {{"turnId", "turn1"}}));
+  p.apply("run1", events::step_started("execution"));
+  p.apply("run1", events::tool_call_start("c1", "book", "m-a"));
+  p.apply("run1", events::tool_call_args("c1", "{\"room\":\"A1\"}"));
+  p.apply("run1", events::tool_call_start("c2", "lookup", "m-a"));
+  p.apply("run1", events::tool_call_start("c3", "nope", "m-a"));
+  json listed =
+      json::array({{{"id", "c1"}, {"tool", "approve"}}, {{"id", "c2"}, {"tool", "run"}, {"idempotent", true}}, "c3"});
+  CHECK(p.apply("run1", with_facts(events::tool_call_end("c3"), {{"message", {{"toolCalls", listed}}}})));
+  auto entries = p.take_ledger_changes();
+  REQUIRE(entries.size() == 3);
+  CHECK(entries[0].tool_call_id == "c1");
+  CHECK(entries[0].turn_id == "turn1");
+  CHECK(entries[0].run_id == "run1");
+  CHECK(entries[0].stage == "execution");
+  CHECK(entries[0].ordinal == 0);
+  CHECK(entries[0].arguments == "{\"room\":\"A1\"}");
+  CHECK(entries[0].status == LedgerStatus::requested);
+  CHECK(entries[0].needs_approval);
+  CHECK(entries[1].status == LedgerStatus::approved);
+  CHECK(entries[1].idempotent);
+  CHECK(entries[1].ordinal == 1);
+  CHECK(entries[2].status == LedgerStatus::requested);  // refused before it could run: its result says why
+  CHECK_FALSE(entries[2].needs_approval);
+  CHECK(p.take_ledger_changes().empty());  // each change is handed over once
+
+  // started, then the outcome from TOOL_CALL_RESULT's tool_agent_output.
+  p.apply("run1", events::custom("agentrt.started", {{"toolCallIds", {"c2"}}}));
+  auto started = p.take_ledger_changes();
+  REQUIRE(started.size() == 1);
+  CHECK(started[0].status == LedgerStatus::started);
+  json out = {{"tool_call_id", "c2"}, {"tool_name", "lookup"}, {"status", "succeeded"}, {"result", 1}};
+  p.apply("run1", events::tool_call_result("m-t", "c2", "one", json{{"tool_agent_output", out}}));
+  auto finished = p.take_ledger_changes();
+  REQUIRE(finished.size() == 1);
+  CHECK(finished[0].status == LedgerStatus::finished);
+  CHECK(json::parse(finished[0].output) == out);
+  // The table refuses what cannot happen: a finished call started again.
+  CHECK_THROWS_AS(p.apply("run1", events::custom("agentrt.started", {{"toolCallIds", {"c2"}}})), Error);
+
+  // The pause names each call's interrupt; the resumed run's start carries the decision and the approval.
+  Event paused = events::run_finished(
+      "t1", "run1",
+      {{"type", "interrupt"}, {"interrupts", {{{"id", "int_c1"}, {"reason", "tool_call"}, {"toolCallId", "c1"}}}}});
+  p.apply("run1", paused);
+  auto waiting = p.take_ledger_changes();
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting[0].interrupt_id == "int_c1");
+  json decisions = json::array({{{"interruptId", "int_c1"}, {"action", "approve"}, {"editedArgs", {{"room", "B2"}}}}});
+  json decision = {{"approvalRequestId", "apr_1"},
+                   {"decisions", decisions},
+                   {"calls", {{"c1", {{"action", "approve"}, {"editedArgs", {{"room", "B2"}}}}}}}};
+  p.apply("run2", with_facts(events::run_started("t1", "run2", "run1"), {{"turnId", "turn1"}, {"decision", decision}}));
+  auto decided = p.take_ledger_changes();
+  REQUIRE(decided.size() == 1);
+  CHECK(decided[0].status == LedgerStatus::approved);
+  CHECK(decided[0].arguments == "{\"room\":\"B2\"}");
+  CHECK(decided[0].decision == json{{"action", "approve"}, {"editedArgs", {{"room", "B2"}}}});
+  auto approval = p.take_approval();
+  REQUIRE(approval.has_value());
+  CHECK(approval->approval_request_id == "apr_1");
+  CHECK(approval->turn_id == "turn1");
+  CHECK(approval->decisions == decisions);
+  CHECK(approval->answer == resume_answer_to_json("turn1", "t1", "run2", "apr_1"));
+  CHECK_FALSE(p.take_approval().has_value());
+  // A second decision for the same call is refused by the table (approved -> approved is no move).
+  CHECK_THROWS_AS(p.apply("run3", with_facts(events::run_started("t1", "run3", "run2"),
+                                             {{"turnId", "turn1"}, {"decision", decision}})),
+                  Error);
+  CHECK(p.ledger("turn1").size() == 3);
+}
+
+TEST_CASE("a ledger entry written beside the log is found by the replay") {
+  Harness h;
+  h.add_book_room();
+  auto a = h.start("t-ledger", "book a room");
+  auto paused = h.wait(a.turn_id);
+  REQUIRE(paused.status == TurnStatus::waiting_approval);
+  h.rt->resume(a.turn_id, paused.approval_request_id,
+               {Decision{paused.interrupts[0]["id"].get<std::string>(), Decision::Action::approve, std::nullopt, ""}});
+  CHECK(h.wait(a.turn_id).status == TurnStatus::completed);
+  auto diff = replay_difference(*h.store, "t-ledger");
+  CHECK_MESSAGE(!diff.has_value(), (diff ? *diff : std::string()));
+  auto ledger = h.store->ledger(a.turn_id);
+  REQUIRE(ledger.size() == 1);
+  CHECK(ledger[0].status == LedgerStatus::finished);
+  CHECK(ledger[0].decision == json{{"action", "approve"}});
+  REQUIRE(h.store->get_approval(paused.approval_request_id).has_value());
+
+  CommitBatch rogue;
+  rogue.thread_id = "t-ledger";
+  LedgerEntry changed = ledger[0];
+  changed.status = LedgerStatus::failed;
+  rogue.ledger.push_back(changed);
+  h.store->commit(rogue);
+  auto found = replay_difference(*h.store, "t-ledger");
+  REQUIRE(found.has_value());
+  CHECK(found->find("ledger entry") != std::string::npos);
+  CHECK(found->find("status:failed") != std::string::npos);
+  // Put back, so the harness's own replay at its end passes.
+  rogue.ledger[0] = ledger[0];
+  h.store->commit(rogue);
 }

@@ -94,17 +94,24 @@ TEST_CASE("golden path B: a tool call pauses for approval and the resumed run ex
   auto all = h.events("t-b", 2);
   check_agui(all);
   std::vector<json> run2(all.begin() + static_cast<long>(run1.size()), all.end());
-  std::vector<std::string> expected2 = {
-      "RUN_STARTED",      "STEP_STARTED",  "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-      "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED",     "STEP_FINISHED",      "RUN_FINISHED"};
+  std::vector<std::string> expected2 = {"RUN_STARTED",      "STEP_STARTED",       "CUSTOM",
+                                        "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+                                        "TEXT_MESSAGE_END", "STEP_FINISHED",      "STEP_STARTED",
+                                        "STEP_FINISHED",    "RUN_FINISHED"};
   CHECK(types_of(run2) == expected2);
   CHECK(run2[0]["runId"] == run2_id);
   CHECK(run2[0]["parentRunId"] == handle.run_id);
-  CHECK(run2[2]["toolCallId"] == "call_1");
-  CHECK(run2[2]["metadata"]["tool_agent_output"]["status"] == "succeeded");
-  CHECK(run2[2]["metadata"]["tool_agent_output"]["result"]["booking_id"] == "BK-t-b");
-  CHECK(run2[2]["metadata"]["ui"]["type"] == "booking_card");
-  CHECK(run2[2]["content"] == run2[2]["metadata"]["tool_agent_output"]["result_summary"]);
+  // The resumed run's start carries the decision the ledger and the approval record are derived from.
+  CHECK(run2[0]["metadata"]["agentrt"]["decision"]["calls"] == json{{"call_1", {{"action", "approve"}}}});
+  CHECK(run2[0]["metadata"]["agentrt"]["decision"]["approvalRequestId"] == intr["metadata"]["approvalRequestId"]);
+  // The call is durable as started before the tool runs.
+  CHECK(run2[2]["name"] == "agentrt.started");
+  CHECK(run2[2]["value"] == json{{"toolCallIds", {"call_1"}}});
+  CHECK(run2[3]["toolCallId"] == "call_1");
+  CHECK(run2[3]["metadata"]["tool_agent_output"]["status"] == "succeeded");
+  CHECK(run2[3]["metadata"]["tool_agent_output"]["result"]["booking_id"] == "BK-t-b");
+  CHECK(run2[3]["metadata"]["ui"]["type"] == "booking_card");
+  CHECK(run2[3]["content"] == run2[3]["metadata"]["tool_agent_output"]["result_summary"]);
   CHECK(run2.back()["outcome"]["type"] == "success");
 
   auto hist = h.rt->history("t-b");

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 #include "agentrt/events.hpp"
 #include "pipeline/projector.hpp"
 
@@ -14,11 +18,42 @@ std::string bytes_of(const MessageRecord& m) {
                      m.run_id, to_json_string(m.message));
 }
 
+// Every field but updated_at (the store's commit time); the output as JSON (the live path stores the text the
+// run wrote, the replay the text of the event's parsed metadata: the same JSON, members perhaps reordered).
+std::string bytes_of(const LedgerEntry& l) {
+  return fmt::format(
+      "{{call:{}, turn:{}, thread:{}, run:{}, tool:{}, stage:{}, ordinal:{}, arguments:{}, status:{}, "
+      "approval:{}, idempotent:{}, interrupt:{}, decision:{}, output:{}}}",
+      l.tool_call_id, l.turn_id, l.thread_id, l.run_id, l.tool_name, l.stage, l.ordinal, l.arguments,
+      to_string(l.status), l.needs_approval, l.idempotent, l.interrupt_id, l.decision.dump(),
+      l.output.empty() ? std::string() : json::parse(l.output).dump());
+}
+
+// Every field but created_at (the store's).
+std::string bytes_of(const ApprovalRecord& a) {
+  return fmt::format("{{id:{}, turn:{}, thread:{}, decisions:{}, answer:{}}}", a.approval_request_id, a.turn_id,
+                     a.thread_id, a.decisions.dump(), a.answer.dump());
+}
+
+template <class T>
+std::optional<std::string> compare(const std::string& what, const std::vector<T>& stored,
+                                   const std::vector<T>& replayed) {
+  for (size_t i = 0; i < std::max(stored.size(), replayed.size()); ++i) {
+    const std::string a = i < stored.size() ? bytes_of(stored[i]) : "(none)";
+    const std::string b = i < replayed.size() ? bytes_of(replayed[i]) : "(none)";
+    if (a != b)
+      return fmt::format("{} {} of {} stored / {} replayed differs:\n stored:   {}\n replayed: {}", what, i,
+                         stored.size(), replayed.size(), a, b);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> replay_difference(Store& store, const std::string& thread_id) {
   Projector projector(thread_id);
   std::vector<MessageRecord> replayed;
+  std::map<std::string, ApprovalRecord> approvals;
   int64_t after = 0;
   for (;;) {
     auto page = store.events_after(thread_id, after, 500);
@@ -30,15 +65,24 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
         m->index = static_cast<int64_t>(replayed.size());
         replayed.push_back(std::move(*m));
       }
+      projector.take_ledger_changes();
+      if (auto a = projector.take_approval()) approvals[a->approval_request_id] = std::move(*a);
     }
   }
-  const auto stored = store.messages(thread_id);
-  for (size_t i = 0; i < std::max(stored.size(), replayed.size()); ++i) {
-    const std::string a = i < stored.size() ? bytes_of(stored[i]) : "(none)";
-    const std::string b = i < replayed.size() ? bytes_of(replayed[i]) : "(none)";
-    if (a != b)
-      return fmt::format("thread {}: message {} of {} stored / {} replayed differs:\n stored:   {}\n replayed: {}",
-                         thread_id, i, stored.size(), replayed.size(), a, b);
+  if (auto d = compare("thread " + thread_id + ": message", store.messages(thread_id), replayed)) return d;
+  for (const auto& turn_id : projector.turns()) {
+    auto stored = store.ledger(turn_id);
+    std::sort(stored.begin(), stored.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
+      return std::tie(a.run_id, a.ordinal, a.tool_call_id) < std::tie(b.run_id, b.ordinal, b.tool_call_id);
+    });
+    if (auto d = compare("turn " + turn_id + ": ledger entry", stored, projector.ledger(turn_id))) return d;
+    auto turn = store.get_turn(turn_id);
+    if (!turn) return fmt::format("turn {} is in the log but not stored", turn_id);
+    std::vector<ApprovalRecord> stored_approval, replayed_approval;
+    if (auto a = store.get_approval(turn->approval_request_id)) stored_approval.push_back(std::move(*a));
+    if (auto a = approvals.find(turn->approval_request_id); a != approvals.end())
+      replayed_approval.push_back(a->second);
+    if (auto d = compare("turn " + turn_id + ": approval", stored_approval, replayed_approval)) return d;
   }
   return std::nullopt;
 }

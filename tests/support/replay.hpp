@@ -1,5 +1,6 @@
-// Replays a thread's stored event log through the projector and compares the messages it derives with the
-// stored history, byte for byte (the design's promise: the history is a projection of the log).
+// Replays a thread's stored event log through the projector and compares what it derives with what is stored:
+// the history byte for byte, and every ledger entry and approval record of each turn the log names (all their
+// fields but the store's own timestamps; see replay.cpp). The design's promise: they are projections of the log.
 #pragma once
 
 #include <optional>
@@ -9,7 +10,7 @@
 
 namespace agentrt::testing {
 
-// nullopt when the replayed messages equal the stored ones; else the first difference, described.
+// nullopt when the replayed rows equal the stored ones; else the first difference, described.
 std::optional<std::string> replay_difference(Store& store, const std::string& thread_id);
 
 }  // namespace agentrt::testing

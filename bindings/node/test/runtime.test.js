@@ -13,7 +13,7 @@ const { koffi } = require('../lib/capi');
 
 const RUN1 = ['RUN_STARTED', 'STEP_STARTED', 'CUSTOM', 'STEP_FINISHED', 'STEP_STARTED', 'TOOL_CALL_START',
   'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'STEP_FINISHED', 'RUN_FINISHED'];
-const RUN2 = ['RUN_STARTED', 'STEP_STARTED', 'TOOL_CALL_RESULT', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT',
+const RUN2 = ['RUN_STARTED', 'STEP_STARTED', 'CUSTOM', 'TOOL_CALL_RESULT', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT',
   'TEXT_MESSAGE_END', 'STEP_FINISHED', 'STEP_STARTED', 'STEP_FINISHED', 'RUN_FINISHED'];
 
 // Event types with runs of streamed deltas collapsed (chunking is the model's business).
@@ -89,8 +89,9 @@ test('golden path B: an async JS tool pauses for approval and runs once after re
     const run2 = await collect(rt.events('t-node-b', { afterSeq: run1[run1.length - 1].seq, runs: 1, timeoutMs: 10000 }));
     assert.deepEqual(shape(run2), RUN2);
     assert.equal(run2[0].parentRunId, h.runId);
-    assert.equal(run2[2].metadata.tool_agent_output.result.booking_id, 'BK-t-node-b');
-    assert.equal(run2[2].metadata.ui.type, 'booking_card');
+    assert.equal(run2[2].name, 'agentrt.started'); // durable before the tool runs
+    assert.equal(run2[3].metadata.tool_agent_output.result.booking_id, 'BK-t-node-b');
+    assert.equal(run2[3].metadata.ui.type, 'booking_card');
 
     const history = rt.history('t-node-b');
     assert.deepEqual(history.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);

@@ -16,7 +16,7 @@ from agentrt import _capi  # noqa: E402
 
 RUN1 = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TOOL_CALL_START",
         "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]
-RUN2 = ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+RUN2 = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
 
 
@@ -77,7 +77,8 @@ class GoldenPathB(RuntimeCase):
             run2 = list(rt.events("t-py-b", after_seq=run1[-1].seq, runs=1, timeout=10))
             self.assertEqual(shape(run2), RUN2)
             self.assertEqual(run2[0]["parentRunId"], h.run_id)
-            result = run2[2]
+            self.assertEqual(run2[2]["name"], "agentrt.started")  # durable before the tool runs
+            result = run2[3]
             self.assertEqual(result["metadata"]["tool_agent_output"]["result"]["booking_id"], "BK-t-py-b")
             self.assertEqual(result["metadata"]["ui"]["type"], "booking_card")
 

@@ -184,7 +184,7 @@ test("golden path B: an interrupt, then resume entries run the tool once in a ru
   });
   assert.deepEqual(resumed.request.resume, [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }]);
   assert.deepEqual(squeeze(resumed.events.map((e) => e.type)), [
-    "RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+    "RUN_STARTED", "STEP_STARTED", "CUSTOM", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
     "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]);
   const [start, end] = [resumed.events[0], resumed.events[resumed.events.length - 1]];
   assert.equal(start.threadId, agent.threadId);

@@ -13,7 +13,7 @@ RUN_A = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED
          "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
 RUN_B1 = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TOOL_CALL_START",
           "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]
-RUN_B2 = ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+RUN_B2 = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
           "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
@@ -116,7 +116,9 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(frames[0][1]["runId"], resume["runId"])  # the request's runId
         self.assertEqual(frames[0][1]["parentRunId"], inp["runId"])
         self.assertEqual(frames[-1][1]["runId"], resume["runId"])
-        result = frames[2][1]
+        self.assertEqual(frames[2][1]["name"], "agentrt.started")  # durable before the tool runs
+        self.assertEqual(frames[2][1]["value"], {"toolCallIds": [intr["toolCallId"]]})
+        result = frames[3][1]
         self.assertEqual(result["toolCallId"], intr["toolCallId"])
         self.assertEqual(result["metadata"]["ui"]["type"], "booking_confirmation")
         # The same request again: the same run replayed, the tool not run again.
