@@ -146,15 +146,23 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
         begin_run(run_id, turn_id);
         decided(run_id, turn_id, *d);
       }
+      turn_started(run_id, turn_id, e);
       auto input = facts->find("message");
       if (input == facts->end()) return run_started(run_id, turn_id, nullptr);
       const Message m = input->get<Message>();
       return run_started(run_id, turn_id, &m);
     }
-    case EventType::STEP_STARTED: step_started(run_id, e.step_name); return std::nullopt;
-    case EventType::RUN_FINISHED: interrupted(run_id, e.outcome); return std::nullopt;
+    case EventType::STEP_STARTED:
+      step_started(run_id, e.step_name);
+      turn_step(run_id, e.step_name);
+      return std::nullopt;
+    case EventType::RUN_FINISHED:
+      interrupted(run_id, e.outcome);
+      turn_ended(run_id, e);
+      return std::nullopt;
     case EventType::CUSTOM:
       if (e.name == "agentrt.started") started(run_id, e.value);
+      if (e.name == "agentrt.intent") turn_intent(run_id, e.value);
       return std::nullopt;
     case EventType::TEXT_MESSAGE_START: text_start(e.message_id); return std::nullopt;
     case EventType::TEXT_MESSAGE_CONTENT: text_content(e.message_id, e.delta); return std::nullopt;
@@ -180,6 +188,7 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
                               facts ? *facts : json(nullptr), result ? &*result : nullptr);
     }
     case EventType::RUN_ERROR: {
+      turn_ended(run_id, e);
       if (!facts) return std::nullopt;
       auto id = string_at(*facts, "messageId");
       if (id.empty()) return std::nullopt;

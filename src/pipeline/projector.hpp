@@ -74,6 +74,15 @@ class Projector {
   std::vector<LedgerEntry> take_ledger_changes();
   // The approval record a decision made, once (the emitter stages it).
   std::optional<ApprovalRecord> take_approval();
+  // The turn's row: committed before (a continuing run's), unless known; the row to stage when its status
+  // changed since the last take; the row as the events say (the replay).
+  void seed_turn(const TurnRecord& t);
+  std::optional<TurnRecord> take_turn();
+  std::optional<TurnRecord> turn(const std::string& turn_id) const;
+  // The turn-changing events, without an Event where the run emits them on its fast path.
+  void turn_started(const std::string& run_id, const std::string& turn_id, const Event& e);
+  void turn_step(const std::string& run_id, std::string_view step);
+
   // The turns whose runs it has seen.
   std::vector<std::string> turns() const;
   // Every entry of a turn, by run, ordinal and call id.
@@ -101,6 +110,11 @@ class Projector {
   void interrupted(const std::string& run_id, const json& outcome);
   void outcome(const std::string& run_id, const std::string& tool_call_id, const ToolOutcome& o);
   static std::optional<ToolOutcome> outcome_of(const Event& e);
+  // The turn's part (projector_turn.cpp).
+  TurnRecord* turn_of_event(const std::string& run_id);
+  void move_turn(TurnRecord& t, TurnStatus to);
+  void turn_intent(const std::string& run_id, const json& value);
+  void turn_ended(const std::string& run_id, const Event& e);
 
   std::string thread_id_;
   std::map<std::string, std::string, std::less<>> turn_of_run_;
@@ -110,6 +124,8 @@ class Projector {
   std::map<std::pair<std::string, std::string>, LedgerEntry> ledger_;  // (turn, tool call) -> entry
   std::vector<std::pair<std::string, std::string>> changed_;           // keys changed since the last take
   std::optional<ApprovalRecord> approval_;
+  std::map<std::string, TurnRecord, std::less<>> turns_;
+  std::string changed_turn_;  // the turn whose status changed since the last take
 };
 
 // The ledger status a call's outcome moves it to.

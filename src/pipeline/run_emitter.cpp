@@ -42,6 +42,10 @@ void RunEmitter::project(std::optional<MessageRecord> m) {
       batch_->ledger.push_back(std::move(l));
   }
   if (auto a = projector_.take_approval()) batch_->approval = std::move(*a);
+  if (auto t = projector_.take_turn()) {
+    batch_->expected_version = turn_version_;
+    batch_->turn = std::move(*t);
+  }
   if (!m) return;
   batch_->messages.push_back(std::move(*m));
   if (on_message_) on_message_(batch_->messages.back());
@@ -62,6 +66,8 @@ void RunEmitter::step_started(std::string_view step) {
   if (!staging()) return;
   stage_event(std::move(body));
   projector_.step_started(run_id_, step);
+  projector_.turn_step(run_id_, step);
+  project(std::nullopt);
 }
 
 void RunEmitter::step_finished(std::string_view step) {
@@ -124,6 +130,7 @@ void RunEmitter::emit_run_started(const Event& e, const std::string& turn_id, co
   std::string body = to_json_string(e);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
+  projector_.turn_started(run_id_, turn_id, e);
   stage_event(std::move(body));
   project(projector_.run_started(run_id_, turn_id, &input));
 }
@@ -136,6 +143,11 @@ void RunEmitter::begin_run(const std::string& turn_id) {
 void RunEmitter::on_message(std::function<void(const MessageRecord&)> sink) {
   std::lock_guard<std::mutex> lock(mutex_);
   on_message_ = std::move(sink);
+}
+
+void RunEmitter::seed_turn(const TurnRecord& t) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  projector_.seed_turn(t);
 }
 
 void RunEmitter::seed_ledger(const std::vector<LedgerEntry>& entries) {

@@ -1,6 +1,6 @@
-// The run emitter: a run's write buffer. It takes events, stages the history messages, ledger entries and
-// approval records the projector derives from them, commits (Store::commit: the only code that does) and then publishes
-// to the event hub.
+// The run emitter: a run's write buffer. It takes events, stages the history messages, ledger entries, approval
+// records and turn rows the projector derives from them, commits (Store::commit: the only code that does) and then
+// publishes to the event hub.
 #pragma once
 
 #include <chrono>
@@ -67,7 +67,10 @@ class RunEmitter {
   // The turn's committed version (-1: the turn is inserted by the first commit).
   void set_turn_version(int64_t version);
   int64_t turn_version() const;
-  // Stages the turn's new state; the commit compares-and-sets against the last committed version.
+  // The turn's row as committed before (a continuing run's), for the projector.
+  void seed_turn(const TurnRecord& t);
+  // Stages a change of the turn's lease (its owner), which no event carries; the commit compares-and-sets
+  // against the last committed version. Every other change of the row is the projector's.
   void set_turn(const TurnRecord& t);
   void create_thread(ThreadRecord t);
   // Stages a job write; a second write of the same job in one batch replaces the first (keeping its

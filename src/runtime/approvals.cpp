@@ -206,7 +206,6 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     // The decision commits whole: the turn, the jobs, and the resumed run's RUN_STARTED, which carries the
     // decision (the projector derives the ledger's decisions and the approval record from it).
     RunEmitter::Unit unit(*em);
-    em->set_turn(next);
     for (const auto& j : job_updates) em->put_job(j);
     json calls = json::object();
     for (const auto& l : updates) calls[l.tool_call_id] = l.decision;
@@ -217,6 +216,8 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     d.emplace("calls", std::move(calls));
     Event started = turn::run_started(next);
     started.metadata["agentrt"]["decision"] = std::move(decision);
+    started.metadata["agentrt"]["turn"] = json{{"owner", next.owner}};
+    em->seed_turn(*turn);
     em->seed_ledger(stored_ledger);
     em->emit(started);
   }

@@ -86,8 +86,10 @@ void TurnRunner::pause(const std::vector<std::string>& ids) {
   ctx_.turn.expires_at = expires;
   ctx_.turn.owner.clear();
   stage_turn();
-  ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, std::move(outcome),
-                                     ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+  Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, std::move(outcome),
+                                   ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
+  end_facts(end);
+  ctx_.em->emit(end);
   commit();
 }
 

@@ -56,13 +56,12 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   ctx.turn.interrupts = json::array();
   ctx.turn.owner.clear();
   runner.stage_turn();
-  if (expired) {
-    ctx.em->emit(events::run_error(
-        fmt::format("approval request {} expired at {}", turn.approval_request_id, iso8601_ms(turn.expires_at)),
-        "approval_expired"));
-  } else {
-    ctx.em->emit(events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}}));
-  }
+  Event end = expired ? events::run_error(fmt::format("approval request {} expired at {}", turn.approval_request_id,
+                                                      iso8601_ms(turn.expires_at)),
+                                          "approval_expired")
+                      : events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}});
+  runner.end_facts(end);
+  ctx.em->emit(end);
   ctx.em->flush();
   jobs.deliver_waiting(turn.thread_id);
 }

@@ -209,7 +209,6 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   auto stage_start = [th, turn, user](RunEmitter& e) {
     RunEmitter::Unit unit(e);  // the thread, the turn, its input and RUN_STARTED commit together
     e.create_thread(th);
-    e.set_turn(turn);
     e.emit_run_started(agentrt::turn::run_started(turn, &user.message), turn.id, user.message);
   };
   stage_start(*em);

@@ -22,7 +22,10 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
                     std::vector<MessageRecord>* known_history) {
   ctx.history = known_history ? std::move(*known_history) : store.messages(ctx.turn.thread_id);
   ctx.ledger = known_ledger ? std::move(*known_ledger) : store.ledger(ctx.turn.id);
-  if (ctx.em) ctx.em->seed_ledger(ctx.ledger);
+  if (ctx.em) {
+    ctx.em->seed_turn(ctx.turn);
+    ctx.em->seed_ledger(ctx.ledger);
+  }
   for (const auto& m : ctx.history)
     for (const auto& c : m.message.tool_calls) ctx.used_tool_call_ids.insert(c.id);
   for (const auto& l : ctx.ledger) {
@@ -85,9 +88,17 @@ void TurnRunner::check_cancel() {
   if (ctx_.handle && ctx_.handle->cancel.cancelled()) throw Error(ErrorCode::cancelled, "the turn was cancelled");
 }
 
-void TurnRunner::stage_turn() {
-  ctx_.turn.usage = usage_json(turn_usage_);
-  ctx_.em->set_turn(ctx_.turn);
+void TurnRunner::stage_turn() { ctx_.turn.usage = usage_json(turn_usage_); }
+
+void TurnRunner::end_facts(Event& e) {
+  json row = json::object();
+  auto& r = row.get_ref<json::object_t&>();
+  r.emplace("steps", ctx_.turn.steps);
+  if (!ctx_.turn.usage.empty()) r.emplace("usage", ctx_.turn.usage);
+  if (!ctx_.turn.error.empty()) r.emplace("error", ctx_.turn.error);
+  if (ctx_.turn.status == TurnStatus::waiting_approval) r.emplace("expiresAt", ctx_.turn.expires_at);
+  if (!e.metadata.is_object()) e.metadata = json::object();
+  e.metadata["agentrt"]["turn"] = std::move(row);
 }
 
 bool TurnRunner::stage_loop(const std::string& stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
@@ -416,8 +427,10 @@ void TurnRunner::finish_completed() {
   ctx_.turn.owner.clear();
   ctx_.turn.interrupts = json::array();
   stage_turn();
-  ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "success"}},
-                                     ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+  Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "success"}},
+                                   ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
+  end_facts(end);
+  ctx_.em->emit(end);
   commit();
 }
 
@@ -446,8 +459,10 @@ void TurnRunner::finish_cancelled() {
   ctx_.turn.owner.clear();
   ctx_.turn.error = "cancelled";
   stage_turn();
-  ctx_.em->emit(events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "cancelled"}},
-                                     ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage)));
+  Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "cancelled"}},
+                                   ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
+  end_facts(end);
+  ctx_.em->emit(end);
   commit();
 }
 
@@ -462,11 +477,12 @@ void TurnRunner::fail(const std::string& code, const std::string& message) {
   Event err = events::run_error(message, code);
   if (!ctx_.run_usage.empty()) err.usage = usage_json(ctx_.run_usage);
   err.metadata = json{{"agentrt", {{"messageId", new_id("msg")}}}};
-  ctx_.em->emit(err);
   if (can_transition(ctx_.turn.status, TurnStatus::failed)) ctx_.turn.status = TurnStatus::failed;
   ctx_.turn.owner.clear();
   ctx_.turn.error = message;
   stage_turn();
+  end_facts(err);
+  ctx_.em->emit(err);
   commit();
 }
 

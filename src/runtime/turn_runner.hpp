@@ -83,12 +83,22 @@ inline std::vector<TokenUsage> usage_from_json(const json& j) {
 }
 
 // RUN_STARTED of a run of turn `t`. metadata.agentrt names the turn (the projector files the run's messages
-// under it) and carries the input message of a fresh turn, from which the projector derives the user message.
+// under it) and carries the input message of a fresh turn, from which the projector derives the user message,
+// and what its row holds that no event says (turn: userId, owner, stage, clientMessageId).
 inline Event run_started(const TurnRecord& t, const Message* input = nullptr) {
   Event e = events::run_started(t.thread_id, t.run_id, t.parent_run_id);
   json facts = json::object();
   facts.get_ref<json::object_t&>().emplace("turnId", t.id);
-  if (input) facts.get_ref<json::object_t&>().emplace("message", json(*input));
+  if (input) {
+    facts.get_ref<json::object_t&>().emplace("message", json(*input));
+    json row = json::object();
+    auto& r = row.get_ref<json::object_t&>();
+    r.emplace("userId", t.user_id);
+    r.emplace("owner", t.owner);
+    r.emplace("stage", t.stage);
+    if (!t.client_message_id.empty()) r.emplace("clientMessageId", t.client_message_id);
+    facts.get_ref<json::object_t&>().emplace("turn", std::move(row));
+  }
   e.metadata = json::object();
   e.metadata.get_ref<json::object_t&>().emplace("agentrt", std::move(facts));
   return e;
@@ -106,7 +116,11 @@ class TurnRunner {
   void begin_step(const std::string& stage);
   void end_step();
   void check_cancel();
+  // The turn's usage, into ctx_.turn (its row is the projector's, from the events).
   void stage_turn();
+  // metadata.agentrt.turn of the event that ends a run: what the turn's row holds that the event does not say
+  // (steps, usage, error, the approval deadline).
+  void end_facts(Event& e);
 
   // The model/tool loop of one stage. Returns false when the run paused for approval.
   bool stage_loop(const std::string& stage, const StagePolicy& policy, Visibility vis, bool final_candidate,

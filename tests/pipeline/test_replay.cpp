@@ -241,3 +241,92 @@ TEST_CASE("a ledger entry written beside the log is found by the replay") {
   rogue.ledger[0] = ledger[0];
   h.store->commit(rogue);
 }
+
+TEST_CASE("the projector derives the turn's row from the events that carry it, through the turn table") {
+  Projector p("t1");
+  Message user;
+  user.id = "m-user";
+  user.role = Role::user;
+  user.content = "book";
+  json fresh = {{"turnId", "turn1"},
+                {"message", user},
+                {"turn", {{"userId", "u1"}, {"owner", "rt_a"}, {"stage", "intent"}, {"clientMessageId", "c-1"}}}};
+  p.apply("run1", with_facts(events::run_started("t1", "run1"), fresh));
+  auto started = p.take_turn();
+  REQUIRE(started.has_value());
+  CHECK(started->id == "turn1");
+  CHECK(started->thread_id == "t1");
+  CHECK(started->user_id == "u1");
+  CHECK(started->owner == "rt_a");
+  CHECK(started->client_message_id == "c-1");
+  CHECK(started->status == TurnStatus::running);
+  CHECK(started->run_id == "run1");
+  // A stage or an intent rides with the next status change.
+  p.apply("run1", events::step_started("execution"));
+  p.apply("run1", events::custom("agentrt.intent", {{"text", "a booking"}}));
+  CHECK_FALSE(p.take_turn().has_value());
+  json interrupts = json::array({{{"id", "int_c1"},
+                                  {"reason", "tool_call"},
+                                  {"toolCallId", "c1"},
+                                  {"metadata", {{"approvalRequestId", "apr_1"}}}}});
+  Event pause = events::run_finished("t1", "run1", {{"type", "interrupt"}, {"interrupts", interrupts}});
+  pause.metadata = {{"agentrt", {{"turn", {{"steps", 2}, {"expiresAt", 1234}}}}}};
+  p.apply("run1", pause);
+  auto paused = p.take_turn();
+  REQUIRE(paused.has_value());
+  CHECK(paused->status == TurnStatus::waiting_approval);
+  CHECK(paused->stage == "execution");
+  CHECK(paused->intent == "a booking");
+  CHECK(paused->steps == 2);
+  CHECK(paused->expires_at == 1234);
+  CHECK(paused->approval_request_id == "apr_1");
+  CHECK(paused->interrupts == interrupts);
+  CHECK(paused->owner.empty());
+  // The decision resumes it; its continuation runs from its first step; it completes.
+  json decision = {{"approvalRequestId", "apr_1"}, {"decisions", json::array()}, {"calls", json::object()}};
+  p.apply("run2", with_facts(events::run_started("t1", "run2", "run1"),
+                             {{"turnId", "turn1"}, {"decision", decision}, {"turn", {{"owner", "rt_b"}}}}));
+  auto resuming = p.take_turn();
+  REQUIRE(resuming.has_value());
+  CHECK(resuming->status == TurnStatus::resuming);
+  CHECK(resuming->run_id == "run2");
+  CHECK(resuming->parent_run_id == "run1");
+  CHECK(resuming->owner == "rt_b");
+  CHECK(resuming->interrupts == json::array());
+  p.apply("run2", events::step_started("execution"));
+  CHECK(p.take_turn()->status == TurnStatus::running);
+  Event done = events::run_finished("t1", "run2", {{"type", "success"}});
+  done.metadata = {{"agentrt", {{"turn", {{"steps", 3}}}}}};
+  p.apply("run2", done);
+  auto completed = p.take_turn();
+  REQUIRE(completed.has_value());
+  CHECK(completed->status == TurnStatus::completed);
+  CHECK(completed->steps == 3);
+  CHECK(completed->owner.empty());
+  // The table refuses a completed turn paused again.
+  CHECK_THROWS_AS(p.apply("run2", pause), Error);
+}
+
+TEST_CASE("a turn row written beside the log is found by the replay") {
+  Harness h;
+  auto a = h.start("t-turnrow", "hello");
+  CHECK(h.wait(a.turn_id).status == TurnStatus::completed);
+  auto diff = replay_difference(*h.store, "t-turnrow");
+  CHECK_MESSAGE(!diff.has_value(), (diff ? *diff : std::string()));
+  auto turn = *h.store->get_turn(a.turn_id);
+  CommitBatch rogue;
+  rogue.thread_id = "t-turnrow";
+  rogue.turn = turn;
+  rogue.turn->intent = "written beside the log";
+  rogue.expected_version = turn.version;
+  h.store->commit(rogue);
+  auto found = replay_difference(*h.store, "t-turnrow");
+  REQUIRE(found.has_value());
+  CHECK(found->find("row") != std::string::npos);
+  CHECK(found->find("written beside the log") != std::string::npos);
+  CommitBatch back;
+  back.thread_id = "t-turnrow";
+  back.turn = turn;
+  back.expected_version = turn.version + 1;
+  h.store->commit(back);
+}

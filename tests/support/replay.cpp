@@ -29,6 +29,15 @@ std::string bytes_of(const LedgerEntry& l) {
       l.output.empty() ? std::string() : json::parse(l.output).dump());
 }
 
+// Every field but version, created_at and updated_at (the store's).
+std::string bytes_of(const TurnRecord& t) {
+  return fmt::format(
+      "{{id:{}, thread:{}, user:{}, status:{}, client_message:{}, run:{}, parent_run:{}, stage:{}, "
+      "approval:{}, interrupts:{}, expires_at:{}, owner:{}, intent:{}, error:{}, usage:{}, steps:{}}}",
+      t.id, t.thread_id, t.user_id, to_string(t.status), t.client_message_id, t.run_id, t.parent_run_id, t.stage,
+      t.approval_request_id, t.interrupts.dump(), t.expires_at, t.owner, t.intent, t.error, t.usage.dump(), t.steps);
+}
+
 // Every field but created_at (the store's).
 std::string bytes_of(const ApprovalRecord& a) {
   return fmt::format("{{id:{}, turn:{}, thread:{}, decisions:{}, answer:{}}}", a.approval_request_id, a.turn_id,
@@ -66,6 +75,7 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
         replayed.push_back(std::move(*m));
       }
       projector.take_ledger_changes();
+      projector.take_turn();
       if (auto a = projector.take_approval()) approvals[a->approval_request_id] = std::move(*a);
     }
   }
@@ -78,6 +88,9 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
     if (auto d = compare("turn " + turn_id + ": ledger entry", stored, projector.ledger(turn_id))) return d;
     auto turn = store.get_turn(turn_id);
     if (!turn) return fmt::format("turn {} is in the log but not stored", turn_id);
+    std::vector<TurnRecord> replayed_turn;
+    if (auto t = projector.turn(turn_id)) replayed_turn.push_back(std::move(*t));
+    if (auto d = compare("turn " + turn_id + ": row", std::vector<TurnRecord>{*turn}, replayed_turn)) return d;
     std::vector<ApprovalRecord> stored_approval, replayed_approval;
     if (auto a = store.get_approval(turn->approval_request_id)) stored_approval.push_back(std::move(*a));
     if (auto a = approvals.find(turn->approval_request_id); a != approvals.end())
