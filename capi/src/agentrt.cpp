@@ -11,6 +11,7 @@
 #include "agentrt/config.hpp"
 #include "agentrt/jobs.hpp"
 #include "agentrt/json_limits.hpp"
+#include "agentrt/json_reader.hpp"
 #include "agentrt/records.hpp"
 #include "firewall.hpp"
 #include "host_model.hpp"
@@ -34,13 +35,9 @@ int32_t open_runtime(const char* fn, agentrt_runtime** out, const char* config_j
     require_out(out);
     if (with_model && !model) throw Error(ErrorCode::invalid_argument, "model is NULL");
     json cfg = parse_json_arg(config_json, "config_json", agentrt::kDefaultMaxJsonDepth, true);
-    if (!cfg.is_object()) throw Error(ErrorCode::invalid_argument, "config_json must be a JSON object");
-    bool demo_tools = false;
-    if (auto it = cfg.find("demo_tools"); it != cfg.end()) {
-      if (!it->is_boolean()) throw Error(ErrorCode::invalid_argument, "config: 'demo_tools' must be a boolean");
-      demo_tools = it->get<bool>();
-      cfg.erase(it);
-    }
+    // demo_tools is the C ABI's own key; the rest is the runtime's config.
+    const bool demo_tools = agentrt::wire::JsonReader(cfg, "config_json").optional_bool("demo_tools").value_or(false);
+    cfg.erase("demo_tools");
     json model_section = cfg.value("model", json::object());
     if (model) cfg["model"] = json{{"type", "demo"}};  // a placeholder: replaced by the host's model below
     agentrt::RuntimeConfig rc = agentrt::runtime_config_from_json(cfg);
