@@ -18,6 +18,9 @@
 namespace agentrt::cli {
 namespace {
 
+// --json: the answer on stdout, indented.
+void print_json(const json& j) { fmt::print("{}\n", j.dump(2, ' ', false, json::error_handler_t::replace)); }
+
 int cmd_run(Host& host) {
   open_runtime(host);
   if (auto active = host.rt->active_turn(host.opt.thread)) {
@@ -102,7 +105,7 @@ int cmd_history(Host& host) {
   if (host.opt.json) {
     json messages = json::array();
     for (const Message& m : host.rt->history(host.opt.thread)) messages.push_back(m);
-    fmt::print("{}\n", messages.dump(2, ' ', false, json::error_handler_t::replace));
+    print_json(messages);
     return kExitOk;
   }
   print_history(host, stdout);
@@ -139,7 +142,7 @@ int cmd_threads(Host& host) {
     }
   }
   if (host.opt.json)
-    fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
+    print_json(out);
   else if (threads.empty())
     fmt::print(stderr, "agentrt: no threads yet in {} (start one with `agentrt chat`)\n", host.data_dir);
   return kExitOk;
@@ -151,7 +154,7 @@ int cmd_jobs(Host& host) {
   if (host.opt.json) {
     json out = json::array();
     for (const auto& j : host.rt->jobs(host.opt.thread)) out.push_back(job_to_json(j));
-    fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
+    print_json(out);
     return kExitOk;
   }
   print_jobs(host, stdout);
