@@ -11,6 +11,7 @@
 #include "agentrt/config.hpp"
 #include "agentrt/jobs.hpp"
 #include "agentrt/json_limits.hpp"
+#include "agentrt/json_reader.hpp"
 #include "agentrt/records.hpp"
 #include "firewall.hpp"
 #include "host_model.hpp"
@@ -34,13 +35,9 @@ int32_t open_runtime(const char* fn, agentrt_runtime** out, const char* config_j
     require_out(out);
     if (with_model && !model) throw Error(ErrorCode::invalid_argument, "model is NULL");
     json cfg = parse_json_arg(config_json, "config_json", agentrt::kDefaultMaxJsonDepth, true);
-    if (!cfg.is_object()) throw Error(ErrorCode::invalid_argument, "config_json must be a JSON object");
-    bool demo_tools = false;
-    if (auto it = cfg.find("demo_tools"); it != cfg.end()) {
-      if (!it->is_boolean()) throw Error(ErrorCode::invalid_argument, "config: 'demo_tools' must be a boolean");
-      demo_tools = it->get<bool>();
-      cfg.erase(it);
-    }
+    // demo_tools is the C ABI's own key; the rest is the runtime's config.
+    const bool demo_tools = agentrt::wire::JsonReader(cfg, "config_json").optional_bool("demo_tools").value_or(false);
+    cfg.erase("demo_tools");
     json model_section = cfg.value("model", json::object());
     if (model) cfg["model"] = json{{"type", "demo"}};  // a placeholder: replaced by the host's model below
     agentrt::RuntimeConfig rc = agentrt::runtime_config_from_json(cfg);
@@ -53,10 +50,30 @@ int32_t open_runtime(const char* fn, agentrt_runtime** out, const char* config_j
   });
 }
 
+// `accepted`: what a ToolCompletion answered; false when the call had ended before.
+void require_open_call(bool accepted) {
+  if (!accepted)
+    throw Error(ErrorCode::invalid_state,
+                "the tool call has already ended (completed, failed, timed out or cancelled)");
+}
+
 std::string id_arg(const char* value, const char* name) {
   require_arg(value, name);
   if (!*value) throw Error(ErrorCode::invalid_argument, fmt::format("{} is empty", name));
   return value;
+}
+
+// The functions on one job: `op(runtime, job id)` returns the job as it is afterwards, handed to the host as
+// JSON in *out.
+template <class Op>
+int32_t job_call(const char* fn, char** out, agentrt_runtime* rt, const char* job_id, Op&& op) {
+  return guard(fn, [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    const std::string id = id_arg(job_id, "job_id");
+    *out = dup_json(agentrt::job_to_json(op(st.runtime(), id)));
+    return AGENTRT_OK;
+  });
 }
 
 }  // namespace
@@ -151,9 +168,7 @@ AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const ch
         throw Error(e.code(), "ui_json: " + e.message());
       }
     }
-    if (!call->completion.complete(std::move(r)))
-      throw Error(ErrorCode::invalid_state,
-                  "the tool call has already ended (completed, failed, timed out or cancelled)");
+    require_open_call(call->completion.complete(std::move(r)));
     return AGENTRT_OK;
   });
 }
@@ -161,9 +176,7 @@ AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const ch
 AGENTRT_API int32_t agentrt_tool_call_fail(agentrt_tool_call* call, const char* code, const char* message) {
   return guard("agentrt_tool_call_fail", [&]() -> int32_t {
     require_handle(call, "call");
-    if (!call->completion.fail(code && *code ? code : "tool_error", message ? message : ""))
-      throw Error(ErrorCode::invalid_state,
-                  "the tool call has already ended (completed, failed, timed out or cancelled)");
+    require_open_call(call->completion.fail(code && *code ? code : "tool_error", message ? message : ""));
     return AGENTRT_OK;
   });
 }
@@ -172,9 +185,7 @@ AGENTRT_API int32_t agentrt_tool_call_start_job(agentrt_tool_call* call, const c
   return guard("agentrt_tool_call_start_job", [&]() -> int32_t {
     require_handle(call, "call");
     agentrt::JobStart job = job_start_from_json(parse_json_arg(job_json, "job_json", call->max_json_depth, true));
-    if (!call->completion.start_job(std::move(job)))
-      throw Error(ErrorCode::invalid_state,
-                  "the tool call has already ended (completed, failed, timed out or cancelled)");
+    require_open_call(call->completion.start_job(std::move(job)));
     return AGENTRT_OK;
   });
 }
@@ -392,14 +403,10 @@ AGENTRT_API int32_t agentrt_upload_create(char** out, agentrt_runtime* rt, const
 // --------------------------------------------------------------------------------------------------- jobs
 
 AGENTRT_API int32_t agentrt_job_get(char** out, agentrt_runtime* rt, const char* job_id) {
-  return guard("agentrt_job_get", [&]() -> int32_t {
-    require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(job_id, "job_id");
-    auto job = st.runtime().job(id);
+  return job_call("agentrt_job_get", out, rt, job_id, [&](agentrt::Runtime& r, const std::string& id) {
+    auto job = r.job(id);
     if (!job) throw Error(ErrorCode::not_found, fmt::format("job {} not found", id));
-    *out = dup_json(agentrt::job_to_json(*job));
-    return AGENTRT_OK;
+    return *job;
   });
 }
 
@@ -415,48 +422,29 @@ AGENTRT_API int32_t agentrt_jobs_list(char** out, agentrt_runtime* rt, const cha
 }
 
 AGENTRT_API int32_t agentrt_job_update(char** out, agentrt_runtime* rt, const char* job_id, const char* progress_json) {
-  return guard("agentrt_job_update", [&]() -> int32_t {
-    require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(job_id, "job_id");
-    auto progress =
-        job_progress_from_json(parse_json_arg(progress_json, "progress_json", st.runtime().config().max_json_depth));
-    *out = dup_json(agentrt::job_to_json(st.runtime().update_job(id, progress)));
-    return AGENTRT_OK;
+  return job_call("agentrt_job_update", out, rt, job_id, [&](agentrt::Runtime& r, const std::string& id) {
+    return r.update_job(
+        id, job_progress_from_json(parse_json_arg(progress_json, "progress_json", r.config().max_json_depth)));
   });
 }
 
 AGENTRT_API int32_t agentrt_job_complete(char** out, agentrt_runtime* rt, const char* job_id, const char* result_json) {
-  return guard("agentrt_job_complete", [&]() -> int32_t {
-    require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(job_id, "job_id");
-    auto result =
-        job_result_from_json(parse_json_arg(result_json, "result_json", st.runtime().config().max_json_depth));
-    *out = dup_json(agentrt::job_to_json(st.runtime().complete_job(id, result)));
-    return AGENTRT_OK;
+  return job_call("agentrt_job_complete", out, rt, job_id, [&](agentrt::Runtime& r, const std::string& id) {
+    return r.complete_job(id,
+                          job_result_from_json(parse_json_arg(result_json, "result_json", r.config().max_json_depth)));
   });
 }
 
 AGENTRT_API int32_t agentrt_job_fail(char** out, agentrt_runtime* rt, const char* job_id, const char* code,
                                      const char* message) {
-  return guard("agentrt_job_fail", [&]() -> int32_t {
-    require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(job_id, "job_id");
-    *out = dup_json(agentrt::job_to_json(st.runtime().fail_job(id, code ? code : "", message ? message : "")));
-    return AGENTRT_OK;
+  return job_call("agentrt_job_fail", out, rt, job_id, [&](agentrt::Runtime& r, const std::string& id) {
+    return r.fail_job(id, code ? code : "", message ? message : "");
   });
 }
 
 AGENTRT_API int32_t agentrt_job_cancel(char** out, agentrt_runtime* rt, const char* job_id, const char* reason) {
-  return guard("agentrt_job_cancel", [&]() -> int32_t {
-    require_out(out);
-    auto& st = state_of(rt);
-    const std::string id = id_arg(job_id, "job_id");
-    *out = dup_json(agentrt::job_to_json(st.runtime().cancel_job(id, reason ? reason : "")));
-    return AGENTRT_OK;
-  });
+  return job_call("agentrt_job_cancel", out, rt, job_id,
+                  [&](agentrt::Runtime& r, const std::string& id) { return r.cancel_job(id, reason ? reason : ""); });
 }
 
 AGENTRT_API int32_t agentrt_runtime_set_job_cancel_hook(agentrt_runtime* rt, agentrt_job_cb cb, void* user_data,

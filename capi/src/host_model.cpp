@@ -6,13 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/json_reader.hpp"
 #include "firewall.hpp"
 
 namespace agentrt::capi {
 
 namespace {
-
-[[noreturn]] void bad(const std::string& m) { throw Error(ErrorCode::invalid_argument, "model result: " + m); }
 
 std::string arguments_text(const json& a) {
   if (a.is_string()) return a.get<std::string>();
@@ -22,31 +21,24 @@ std::string arguments_text(const json& a) {
 }  // namespace
 
 void validate_model_result(const json& r) {
-  if (!r.is_object()) bad("must be a JSON object");
-  for (auto it = r.begin(); it != r.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "text" || k == "reasoning" || k == "finishReason") {
-      if (!it->is_string()) bad(fmt::format("'{}' must be a string", k));
-    } else if (k == "toolCalls") {
-      if (!it->is_array()) bad("'toolCalls' must be an array");
-      for (const auto& c : *it) {
-        if (!c.is_object()) bad("each of 'toolCalls' must be an object");
-        if (!c.contains("id") || !c["id"].is_string() || c["id"].get_ref<const std::string&>().empty())
-          bad("a tool call needs a non-empty string 'id'");
-        if (!c.contains("name") || !c["name"].is_string() || c["name"].get_ref<const std::string&>().empty())
-          bad("a tool call needs a non-empty string 'name'");
-        if (c.contains("arguments") && !c["arguments"].is_string() && !c["arguments"].is_object())
-          bad("a tool call's 'arguments' must be JSON text or an object");
-        for (auto f = c.begin(); f != c.end(); ++f)
-          if (f.key() != "id" && f.key() != "name" && f.key() != "arguments")
-            bad(fmt::format("unknown tool call key '{}'", f.key()));
-      }
-    } else if (k == "usage") {
-      if (!it->is_object()) bad("'usage' must be an object");
-      (void)it->get<TokenUsage>();
-    } else {
-      bad(fmt::format("unknown key '{}' (text, reasoning, toolCalls, usage, finishReason)", k));
+  const wire::JsonReader in(r, "model result");
+  in.only_keys({"text", "reasoning", "toolCalls", "usage", "finishReason"});
+  // Only checked here: drain() reads the fields the result has.
+  for (const char* k : {"text", "reasoning", "finishReason"}) (void)in.optional_string(k);
+  if (const json* calls = in.find("toolCalls")) {
+    if (!calls->is_array()) in.wrong_type("toolCalls", "an array");
+    for (const auto& c : *calls) {
+      const wire::JsonReader call(c, "model result: tool call");
+      call.only_keys({"id", "name", "arguments"});
+      for (const char* k : {"id", "name"})
+        if (call.required_string(k).empty()) call.fail(fmt::format("'{}' must not be empty", k));
+      if (const json* a = call.find("arguments"); a && !a->is_string() && !a->is_object())
+        call.wrong_type("arguments", "JSON text or a JSON object");
     }
+  }
+  if (const json* u = in.find("usage")) {
+    if (!u->is_object()) in.wrong_type("usage", "a JSON object");
+    (void)u->get<TokenUsage>();
   }
 }
 

@@ -4,11 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/json_reader.hpp"
+#include "agentrt/stages.hpp"
+
 namespace agentrt::capi {
 
 namespace {
-
-[[noreturn]] void bad(const std::string& m) { throw Error(ErrorCode::invalid_argument, "tool spec: " + m); }
 
 struct HostTool {
   agentrt_tool_cb cb;
@@ -32,50 +33,36 @@ json tool_call_to_json(const ToolCallContext& c) {
 
 ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data, size_t max_json_depth) {
   auto tool = std::make_shared<HostTool>(HostTool{cb, std::move(data)});
-  if (!j.is_object()) bad("must be a JSON object");
+  const wire::JsonReader in(j, "tool spec");
+  in.only_keys({"name", "description", "parameters", "approval", "stages", "idempotent", "timeoutMs"});
   ToolSpec spec;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = *it;
-    if (k == "name") {
-      if (!v.is_string()) bad("'name' must be a string");
-      spec.name = v.get<std::string>();
-    } else if (k == "description") {
-      if (!v.is_string()) bad("'description' must be a string");
-      spec.description = v.get<std::string>();
-    } else if (k == "parameters") {
-      if (!v.is_object()) bad("'parameters' must be a JSON Schema object");
-      spec.parameters = v;
-    } else if (k == "approval") {
-      const std::string a = v.is_string() ? v.get<std::string>() : std::string();
-      if (a == "never")
-        spec.approval = ApprovalPolicy::never();
-      else if (a == "always")
-        spec.approval = ApprovalPolicy::always();
-      else
-        bad(fmt::format("'approval' must be \"never\" or \"always\", not {}", v.dump()));
-    } else if (k == "stages") {
-      if (!v.is_array()) bad("'stages' must be an array of stage names");
-      spec.stages.clear();
-      for (const auto& s : v) {
-        if (!s.is_string()) bad("'stages' must be an array of stage names");
-        const auto& name = s.get_ref<const std::string&>();
-        if (name != "intent" && name != "execution" && name != "organization")
-          bad(fmt::format("unknown stage '{}' (intent, execution, organization)", name));
-        spec.stages.push_back(name);
-      }
-    } else if (k == "idempotent") {
-      if (!v.is_boolean()) bad("'idempotent' must be a boolean");
-      spec.idempotent = v.get<bool>();
-    } else if (k == "timeoutMs") {
-      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > int64_t{24} * 3600 * 1000)
-        bad(fmt::format("'timeoutMs' must be an integer from 1 to 86400000, not {}", v.dump()));
-      spec.timeout = std::chrono::milliseconds(v.get<int64_t>());
-    } else {
-      bad(fmt::format("unknown key '{}' (name, description, parameters, approval, stages, idempotent, timeoutMs)", k));
+  spec.name = in.required_string("name");
+  spec.description = in.optional_string("description");
+  if (const json* v = in.find("parameters")) {
+    if (!v->is_object()) in.wrong_type("parameters", "a JSON Schema object");
+    spec.parameters = *v;
+  }
+  if (const json* v = in.find("approval")) {
+    if (*v == "never")
+      spec.approval = ApprovalPolicy::never();
+    else if (*v == "always")
+      spec.approval = ApprovalPolicy::always();
+    else
+      in.wrong_value("approval", "\"never\" or \"always\"", *v);
+  }
+  if (const json* v = in.find("stages")) {
+    if (!v->is_array()) in.wrong_type("stages", "an array of stage names");
+    spec.stages.clear();
+    for (const auto& s : *v) {
+      if (s != kIntent && s != kExecution && s != kOrganization)
+        in.wrong_value("stages", fmt::format("stage names ({}, {}, {})", kIntent, kExecution, kOrganization), s);
+      spec.stages.push_back(s.get<std::string>());
     }
   }
-  if (spec.name.empty()) bad("'name' is required");
+  spec.idempotent = in.optional_bool("idempotent").value_or(false);
+  if (auto ms = in.optional_integer("timeoutMs", 1, int64_t{24} * 3600 * 1000))
+    spec.timeout = std::chrono::milliseconds(*ms);
+  if (spec.name.empty()) in.fail("'name' must not be empty");
   spec.handler = [tool, max_json_depth](const ToolCallContext& call, ToolCompletion completion) {
     const std::string call_json = tool_call_to_json(call).dump(-1, ' ', false, json::error_handler_t::replace);
     auto handle = std::make_unique<agentrt_tool_call>(agentrt_tool_call{std::move(completion), max_json_depth});

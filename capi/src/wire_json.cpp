@@ -8,32 +8,16 @@
 #include <fmt/format.h>
 
 #include "agentrt/json_limits.hpp"
+#include "agentrt/json_reader.hpp"
 
 namespace agentrt::capi {
 
-namespace {
-
-[[noreturn]] void bad(const std::string& m) { throw Error(ErrorCode::invalid_argument, m); }
-
-std::string req_string(const json& j, const char* key, const char* where) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) bad(fmt::format("{}: '{}' must be a string", where, key));
-  return it->get<std::string>();
-}
-
-std::string opt_string(const json& j, const char* key, const char* where) {
-  auto it = j.find(key);
-  if (it == j.end()) return {};
-  if (!it->is_string()) bad(fmt::format("{}: '{}' must be a string", where, key));
-  return it->get<std::string>();
-}
-
-}  // namespace
+using wire::JsonReader;
 
 json parse_json_arg(const char* text, const char* name, size_t max_depth, bool optional, json empty) {
   if (!text || !*text) {
     if (optional) return empty;
-    bad(fmt::format("{} is {}", name, text ? "empty" : "NULL"));
+    wire::refuse({}, fmt::format("{} is {}", name, text ? "empty" : "NULL"));
   }
   return parse_json_text(text, max_depth, name);
 }
@@ -48,31 +32,25 @@ char* dup_string(std::string_view s) {
 
 char* dup_json(const json& j) { return dup_string(j.dump(-1, ' ', false, json::error_handler_t::replace)); }
 
-TurnInput turn_input_from_json(const json& in, const InputLimits& limits) {
-  check_json_depth(in, limits.max_json_depth, "input_json");
-  if (!in.is_object()) bad("input_json must be a JSON object");
-  const std::string user = req_string(in, "userId", "input_json");
-  if (in.contains("messages")) return turn_input_from_agui(in, user, limits);
+TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
+  check_json_depth(input, limits.max_json_depth, "input_json");
+  const JsonReader in(input, "input_json");
+  const std::string& user = in.required_string("userId");
+  if (in.find("messages")) return turn_input_from_agui(input, user, limits);
 
-  for (auto it = in.begin(); it != in.end(); ++it) {
-    const std::string& k = it.key();
-    if (k != "threadId" && k != "userId" && k != "message" && k != "runId" && k != "clientMessageId")
-      bad(
-          fmt::format("input_json: unknown key '{}' (threadId, userId, message, runId, clientMessageId; or an "
-                      "AG-UI RunAgentInput with 'messages')",
-                      k));
-  }
+  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId"},
+               "or an AG-UI RunAgentInput with 'messages'");
   TurnInput t;
-  t.thread_id = req_string(in, "threadId", "input_json");
+  t.thread_id = in.required_string("threadId");
   t.user_id = user;
-  t.run_id = opt_string(in, "runId", "input_json");
-  t.client_message_id = opt_string(in, "clientMessageId", "input_json");
-  auto m = in.find("message");
-  if (m == in.end() || !m->is_object()) bad("input_json: 'message' must be an object {role:\"user\", content}");
-  if (auto c = m->find("content"); c != m->end() && c->is_array() && c->size() > limits.max_input_parts)
+  t.run_id = in.optional_string("runId");
+  t.client_message_id = in.optional_string("clientMessageId");
+  const json& m = in.required("message");
+  if (!m.is_object()) in.wrong_type("message", "a JSON object {role: \"user\", content}");
+  if (auto c = m.find("content"); c != m.end() && c->is_array() && c->size() > limits.max_input_parts)
     throw Error(ErrorCode::too_large, fmt::format("input_json: the message has {} content parts; the limit is {}",
                                                   c->size(), limits.max_input_parts));
-  json msg = *m;
+  json msg = m;
   const bool has_id = msg.contains("id");
   if (!has_id) msg["id"] = "pending";
   if (!msg.contains("role")) msg["role"] = "user";
@@ -86,18 +64,15 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
   ResumeRequest r;
   const json* list = &j;
   if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "decisions" && it.key() != "resume" && it.key() != "runId")
-        bad(fmt::format("decisions_json: unknown key '{}' (decisions, resume, runId)", it.key()));
-    r.run_id = opt_string(j, "runId", "decisions_json");
-    if (j.contains("decisions"))
-      list = &j["decisions"];
-    else if (j.contains("resume"))
-      list = &j["resume"];
-    else
-      bad("decisions_json: needs 'decisions' (or 'resume')");
+    const JsonReader in(j, "decisions_json");
+    in.only_keys({"decisions", "resume", "runId"});
+    r.run_id = in.optional_string("runId");
+    const char* key = in.find("decisions") ? "decisions" : "resume";
+    list = in.find(key);
+    if (!list) in.fail("needs 'decisions' (or 'resume')");
+    if (!list->is_array()) in.wrong_type(key, "an array");
   }
-  if (!list->is_array()) bad("decisions_json must be an array of decisions");
+  if (!list->is_array()) wire::refuse({}, "decisions_json must be an array of decisions or a JSON object");
   bool agui = false;
   for (const auto& d : *list) agui = agui || (d.is_object() && d.contains("status"));
   if (agui) {
@@ -111,115 +86,67 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
 namespace {
 
 // A queued or running status (the only ones a job starts with or moves to).
-JobStatus open_job_status(const json& v, const char* where) {
-  const std::string s = v.is_string() ? v.get<std::string>() : std::string();
-  if (s == "queued") return JobStatus::queued;
-  if (s == "running") return JobStatus::running;
-  bad(fmt::format("{}: 'status' must be \"queued\" or \"running\", not {}", where, v.dump()));
+std::optional<JobStatus> open_job_status(const JsonReader& in) {
+  const json* v = in.find("status");
+  if (!v) return std::nullopt;
+  if (*v == "queued") return JobStatus::queued;
+  if (*v == "running") return JobStatus::running;
+  in.wrong_value("status", "\"queued\" or \"running\"", *v);
 }
 
 }  // namespace
 
 JobStart job_start_from_json(const json& j) {
-  constexpr const char* where = "job_json";
-  if (!j.is_object()) bad("job_json must be a JSON object");
+  const JsonReader in(j, "job_json");
+  in.only_keys({"status", "message", "metadata", "confirm", "confirmMessage", "timeoutMs"});
   JobStart js;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = *it;
-    if (k == "status") {
-      js.status = open_job_status(v, where);
-    } else if (k == "message") {
-      if (!v.is_string()) bad("job_json: 'message' must be a string");
-      js.message = v.get<std::string>();
-    } else if (k == "metadata") {
-      if (!v.is_object()) bad("job_json: 'metadata' must be a JSON object");
-      js.metadata = v;
-    } else if (k == "confirm") {
-      if (!v.is_boolean()) bad("job_json: 'confirm' must be a boolean");
-      js.confirm = v.get<bool>();
-    } else if (k == "confirmMessage") {
-      if (!v.is_string()) bad("job_json: 'confirmMessage' must be a string");
-      js.confirm_message = v.get<std::string>();
-    } else if (k == "timeoutMs") {
-      // The bounds of the config's job_timeout_ms.
-      constexpr int64_t kMax = int64_t{365} * 24 * 3600 * 1000;
-      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMax)
-        bad(fmt::format("job_json: 'timeoutMs' must be an integer from 1 to {}, not {}", kMax, v.dump()));
-      js.timeout = std::chrono::milliseconds(v.get<int64_t>());
-    } else {
-      bad(fmt::format("job_json: unknown key '{}' (status, message, metadata, confirm, confirmMessage, timeoutMs)", k));
-    }
-  }
+  if (auto s = open_job_status(in)) js.status = *s;
+  js.message = in.optional_string("message");
+  if (in.find("metadata")) js.metadata = in.optional_object("metadata");
+  js.confirm = in.optional_bool("confirm").value_or(false);
+  js.confirm_message = in.optional_string("confirmMessage");
+  // The bounds of the config's job_timeout_ms.
+  constexpr int64_t kMaxTimeoutMs = int64_t{365} * 24 * 3600 * 1000;
+  if (auto ms = in.optional_integer("timeoutMs", 1, kMaxTimeoutMs)) js.timeout = std::chrono::milliseconds(*ms);
   return js;
 }
 
 JobProgress job_progress_from_json(const json& j) {
-  constexpr const char* where = "progress_json";
-  if (!j.is_object()) bad("progress_json must be a JSON object");
+  const JsonReader in(j, "progress_json");
+  in.only_keys({"status", "progress", "message"});
   JobProgress p;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = *it;
-    if (k == "status") {
-      p.status = open_job_status(v, where);
-    } else if (k == "progress") {
-      if (!v.is_number()) bad(fmt::format("progress_json: 'progress' must be a number from 0 to 1, not {}", v.dump()));
-      p.progress = v.get<double>();
-    } else if (k == "message") {
-      if (!v.is_string()) bad("progress_json: 'message' must be a string");
-      p.message = v.get<std::string>();
-    } else {
-      bad(fmt::format("progress_json: unknown key '{}' (status, progress, message)", k));
-    }
+  p.status = open_job_status(in);
+  if (const json* v = in.find("progress")) {
+    if (!v->is_number()) in.wrong_value("progress", "a number from 0 to 1", *v);
+    p.progress = v->get<double>();
   }
+  if (in.find("message")) p.message = in.optional_string("message");
   return p;
 }
 
 JobResult job_result_from_json(const json& j) {
-  if (!j.is_object()) bad("result_json must be a JSON object {result, assets?, message?}");
+  const JsonReader in(j, "result_json");
+  in.only_keys({"result", "assets", "message"});
   JobResult r;
-  bool has_result = false;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = *it;
-    if (k == "result") {
-      r.result = v;
-      has_result = true;
-    } else if (k == "assets") {
-      if (!v.is_array()) bad("result_json: 'assets' must be an array");
-      r.assets = v;
-    } else if (k == "message") {
-      if (!v.is_string()) bad("result_json: 'message' must be a string");
-      r.message = v.get<std::string>();
-    } else {
-      bad(fmt::format("result_json: unknown key '{}' (result, assets, message)", k));
-    }
+  if (!in.find("result")) in.fail("'result' is required (any JSON value, null included)");
+  r.result = *in.find("result");
+  if (const json* v = in.find("assets")) {
+    if (!v->is_array()) in.wrong_type("assets", "an array");
+    r.assets = *v;
   }
-  if (!has_result) bad("result_json: 'result' is required (any JSON value, null included)");
+  r.message = in.optional_string("message");
   return r;
 }
 
 TranscribeOptions transcribe_options_from_json(const json& j) {
-  if (!j.is_object()) bad("options_json must be a JSON object");
+  const JsonReader in(j, "options_json");
+  in.only_keys({"model", "language", "prompt", "responseFormat", "filename"});
   TranscribeOptions o;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    if (!it->is_string()) bad(fmt::format("options_json: '{}' must be a string", k));
-    const std::string v = it->get<std::string>();
-    if (k == "model")
-      o.model = v;
-    else if (k == "language")
-      o.language = v;
-    else if (k == "prompt")
-      o.prompt = v;
-    else if (k == "responseFormat")
-      o.response_format = v;
-    else if (k == "filename")
-      o.filename = v;
-    else
-      bad(fmt::format("options_json: unknown key '{}' (model, language, prompt, responseFormat, filename)", k));
-  }
+  o.model = in.optional_string("model");
+  o.language = in.optional_string("language");
+  o.prompt = in.optional_string("prompt");
+  o.response_format = in.optional_string("responseFormat");
+  o.filename = in.optional_string("filename");
   return o;
 }
 

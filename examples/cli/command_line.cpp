@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <optional>
 #include <set>
 
 #include "agentrt/ids.hpp"
@@ -34,6 +36,14 @@ const std::vector<CommandSpec>& commands() {
 const std::set<std::string> kCommon = {"--data", "--config", "--user", "--verbose", "--demo-tools", "--demo-jobs"};
 const std::set<std::string> kTakesValue = {"--data",    "--config", "--user",  "--thread",
                                            "--message", "--reason", "--after", "--demo-jobs"};
+
+// `value` when all of it is an integer from lo to hi.
+std::optional<int64_t> whole_integer(const std::string& value, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || p != value.data() + value.size() || n < lo || n > hi) return std::nullopt;
+  return n;
+}
 
 }  // namespace
 
@@ -99,11 +109,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     } else if (arg == "--demo-tools") {
       o.demo_tools = true;
     } else if (arg == "--demo-jobs") {
-      int64_t ms = 0;
-      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-      if (ec != std::errc() || p != value.data() + value.size() || ms < 1 || ms > 3600000)
-        throw UsageError("--demo-jobs needs how long a demo job takes in ms (1-3600000), not '" + value + "'");
-      o.demo_jobs_ms = ms;
+      auto ms = whole_integer(value, 1, 3600000);
+      if (!ms) throw UsageError("--demo-jobs needs how long a demo job takes in ms (1-3600000), not '" + value + "'");
+      o.demo_jobs_ms = *ms;
     } else if (arg == "--thread") {
       o.thread = value;
       thread_given = true;
@@ -119,11 +127,9 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--after") {
-      int64_t n = 0;
-      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || p != value.data() + value.size() || n < 0)
-        throw UsageError("--after needs a sequence number (an integer >= 0), not '" + value + "'");
-      o.after = n;
+      auto n = whole_integer(value, 0, INT64_MAX);
+      if (!n) throw UsageError("--after needs a sequence number (an integer >= 0), not '" + value + "'");
+      o.after = *n;
     }
   }
 

@@ -14,9 +14,9 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
+#include "agentrt/json_reader.hpp"
 #include "runtime/event_wire.hpp"
 #include "wire/enum_names.hpp"
-#include "wire/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -123,6 +123,7 @@ std::string_view to_string(TurnStatus s) noexcept { return kTurnStatuses.name(s)
 TurnStatus turn_status_from_string(std::string_view s) { return kTurnStatuses.parse(s); }
 
 std::string_view to_string(LogLevel l) noexcept { return kLogLevels.name(l); }
+LogLevel log_level_from_string(std::string_view s) { return kLogLevels.parse(s); }
 
 std::string_view to_string(ErrorCode code) noexcept { return kErrorCodes.name(code); }
 

@@ -1,53 +1,5 @@
-// Reading the JSON a caller or a host hands the library (events, content parts, UI cards, the C ABI's
-// arguments, tool specs, model results, the config): one error type, Error(invalid_argument), and one
-// message format for every decoder:
-//   "<where> must be a JSON object"
-//   "<where>: unknown key '<key>' (<the keys it takes>)"
-//   "<where>: '<key>' is required"
-//   "<where>: '<key>' must be <a string, a JSON object, ...>"
-//   "<where>: <anything else>"                                  (fail)
-// The reader borrows the value and the name; it is as thread-safe as the value it reads.
+// The JSON reader is public (the C ABI's decoders use it too): agentrt/json_reader.hpp. This path is kept for
+// the core's decoders that still include it.
 #pragma once
 
-#include <initializer_list>
-#include <optional>
-#include <string>
-#include <string_view>
-
-#include "agentrt/json.hpp"
-
-namespace agentrt {
-inline namespace v1 {
-namespace wire {
-
-// Error(invalid_argument) "<where>: <what>" ("<what>" alone when `where` is empty).
-[[noreturn]] void refuse(std::string_view where, std::string_view what);
-
-class JsonReader {
- public:
-  // Throws "<where> must be a JSON object" unless `value` is one.
-  JsonReader(const json& value, std::string_view where);
-
-  // Throws "unknown key" for the first key not in `keys`.
-  void only_keys(std::initializer_list<std::string_view> keys) const;
-
-  const json* find(std::string_view key) const;  // nullptr when absent
-  const json& required(std::string_view key) const;
-  const std::string& required_string(std::string_view key) const;
-  std::string optional_string(std::string_view key) const;  // "" when absent
-  json optional_object(std::string_view key) const;         // null when absent
-  std::optional<bool> optional_bool(std::string_view key) const;
-
-  [[noreturn]] void fail(std::string_view what) const { refuse(where_, what); }
-  [[noreturn]] void wrong_type(std::string_view key, std::string_view kind) const;
-  // `known` lists the keys it takes, comma-separated.
-  [[noreturn]] void unknown_key(std::string_view key, std::string_view known) const;
-
- private:
-  const json& value_;
-  std::string_view where_;
-};
-
-}  // namespace wire
-}  // namespace v1
-}  // namespace agentrt
+#include "agentrt/json_reader.hpp"

@@ -84,7 +84,7 @@ TEST_CASE("agentrt_runtime_open refuses NULL, malformed JSON and unknown keys") 
   cfg = test_config(dir);
   cfg["demo_tools"] = "yes";
   check_error(agentrt_runtime_open(&rt, cfg.dump().c_str()), AGENTRT_E_INVALID_ARGUMENT, "agentrt_runtime_open",
-              "'demo_tools' must be a boolean");
+              "config_json: 'demo_tools' must be a boolean");
   cfg = test_config(dir, json{{"type", "telepathy"}});
   check_error(agentrt_runtime_open(&rt, cfg.dump().c_str()), AGENTRT_E_INVALID_ARGUMENT, "agentrt_runtime_open",
               "model type 'telepathy' is unknown");
@@ -141,23 +141,30 @@ TEST_CASE("agentrt_tool_register refuses bad specs and calls destroy exactly onc
   check_error(agentrt_tool_register(r.rt, R"({"name":"t","colour":1})", noop_tool, &c, count_destroy),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "unknown key 'colour'");
   check_error(agentrt_tool_register(r.rt, R"({"name":"t","stages":["planning"]})", noop_tool, &c, count_destroy),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "unknown stage 'planning'");
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register",
+              "tool spec: 'stages' must be stage names (intent, execution, organization), not \"planning\"");
   check_error(agentrt_tool_register(r.rt, R"({"name":"t","timeoutMs":0})", noop_tool, &c, count_destroy),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "'timeoutMs' must be an integer");
   check_error(agentrt_tool_register(r.rt, R"({"description":"no name"})", noop_tool, &c, count_destroy),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "'name' is required");
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "tool spec: 'name' is required");
+  check_error(agentrt_tool_register(r.rt, R"({"name":""})", noop_tool, &c, count_destroy), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_tool_register", "tool spec: 'name' must not be empty");
+  check_error(agentrt_tool_register(r.rt, R"({"name":"t","idempotent":"yes"})", noop_tool, &c, count_destroy),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "tool spec: 'idempotent' must be a boolean");
+  check_error(agentrt_tool_register(r.rt, "[]", noop_tool, &c, count_destroy), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_tool_register", "tool spec must be a JSON object");
   check_error(agentrt_tool_register(r.rt, R"({"name":"bad name!"})", noop_tool, &c, count_destroy),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "bad name!");
   check_error(
       agentrt_tool_register(r.rt, R"({"name":"t","parameters":{"type":"nonsense"}})", noop_tool, &c, count_destroy),
       AGENTRT_E_INVALID_ARGUMENT, "agentrt_tool_register", "");
-  CHECK(c.n == 11);
+  CHECK(c.n == 14);
 
   Counter first;
   REQUIRE(agentrt_tool_register(r.rt, R"({"name":"t"})", noop_tool, &first, count_destroy) == AGENTRT_OK);
   check_error(agentrt_tool_register(r.rt, R"({"name":"t"})", noop_tool, &c, count_destroy), AGENTRT_E_CONFLICT,
               "agentrt_tool_register", "t");
-  CHECK(c.n == 12);
+  CHECK(c.n == 15);
   CHECK(first.n == 0);  // the registered tool is untouched
   REQUIRE(agentrt_tool_unregister(r.rt, "t") == AGENTRT_OK);
   CHECK(first.n == 1);
@@ -203,11 +210,17 @@ TEST_CASE("agentrt_turn_start refuses NULL, malformed input and non-user message
   check_error(agentrt_turn_start(&out, r.rt, "{\"threadId\":"), AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start",
               "input_json is not valid JSON");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","message":{"content":"hi"}})"),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "'userId' must be a string");
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "input_json: 'userId' is required");
+  check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":5,"message":{"content":"hi"}})"),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "input_json: 'userId' must be a string");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1"})"), AGENTRT_E_INVALID_ARGUMENT,
-              "agentrt_turn_start", "'message' must be an object");
+              "agentrt_turn_start", "input_json: 'message' is required");
+  check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":"hi"})"),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "input_json: 'message' must be a JSON object");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":{"content":"hi"},"x":1})"),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "unknown key 'x'");
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start",
+              "input_json: unknown key 'x' (threadId, userId, message, runId, clientMessageId; or an AG-UI "
+              "RunAgentInput with 'messages')");
   check_error(agentrt_turn_start(&out, r.rt,
                                  R"({"threadId":"t1","userId":"u1","message":{"role":"assistant","content":"hi"}})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "must be a user message");
@@ -233,7 +246,14 @@ TEST_CASE("turn functions answer unknown ids with AGENTRT_E_NOT_FOUND and bad on
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"([{"interruptId":"i1","action":"maybe"}])"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_resume", "unknown action 'maybe'");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"runId":"r9"})"), AGENTRT_E_INVALID_ARGUMENT,
-              "agentrt_turn_resume", "needs 'decisions'");
+              "agentrt_turn_resume", "decisions_json: needs 'decisions' (or 'resume')");
+  check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"decisions":{}})"), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_turn_resume", "decisions_json: 'decisions' must be an array");
+  check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"decisions":[],"why":1})"),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_resume",
+              "decisions_json: unknown key 'why' (decisions, resume, runId)");
+  check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", "7"), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_turn_resume", "decisions_json must be an array of decisions or a JSON object");
   check_error(agentrt_turn_resume(nullptr, r.rt, "turn_nope", "apr_1", dec), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_turn_resume", "out is NULL");
   check_error(agentrt_turn_cancel(r.rt, "turn_nope"), AGENTRT_E_NOT_FOUND, "agentrt_turn_cancel",
@@ -326,7 +346,10 @@ TEST_CASE("agentrt_transcribe refuses bad arguments, and is unsupported with the
   check_error(agentrt_transcribe(&out, r.rt, audio, sizeof audio, "audio/wav", "{x"), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_transcribe", "options_json is not valid JSON");
   check_error(agentrt_transcribe(&out, r.rt, audio, sizeof audio, "audio/wav", R"({"speed":"2x"})"),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_transcribe", "unknown key 'speed'");
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_transcribe",
+              "options_json: unknown key 'speed' (model, language, prompt, responseFormat, filename)");
+  check_error(agentrt_transcribe(&out, r.rt, audio, sizeof audio, "audio/wav", R"({"language":1})"),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_transcribe", "options_json: 'language' must be a string");
   check_error(agentrt_transcribe(nullptr, r.rt, audio, sizeof audio, "audio/wav", nullptr), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_transcribe", "out is NULL");
   check_error(agentrt_transcribe(&out, r.rt, audio, sizeof audio, "audio/wav", R"({"language":"en"})"),

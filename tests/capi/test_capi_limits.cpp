@@ -305,6 +305,39 @@ TEST_CASE("a host model's result too deep is refused and leaves the call open; o
   CHECK(r.history("t-at").back()["content"] == "done");
 }
 
+TEST_CASE("a host model's malformed result is refused, naming the key, and leaves the call open") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[1]", "model result must be a JSON object"},
+      {R"({"text":1})", "model result: 'text' must be a string"},
+      {R"({"finishReason":false})", "model result: 'finishReason' must be a string"},
+      {R"({"colour":"red"})", "model result: unknown key 'colour' (text, reasoning, toolCalls, usage, finishReason)"},
+      {R"({"toolCalls":{}})", "model result: 'toolCalls' must be an array"},
+      {R"({"toolCalls":[7]})", "model result: tool call must be a JSON object"},
+      {R"({"toolCalls":[{"name":"noop"}]})", "model result: tool call: 'id' is required"},
+      {R"({"toolCalls":[{"id":"","name":"noop"}]})", "model result: tool call: 'id' must not be empty"},
+      {R"({"toolCalls":[{"id":"c1","name":2}]})", "model result: tool call: 'name' must be a string"},
+      {R"({"toolCalls":[{"id":"c1","name":"noop","arguments":3}]})",
+       "model result: tool call: 'arguments' must be JSON text or a JSON object"},
+      {R"({"toolCalls":[{"id":"c1","name":"noop","extra":1}]})",
+       "model result: tool call: unknown key 'extra' (id, name, arguments)"},
+      {R"({"usage":[]})", "model result: 'usage' must be a JSON object"},
+  };
+  DeepModel model;
+  Runtime r(DeepModel::run, &model);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(cases[i].first);
+    model.first = cases[i].first;
+    const std::string thread = "t-bad-" + std::to_string(i);
+    json h = r.start(thread, "go");
+    CHECK(r.wait(h["turnId"])["status"] == "COMPLETED");
+    CHECK(r.history(thread).back()["content"] == "fine");  // the call stayed open for the good result
+    std::lock_guard<std::mutex> lock(model.mutex);
+    REQUIRE(model.codes.size() == i + 1);
+    CHECK(model.codes[i] == AGENTRT_E_INVALID_ARGUMENT);
+    CHECK(model.errors[i] == "agentrt_model_call_finish: " + cases[i].second);
+  }
+}
+
 TEST_CASE("a host model's streamed tool-call arguments too deep are a failed result invalid_arguments") {
   DeepModel model;
   model.stream_args = true;

@@ -4,13 +4,11 @@
 // from the sweeper's thread), confirmation interrupts, deltaMessages. Run: node --test test/
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
 
 const agentrt = require('..');
 const { fns, takeString, STATUS } = require('../lib/capi');
+const { collect, withRuntime } = require('../test_support');
 
 // A user message starting with "render" (or "costly") calls that tool once, with the id call_<number of user
 // messages>; after its result (or for anything else) the answer is "answer".
@@ -41,24 +39,8 @@ const RENDER = {
   parameters: { type: 'object', properties: { scene: { type: 'string' } } },
 };
 
-async function collect(stream) {
-  const out = [];
-  for await (const e of stream) out.push(e);
-  return out;
-}
-
-async function withRuntime(fn, config = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrt-node-jobs-'));
-  const rt = agentrt.Runtime.open({
-    data_dir: dir, model: { type: 'demo' }, workers: 2, flush_interval_ms: 5, sweep_interval_ms: 50, ...config,
-  }, { model: jobModel });
-  try {
-    return await fn(rt);
-  } finally {
-    await rt.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+// A runtime whose model is jobModel, closed and removed after fn.
+const withJobRuntime = (fn) => withRuntime(fn, { model: jobModel });
 
 function jobNotes(history) {
   return history.filter((m) => m.metadata && typeof m.metadata === 'object' && 'job_id' in m.metadata);
@@ -84,7 +66,7 @@ async function waitDelivered(rt, jobId) {
 test('a JS tool starts a job; the host completes it from another thread; history and the stream show it', async () => {
   const seen = [];
   const refusals = [];
-  await withRuntime(async (rt) => {
+  await withJobRuntime(async (rt) => {
     rt.tool(RENDER, async (args, call) => {
       seen.push([call.jobId, call.jobConfirmed, call.toolCallId]);
       try {
@@ -170,7 +152,7 @@ test('a JS tool starts a job; the host completes it from another thread; history
 });
 
 test('a failed job reaches history with its code', async () => {
-  await withRuntime(async (rt) => {
+  await withJobRuntime(async (rt) => {
     rt.tool(RENDER, (args, call) => { call.startJob({ status: 'queued' }); });
     await rt.wait(rt.startTurn('t-node-fail', 'render', { userId: 'u1' }).turnId);
     const [job] = rt.jobs('t-node-fail');
@@ -187,7 +169,7 @@ test('a failed job reaches history with its code', async () => {
 
 test('cancel calls the hook once with the cancelled record; expiry calls it from the sweeper', async () => {
   const hooked = [];
-  await withRuntime(async (rt) => {
+  await withJobRuntime(async (rt) => {
     const timeouts = [undefined, 100, undefined]; // the second job expires after 100 ms
     rt.tool(RENDER, (args, call) => { call.startJob({ timeoutMs: timeouts.shift() }); });
     let hookedTwice;
@@ -229,7 +211,7 @@ test('cancel calls the hook once with the cancelled record; expiry calls it from
 
 test('a confirmation is answered through resume and the tool runs again confirmed', async () => {
   const calls = [];
-  await withRuntime(async (rt) => {
+  await withJobRuntime(async (rt) => {
     rt.tool({ ...RENDER, name: 'costly_render' }, (args, call) => {
       calls.push([call.jobId, call.jobConfirmed]);
       if (call.jobConfirmed) {
@@ -267,7 +249,7 @@ test('a confirmation is answered through resume and the tool runs again confirme
 });
 
 test('a repeated start returns deltaMessages, the same as turnMessages', async () => {
-  await withRuntime(async (rt) => {
+  await withJobRuntime(async (rt) => {
     const first = rt.startTurn('t-node-delta', 'hi', { userId: 'u1', clientMessageId: 'cm-1' });
     assert.equal(first.existing, false);
     assert.equal('deltaMessages' in first, false);

@@ -10,6 +10,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 
 const agentrt = require('..');
 const { koffi } = require('../lib/capi');
+const { collect, withRuntime } = require('../test_support');
 
 const RUN1 = ['RUN_STARTED', 'STEP_STARTED', 'CUSTOM', 'STEP_FINISHED', 'STEP_STARTED', 'TOOL_CALL_START',
   'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'STEP_FINISHED', 'RUN_FINISHED'];
@@ -24,26 +25,6 @@ function shape(events) {
     if (!(streamed && out[out.length - 1] === e.type)) out.push(e.type);
   }
   return out;
-}
-
-async function collect(stream) {
-  const out = [];
-  for await (const e of stream) out.push(e);
-  return out;
-}
-
-// A runtime on a temp dir, closed and removed after fn.
-async function withRuntime(fn, { config = {}, model } = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrt-node-'));
-  const rt = agentrt.Runtime.open({
-    data_dir: dir, model: { type: 'demo' }, workers: 2, flush_interval_ms: 5, sweep_interval_ms: 50, ...config,
-  }, { model });
-  try {
-    return await fn(rt);
-  } finally {
-    await rt.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 const BOOK_ROOM = {

@@ -3,7 +3,6 @@ job from another thread, the outcome reaches history and the event stream; cance
 confirmation interrupts, deltaMessages. Run: python3 -m unittest discover -s tests"""
 import os
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -11,6 +10,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import agentrt  # noqa: E402
+from runtime_case import RuntimeCase  # noqa: E402
 
 
 def job_model(request, stream):
@@ -36,16 +36,9 @@ def job_notes(history):
     return [m for m in history if isinstance(m.get("metadata"), dict) and "job_id" in m["metadata"]]
 
 
-class JobCase(unittest.TestCase):
-    def setUp(self):
-        self._dir = tempfile.TemporaryDirectory(prefix="agentrt-py-jobs-")
-        self.addCleanup(self._dir.cleanup)
-
+class JobCase(RuntimeCase):
     def runtime(self, **extra):
-        cfg = {"data_dir": self._dir.name, "model": {"type": "demo"}, "workers": 2, "flush_interval_ms": 5,
-               "sweep_interval_ms": 50}
-        cfg.update(extra)
-        return agentrt.Runtime(cfg, model=job_model)
+        return agentrt.Runtime(self.config(**extra), model=job_model)
 
     def wait_delivered(self, rt, job_id):
         """Until the job's outcome is in history: its delivery commits events on the job's thread, so look again

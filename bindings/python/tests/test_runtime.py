@@ -3,7 +3,6 @@ a tool that raises, a duplicate resume, errors, schemas and streams. Run: python
 import asyncio
 import os
 import sys
-import tempfile
 import threading
 import time
 import typing
@@ -13,6 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import agentrt  # noqa: E402
 from agentrt import _capi  # noqa: E402
+from runtime_case import RuntimeCase  # noqa: E402
 
 RUN1 = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TOOL_CALL_START",
         "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]
@@ -28,18 +28,6 @@ def shape(events):
             continue
         out.append(e.type)
     return out
-
-
-class RuntimeCase(unittest.TestCase):
-    def setUp(self):
-        self._dir = tempfile.TemporaryDirectory(prefix="agentrt-py-")
-        self.addCleanup(self._dir.cleanup)
-
-    def config(self, **extra):
-        cfg = {"data_dir": self._dir.name, "model": {"type": "demo"}, "workers": 2, "flush_interval_ms": 5,
-               "sweep_interval_ms": 50}
-        cfg.update(extra)
-        return cfg
 
 
 class GoldenPathB(RuntimeCase):

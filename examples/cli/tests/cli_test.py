@@ -30,6 +30,14 @@ TOOL_LINE = '[tool] book_room {"room":"A1","day":"mon"}'
 APPROVAL_LINE = '[approval needed] book_room {"room":"A1","day":"mon"}'
 
 
+def approved_booking_lines(thread):
+    """What the human view shows after book_room is approved on `thread`, down to the answer."""
+    return ['[approved] book_room {"room":"A1","day":"mon"}',
+            "[result] Booked room A1 on mon",
+            "[card] booking_confirmation v1: booking_id=BK-%s, day=mon, room=A1 (actions: Cancel booking)" % thread,
+            BOOKED_ANSWER]
+
+
 def clean_env():
     """The environment without an OpenAI endpoint, so the demo model is used."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
@@ -185,14 +193,7 @@ class CliTest(unittest.TestCase):
     def test_run_yes_approves_and_the_tool_runs_once(self):
         p = self.cli("run", "--thread", "b1", "--message", "book a room", "--yes")
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout.splitlines(), [
-            TOOL_LINE,
-            APPROVAL_LINE,
-            '[approved] book_room {"room":"A1","day":"mon"}',
-            "[result] Booked room A1 on mon",
-            "[card] booking_confirmation v1: booking_id=BK-b1, day=mon, room=A1 (actions: Cancel booking)",
-            BOOKED_ANSWER,
-        ])
+        self.assertEqual(p.stdout.splitlines(), [TOOL_LINE, APPROVAL_LINE] + approved_booking_lines("b1"))
         messages = self.history("b1")
         self.assertEqual([m["role"] for m in messages], ["user", "assistant", "tool", "assistant"])
         self.assertEqual(messages[1]["toolCalls"][0]["function"]["name"], "book_room")
@@ -253,13 +254,7 @@ class CliTest(unittest.TestCase):
 
         done = self.cli("resume", "--thread", "r1", "--yes")
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stdout.splitlines(), [
-            APPROVAL_LINE,
-            '[approved] book_room {"room":"A1","day":"mon"}',
-            "[result] Booked room A1 on mon",
-            "[card] booking_confirmation v1: booking_id=BK-r1, day=mon, room=A1 (actions: Cancel booking)",
-            BOOKED_ANSWER,
-        ])
+        self.assertEqual(done.stdout.splitlines(), [APPROVAL_LINE] + approved_booking_lines("r1"))
         messages = self.history("r1")
         self.assertEqual([m["role"] for m in messages], ["user", "assistant", "tool", "assistant"])
         self.assert_one_tool_message(messages, None, "Booked room A1 on mon")

@@ -409,7 +409,7 @@ struct AgentServer::Impl final : HttpApp {
   std::shared_ptr<examples::DemoJobs> demo_jobs;  // --demo-jobs: render_preview jobs finished by this process
   std::shared_ptr<Transcriber> transcriber;
   RunRateLimiter limiter;
-  LogLevel log_threshold = LogLevel::info;
+  LogLevel log_threshold;
 
   // Declared in this order so that they go in the other: the HTTP server first, then the work pool (its
   // queued jobs still see the feeds and the runtime), then the feeds, then (above) the runtime.
@@ -451,14 +451,8 @@ struct AgentServer::Impl final : HttpApp {
   std::unordered_map<std::string, int> user_streams;
   int streams = 0;  // under streams_mutex; /health reads it
 
-  explicit Impl(ServerConfig c) : cfg(std::move(c)), limiter(cfg.limits.runs_per_minute, cfg.limits.run_burst) {
-    const std::string& l = cfg.log_level;
-    log_threshold = l == "debug"   ? LogLevel::debug
-                    : l == "warn"  ? LogLevel::warn
-                    : l == "error" ? LogLevel::error
-                    : l == "off"   ? LogLevel::off
-                                   : LogLevel::info;
-  }
+  explicit Impl(ServerConfig c)
+      : cfg(std::move(c)), limiter(cfg.limits.runs_per_minute, cfg.limits.run_burst), log_threshold(cfg.log_level) {}
 
   void log(LogLevel level, std::string_view message) const {
     if (log_threshold == LogLevel::off || level < log_threshold) return;

@@ -41,6 +41,15 @@ std::string string(const json& j, const char* key, const std::string& current) {
   return it->get<std::string>();
 }
 
+// "server config: unknown log level '<s>' (expected one of: debug, info, warn, error, off)".
+LogLevel parse_log_level(const std::string& s) {
+  try {
+    return log_level_from_string(s);
+  } catch (const Error& e) {
+    bad(e.message());
+  }
+}
+
 int64_t parse_int(const std::string& flag, const std::string& value, int64_t lo, int64_t hi) {
   try {
     size_t used = 0;
@@ -169,7 +178,8 @@ ServerConfig server_config_from_json(const json& j) {
     if (!a->is_boolean()) bad("'access_log' must be a boolean");
     c.access_log = a->get<bool>();
   }
-  c.log_level = string(j, "log_level", c.log_level);
+  if (auto l = j.find("log_level"); l != j.end() && !l->is_null())
+    c.log_level = parse_log_level(string(j, "log_level", ""));
   return c;
 }
 
@@ -257,7 +267,7 @@ bool apply_server_flags(int argc, char** argv, ServerConfig& c) {
     } else if (a == "--demo-jobs") {
       c.demo_jobs_ms = static_cast<int>(parse_int(a, value(), 0, 3600000));
     } else if (a == "--log-level") {
-      c.log_level = value();
+      c.log_level = parse_log_level(value());
     } else if (a == "--access-log") {
       c.access_log = true;
     } else {
@@ -275,9 +285,6 @@ void validate_server_config(const ServerConfig& c) {
       bad(fmt::format("user id '{}' {} (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')",
                       user.substr(0, 140), problem));
   }
-  static const char* levels[] = {"debug", "info", "warn", "error", "off"};
-  if (std::find(std::begin(levels), std::end(levels), c.log_level) == std::end(levels))
-    bad(fmt::format("log level '{}' is not debug, info, warn, error or off", c.log_level));
 }
 
 }  // namespace agentrt::server

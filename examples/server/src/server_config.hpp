@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agentrt/json.hpp"
+#include "agentrt/log.hpp"
 
 namespace agentrt::server {
 
@@ -51,7 +52,7 @@ struct ServerConfig {
   int demo_jobs_ms = 0;                   // > 0: the render_preview demo job tool; its jobs finish after this long
   std::vector<std::string> cors_origins;  // origins allowed to call the API from a browser ("*" for any)
   bool access_log = false;                // one line per request on stderr
-  std::string log_level = "info";         // runtime log level on stderr: debug, info, warn, error, off
+  LogLevel log_level = LogLevel::info;    // the least severe runtime log record printed on stderr
 };
 
 // Keys: listen ("host:port"), public_url, tokens ({token: user}), limits ({max_body_bytes, max_upload_bytes,

@@ -2,12 +2,13 @@
 
 import http.server
 import json
+import subprocess
 import threading
 import time
 import unittest
 import urllib.parse
 
-from server_harness import (ALICE, BOB, Server, new_id, run_input, squeeze, types, wait_for)
+from server_harness import (ALICE, BOB, Server, new_id, run_input, server_binary, squeeze, types, wait_for)
 
 RUN_A = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START",
          "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
@@ -774,6 +775,18 @@ class ConfigFileTest(unittest.TestCase):
         bad = dict(config, unknown_key=1)
         with self.assertRaises(RuntimeError):
             Server(config=bad)
+
+    def test_an_unknown_log_level_is_refused_naming_the_levels(self):
+        for args in (["--log-level", "loud"], ["--log-level", "WARN"]):
+            p = subprocess.run([server_binary(), "--listen", "127.0.0.1:0", "--token", ALICE + ":alice"] + args,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("server config: unknown log level '%s' (expected one of: debug, info, warn, error, off)"
+                          % args[1], p.stderr)
+        with self.assertRaises(RuntimeError):
+            Server(config={"log_level": "chatty"})
+        with Server("--log-level", "debug") as srv:  # a known level starts it
+            self.assertEqual(srv.health()["streams"], 0)
 
 
 class FakeTranscriptionService(http.server.BaseHTTPRequestHandler):
