@@ -14,13 +14,13 @@
 #include <fmt/format.h>
 
 #include "agentrt/json_limits.hpp"
+#include "agentrt/json_reader.hpp"
 #include "agentrt/openai.hpp"
 #include "agentrt/scripted_model.hpp"
 #include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
 #include "store/sqlite_store.hpp"
 #include "util/crypto.hpp"
-#include "wire/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -29,7 +29,7 @@ namespace {
 
 // The config's own refusals read "config: <what>"; its objects' keys are checked by the shared JSON reader.
 void only_keys(const json& j, std::initializer_list<std::string_view> keys, const char* where) {
-  const std::string name = fmt::format("config: {}", where);
+  const std::string name = std::string_view(where) == "config" ? std::string(where) : fmt::format("config: {}", where);
   wire::JsonReader(j, name).only_keys(keys);
 }
 

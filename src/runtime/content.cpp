@@ -7,7 +7,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/json_limits.hpp"
-#include "wire/json_reader.hpp"
+#include "agentrt/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -4,7 +4,7 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
-#include "wire/json_reader.hpp"
+#include "agentrt/json_reader.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -41,7 +41,9 @@ TEST_CASE("json reader: a wrong value is invalid_argument in one format, naming 
 }
 
 TEST_CASE("json reader: a wrong value is quoted printable and cut short") {
-  const json j{{"mode", std::string("\x01") + std::string(200, 'x')}};
+  std::string mode(201, 'x');
+  mode[0] = '\x01';
+  const json j{{"mode", mode}};
   const wire::JsonReader in(j, "job_json");
   try {
     in.wrong_value("mode", "\"a\" or \"b\"", j["mode"]);

@@ -203,7 +203,7 @@ test('a JS model that throws fails the turn; a cancelled turn makes the stream t
 test('status codes map to error classes with the library message', async () => {
   assert.throws(() => agentrt.Runtime.open({ colour: 'blue' }), (e) => {
     assert.ok(e instanceof agentrt.InvalidArgument);
-    assert.match(e.message, /^agentrt_runtime_open: config: config: unknown key 'colour'/);
+    assert.match(e.message, /^agentrt_runtime_open: config: unknown key 'colour'/);
     return true;
   });
   let closed;

@@ -238,7 +238,7 @@ class Errors(RuntimeCase):
         with self.assertRaises(agentrt.InvalidArgument) as ctx:
             agentrt.Runtime(self.config(colour="blue"))
         self.assertIsInstance(ctx.exception, ValueError)
-        self.assertIn("agentrt_runtime_open: config: config: unknown key 'colour'", str(ctx.exception))
+        self.assertIn("agentrt_runtime_open: config: unknown key 'colour'", str(ctx.exception))
         with agentrt.Runtime(self.config(demo_tools=True)) as rt:
             with self.assertRaises(agentrt.NotFound) as nf:
                 rt.turn("turn_nope")
