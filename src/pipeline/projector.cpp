@@ -3,18 +3,14 @@
 
 #include <fmt/format.h>
 
+#include "pipeline/facts.hpp"
+
 namespace agentrt {
 inline namespace v1 {
 
 namespace {
 
 constexpr std::string_view kFacts = "agentrt";
-
-std::string string_at(const json& facts, std::string_view key) {
-  if (!facts.is_object()) return {};
-  auto it = facts.find(key);
-  return it != facts.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // The event's metadata without the runtime's part: what a message keeps (null when nothing is left).
 json message_metadata(const json& metadata) {
@@ -93,7 +89,7 @@ std::optional<MessageRecord> Projector::complete(const std::string& run_id, cons
   const bool has_calls = ids != facts.end() && ids->is_array();
   if (has_calls) {
     for (const auto& listed : *ids) {
-      const std::string call_id = listed.is_string() ? listed.get<std::string>() : string_at(listed, "id");
+      const std::string call_id = listed.is_string() ? listed.get<std::string>() : projection::text_of(listed, "id");
       if (call_id.empty()) continue;
       ToolCall call{call_id, {}, {}};
       for (const auto& c : streamed.calls)
@@ -123,7 +119,7 @@ MessageRecord Projector::tool_call_result(const std::string& run_id, const std::
   m.content = std::move(content);
   m.tool_call_id = tool_call_id;
   if (facts.is_object()) {
-    m.error = string_at(facts, "error");
+    m.error = projection::text_of(facts, "error");
     if (auto meta = facts.find("metadata"); meta != facts.end() && meta->is_object()) m.metadata = std::move(*meta);
   }
   return record(run_id, std::move(m));
@@ -141,7 +137,7 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
   switch (e.type) {
     case EventType::RUN_STARTED: {
       if (!facts) return std::nullopt;
-      const std::string turn_id = string_at(*facts, "turnId");
+      const std::string turn_id = projection::text_of(*facts, "turnId");
       if (auto d = facts->find("decision"); d != facts->end() && !turn_id.empty()) {
         begin_run(run_id, turn_id);
         decided(run_id, turn_id, *d);
@@ -190,7 +186,7 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
     case EventType::RUN_ERROR: {
       turn_ended(run_id, e);
       if (!facts) return std::nullopt;
-      auto id = string_at(*facts, "messageId");
+      auto id = projection::text_of(*facts, "messageId");
       if (id.empty()) return std::nullopt;
       Message m;
       m.id = id;

@@ -4,25 +4,14 @@
 #include <tuple>
 
 #include "agentrt/records.hpp"
+#include "pipeline/facts.hpp"
 #include "pipeline/projector.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
-namespace {
-
-const json* member(const json& j, std::string_view key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string text_of(const json& j, std::string_view key) {
-  const json* v = member(j, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-}  // namespace
+using projection::member;
+using projection::text_of;
 
 LedgerStatus ledger_status_of(ToolStatus s) {
   switch (s) {

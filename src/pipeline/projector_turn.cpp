@@ -3,23 +3,16 @@
 // with the next status change, as the runtime has always written them.
 #include "agentrt/stages.hpp"
 #include "agentrt/turn_state.hpp"
+#include "pipeline/facts.hpp"
 #include "pipeline/projector.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
+using projection::member;
+using projection::text_of;
+
 namespace {
-
-const json* member(const json& j, std::string_view key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string text_of(const json& j, std::string_view key) {
-  const json* v = member(j, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
-}
 
 // metadata.agentrt.turn of an event, or null.
 const json* turn_facts(const Event& e) {
