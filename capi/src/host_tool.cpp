@@ -54,8 +54,13 @@ ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data, size_t
     if (!v->is_array()) in.wrong_type("stages", "an array of stage names");
     spec.stages.clear();
     for (const auto& s : *v) {
-      if (s != kIntent && s != kExecution && s != kOrganization)
-        in.wrong_value("stages", fmt::format("stage names ({}, {}, {})", kIntent, kExecution, kOrganization), s);
+      bool known = false;
+      for (Stage st : kStages) known |= s.is_string() && s.get_ref<const std::string&>() == to_string(st);
+      if (!known)
+        in.wrong_value("stages",
+                       fmt::format("stage names ({}, {}, {})", to_string(Stage::intent), to_string(Stage::execution),
+                                   to_string(Stage::organization)),
+                       s);
       spec.stages.push_back(s.get<std::string>());
     }
   }

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentrt/json.hpp"
@@ -10,9 +11,13 @@
 namespace agentrt {
 inline namespace v1 {
 
-inline constexpr const char* kIntent = "intent";
-inline constexpr const char* kExecution = "execution";
-inline constexpr const char* kOrganization = "organization";
+// The three stages of a turn, in the order it runs them.
+enum class Stage { intent, execution, organization };
+inline constexpr Stage kStages[] = {Stage::intent, Stage::execution, Stage::organization};
+
+std::string_view to_string(Stage s) noexcept;  // "intent", "execution", "organization"
+// Throws Error(invalid_argument) "unknown stage 'x' (expected one of: intent, execution, organization)".
+Stage stage_from_string(std::string_view s);
 
 struct StagePolicy {
   // Whether the stage calls the model. A stage that does not is still entered and reported
@@ -34,6 +39,10 @@ struct StagePolicies {
                         std::nullopt};
   StagePolicy organization{false, "Write the final answer for the user from the draft and the tool results.", "",
                            json::object(), std::vector<std::string>{}};
+
+  const StagePolicy& of(Stage s) const {
+    return s == Stage::intent ? intent : s == Stage::organization ? organization : execution;
+  }
 };
 
 void to_json(json& j, const StagePolicy& p);

@@ -157,7 +157,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
     ctx.turn.status = TurnStatus::running;
     runner.stage_turn();  // its RUN_STARTED went out with the decision
-    const std::string stage = ctx.turn.stage.empty() ? std::string(kExecution) : ctx.turn.stage;
+    const Stage stage = stage_of(ctx.turn.stage);
     runner.begin_step(stage);
     // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is
     // emitted for them: their START/ARGS/END went out in the paused run). A call found `started` was cut
@@ -212,7 +212,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
       runner.pause(confirm);  // a confirmed call's tool asked again, or an approved one asks now
       return;
     }
-    runner.run_stages(stage_index(stage));
+    runner.run_stages(stage);
   });
   return close_run(*this, ctx, deferred);
 }

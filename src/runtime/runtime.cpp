@@ -181,7 +181,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   turn.status = TurnStatus::running;
   turn.client_message_id = client_id;
   turn.run_id = input.run_id.empty() ? new_id("run") : input.run_id;
-  turn.stage = kIntent;
+  turn.stage = to_string(Stage::intent);
   turn.owner = cfg.instance_id;
 
   MessageRecord user{turn.thread_id, 0, turn.id, turn.run_id, msg};

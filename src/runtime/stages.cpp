@@ -54,14 +54,13 @@ void to_json(json& j, const StagePolicies& p) {
 void from_json(const json& j, StagePolicies& p) {
   if (!j.is_object()) throw Error(ErrorCode::invalid_argument, "stages must be an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == kIntent)
-      from_json(*it, p.intent);
-    else if (it.key() == kExecution)
-      from_json(*it, p.execution);
-    else if (it.key() == kOrganization)
-      from_json(*it, p.organization);
-    else
-      throw Error(ErrorCode::invalid_argument, fmt::format("stages: unknown stage '{}'", it.key()));
+    Stage s = Stage::execution;
+    try {
+      s = stage_from_string(it.key());
+    } catch (const Error& e) {
+      throw Error(ErrorCode::invalid_argument, fmt::format("stages: {}", e.message()));
+    }
+    from_json(*it, s == Stage::intent ? p.intent : s == Stage::organization ? p.organization : p.execution);
   }
 }
 

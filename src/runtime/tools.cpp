@@ -1,5 +1,7 @@
 #include "agentrt/tools.hpp"
 
+#include "agentrt/stages.hpp"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -122,9 +124,13 @@ void ToolRegistry::add(ToolSpec spec) {
                 fmt::format("tool '{}': parameters must be a JSON Schema of type object", spec.name));
   if (spec.timeout.count() <= 0)
     throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}': timeout must be positive", spec.name));
-  for (const auto& s : spec.stages)
-    if (s != "intent" && s != "execution" && s != "organization")
-      throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}': unknown stage '{}'", spec.name, s));
+  for (const auto& s : spec.stages) {
+    try {
+      stage_from_string(s);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}': {}", spec.name, e.message()));
+    }
+  }
   JsonSchema schema(spec.parameters);  // throws invalid_argument for a schema we cannot check
   auto entry = std::make_shared<Entry>(Entry{std::move(spec), std::move(schema)});
   std::lock_guard<std::mutex> lock(mutex_);

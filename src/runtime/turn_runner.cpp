@@ -44,22 +44,22 @@ TurnRunner::TurnRunner(Runtime::Impl& rt, RunCtx& ctx) : rt_(rt), ctx_(ctx), com
   turn_usage_ = usage_from_json(ctx.turn.usage);
 }
 
-void TurnRunner::run_stages(int start) {
+void TurnRunner::run_stages(Stage start) {
   std::string intent = ctx_.turn.intent;
   std::string draft;
-  for (int i = start; i < 3; ++i) {
-    const std::string stage = kStageOrder[i];
-    const StagePolicy& policy = policy_of(rt_.cfg.stages, stage);
-    if (ctx_.open_step != stage) begin_step(stage);
+  for (Stage stage : kStages) {
+    if (stage < start) continue;
+    const StagePolicy& policy = rt_.cfg.stages.of(stage);
+    if (ctx_.open_step != to_string(stage)) begin_step(stage);
     const bool org_writes = rt_.cfg.stages.organization.call_model;
-    if (stage == kIntent) {
+    if (stage == Stage::intent) {
       if (policy.call_model) {
         std::string text;
         if (!stage_loop(stage, policy, Visibility::hidden, false, text)) return;
         ctx_.turn.intent = text;
         ctx_.em->emit(events::custom("agentrt.intent", json{{"text", text}}));
       }
-    } else if (stage == kExecution) {
+    } else if (stage == Stage::execution) {
       if (!stage_loop(stage, policy, org_writes ? Visibility::reasoning : Visibility::text, !org_writes, draft)) return;
     } else if (policy.call_model) {
       draft_ = draft;
@@ -71,11 +71,12 @@ void TurnRunner::run_stages(int start) {
   finish_completed();
 }
 
-void TurnRunner::begin_step(const std::string& stage) {
+void TurnRunner::begin_step(Stage stage) {
   check_cancel();
-  ctx_.em->step_started(stage);
-  ctx_.open_step = stage;
-  ctx_.turn.stage = stage;
+  const std::string_view name = to_string(stage);
+  ctx_.em->step_started(name);
+  ctx_.open_step = name;
+  ctx_.turn.stage = name;
 }
 
 void TurnRunner::end_step() {
@@ -101,14 +102,14 @@ void TurnRunner::end_facts(Event& e) {
   e.metadata["agentrt"]["turn"] = std::move(row);
 }
 
-bool TurnRunner::stage_loop(const std::string& stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
+bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
                             std::string& final_text) {
   for (;;) {
     check_cancel();
     if (ctx_.turn.steps >= rt_.cfg.max_steps)
       throw Error(ErrorCode::invalid_state,
                   fmt::format("step limit reached: {} model calls in this turn", rt_.cfg.max_steps));
-    auto defs = rt_.tools.definitions(stage, policy.tools);
+    auto defs = rt_.tools.definitions(to_string(stage), policy.tools);
     ModelRequest req = build_request(stage, policy, defs);
     Answer answer = call_model(req, vis, final_candidate);
     if (answer.result.tool_calls.empty()) {
@@ -119,19 +120,18 @@ bool TurnRunner::stage_loop(const std::string& stage, const StagePolicy& policy,
   }
 }
 
-ModelRequest TurnRunner::build_request(const std::string& stage, const StagePolicy& policy,
-                                       std::vector<ToolDefinition> defs) {
+ModelRequest TurnRunner::build_request(Stage stage, const StagePolicy& policy, std::vector<ToolDefinition> defs) {
   ContextInput in;
   in.system_prompt = policy.system_prompt;
-  if (stage != kIntent && !ctx_.turn.intent.empty())
+  if (stage != Stage::intent && !ctx_.turn.intent.empty())
     in.system_notes.push_back("The user's intent: " + ctx_.turn.intent);
-  if (stage == kOrganization && !draft_.empty()) in.system_notes.push_back("Draft answer:\n" + draft_);
+  if (stage == Stage::organization && !draft_.empty()) in.system_notes.push_back("Draft answer:\n" + draft_);
   in.turn_id = ctx_.turn.id;
   in.budget_chars = rt_.cfg.context_budget_chars;
   ModelRequest req;
   req.messages = build_context(in, ctx_.history, ctx_.full_results);
   rt_.media_for_model(req.messages, ctx_.media_cache);
-  req.stage = stage;
+  req.stage = to_string(stage);
   req.model = policy.model;
   req.params = policy.params;
   req.tools = std::move(defs);
@@ -272,7 +272,7 @@ TurnRunner::Answer TurnRunner::call_model(const ModelRequest& req, Visibility vi
     ctx_.open_tool_calls.erase(c.id);
   }
   const auto& calls = result.tool_calls;
-  std::vector<Requested> requested = request(req.stage, calls);
+  std::vector<Requested> requested = request(stage_of(req.stage), calls);
   json listed = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     const LedgerEntry& l = requested[i].entry;
@@ -295,7 +295,6 @@ TurnRunner::Answer TurnRunner::call_model(const ModelRequest& req, Visibility vi
   std::vector<std::string> missing(ctx_.open_tool_calls.begin(), ctx_.open_tool_calls.end());
   ctx_.open_tool_calls.clear();
   const bool text_open = vis == Visibility::text && (!ctx_.open_text.empty() || !result.text.empty() || is_final);
-  if (vis == Visibility::text && !text_open) streamed.clear();
   if (vis == Visibility::text && text_open && ctx_.open_text.empty()) streamed = result.text;
   if (persist && streamed != result.text) facts["content"] = result.text;
   if (!calls.empty()) facts["toolCalls"] = std::move(listed);
@@ -339,9 +338,9 @@ TurnRunner::Answer TurnRunner::call_model(const ModelRequest& req, Visibility vi
   return Answer{std::move(result), std::move(requested)};
 }
 
-std::vector<TurnRunner::Requested> TurnRunner::request(const std::string& stage,
-                                                       const std::vector<ModelToolCall>& calls) {
-  const StagePolicy& policy = policy_of(rt_.cfg.stages, stage);
+std::vector<TurnRunner::Requested> TurnRunner::request(Stage stage_id, const std::vector<ModelToolCall>& calls) {
+  const StagePolicy& policy = rt_.cfg.stages.of(stage_id);
+  const std::string stage(to_string(stage_id));
   std::vector<Requested> out;
   int ordinal = 0;
   for (const auto& c : calls) {
@@ -591,7 +590,7 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
     std::vector<LedgerEntry> none;  // a new turn has no tool calls yet
     load_run_state(*cfg.store, ctx, &none, deferred && deferred->history ? &*deferred->history : nullptr);
     runner.check_cancel();
-    runner.run_stages(0);
+    runner.run_stages(Stage::intent);
   });
   return close_run(*this, ctx, deferred);
 }

@@ -23,18 +23,11 @@ inline namespace v1 {
 
 // What the runner's parts share (inline: one definition for the three files).
 namespace turn {
-inline const char* const kStageOrder[] = {kIntent, kExecution, kOrganization};
-
-inline int stage_index(std::string_view s) {
-  for (int i = 0; i < 3; ++i)
-    if (s == kStageOrder[i]) return i;
-  return 1;
-}
-
-inline const StagePolicy& policy_of(const StagePolicies& p, std::string_view s) {
-  if (s == kIntent) return p.intent;
-  if (s == kOrganization) return p.organization;
-  return p.execution;
+// The stage a stored turn is in (a row's text; execution when it names none or no stage).
+inline Stage stage_of(std::string_view s) {
+  for (Stage st : kStages)
+    if (s == to_string(st)) return st;
+  return Stage::execution;
 }
 
 inline bool is_size_limit(const std::exception& e) {
@@ -112,8 +105,8 @@ class TurnRunner {
   TurnRunner(Runtime::Impl& rt, RunCtx& ctx);
 
   // Runs the stages from `start` on. `step_open`: the continuation already opened the stage's step.
-  void run_stages(int start);
-  void begin_step(const std::string& stage);
+  void run_stages(Stage start);
+  void begin_step(Stage stage);
   void end_step();
   void check_cancel();
   // The turn's usage, into ctx_.turn (its row is the projector's, from the events).
@@ -123,9 +116,9 @@ class TurnRunner {
   void end_facts(Event& e);
 
   // The model/tool loop of one stage. Returns false when the run paused for approval.
-  bool stage_loop(const std::string& stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
+  bool stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
                   std::string& final_text);
-  ModelRequest build_request(const std::string& stage, const StagePolicy& policy, std::vector<ToolDefinition> defs);
+  ModelRequest build_request(Stage stage, const StagePolicy& policy, std::vector<ToolDefinition> defs);
   std::string unique_call_id(std::string_view proposed);
   class Sink;
   json worker_output(const std::string& answer);
@@ -142,7 +135,7 @@ class TurnRunner {
   };
   // Calls the model and emits its answer; the message's completion carries its calls' ledger facts.
   Answer call_model(const ModelRequest& req, Visibility vis, bool final_candidate);
-  std::vector<Requested> request(const std::string& stage, const std::vector<ModelToolCall>& calls);
+  std::vector<Requested> request(Stage stage, const std::vector<ModelToolCall>& calls);
 
   // Records the calls of one model response (their entries came with the message), runs those that need no
   // approval, and pauses for the rest. Returns false when the run paused.

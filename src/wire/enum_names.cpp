@@ -12,6 +12,7 @@
 #include "agentrt/ledger_state.hpp"
 #include "agentrt/log.hpp"
 #include "agentrt/outputs.hpp"
+#include "agentrt/stages.hpp"
 #include "agentrt/turn_state.hpp"
 #include "util/printable.hpp"
 
@@ -81,6 +82,9 @@ constexpr auto kTurnStatuses =
                                            {TurnStatus::expired, "EXPIRED"},
                                            {TurnStatus::cancelled, "CANCELLED"}});
 
+constexpr auto kStageNames = enum_names<Stage>(
+    "stage", {{Stage::intent, "intent"}, {Stage::execution, "execution"}, {Stage::organization, "organization"}});
+
 constexpr auto kLogLevels = enum_names<LogLevel>("log level", {{LogLevel::debug, "debug"},
                                                                {LogLevel::info, "info"},
                                                                {LogLevel::warn, "warn"},
@@ -121,6 +125,9 @@ ToolStatus tool_status_from_string(std::string_view s) { return kToolStatuses.pa
 
 std::string_view to_string(TurnStatus s) noexcept { return kTurnStatuses.name(s); }
 TurnStatus turn_status_from_string(std::string_view s) { return kTurnStatuses.parse(s); }
+
+std::string_view to_string(Stage s) noexcept { return kStageNames.name(s); }
+Stage stage_from_string(std::string_view s) { return kStageNames.parse(s); }
 
 std::string_view to_string(LogLevel l) noexcept { return kLogLevels.name(l); }
 LogLevel log_level_from_string(std::string_view s) { return kLogLevels.parse(s); }

@@ -11,6 +11,7 @@
 #include "agentrt/ledger_state.hpp"
 #include "agentrt/log.hpp"
 #include "agentrt/outputs.hpp"
+#include "agentrt/stages.hpp"
 #include "agentrt/turn_state.hpp"
 
 using namespace agentrt;
@@ -51,6 +52,9 @@ TEST_CASE("enum names: every name reads back as its value") {
   check_round_trip(
       {ToolStatus::succeeded, ToolStatus::failed, ToolStatus::rejected, ToolStatus::expired, ToolStatus::interrupted},
       tool_status_from_string);
+  check_round_trip({Stage::intent, Stage::execution, Stage::organization}, stage_from_string);
+  check_round_trip({LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error, LogLevel::off},
+                   log_level_from_string);
   check_round_trip({TurnStatus::running, TurnStatus::waiting_approval, TurnStatus::resuming, TurnStatus::completed,
                     TurnStatus::failed, TurnStatus::expired, TurnStatus::cancelled},
                    turn_status_from_string);
@@ -77,6 +81,8 @@ TEST_CASE("enum names: an unknown name is invalid_argument naming the kind, the 
   CHECK(refusal([](std::string_view s) { turn_status_from_string(s); }, "running") ==
         "unknown turn status 'running' (expected one of: RUNNING, WAITING_APPROVAL, RESUMING, COMPLETED, FAILED, "
         "EXPIRED, CANCELLED)");
+  CHECK(refusal([](std::string_view s) { stage_from_string(s); }, "planning") ==
+        "unknown stage 'planning' (expected one of: intent, execution, organization)");
   // The value is quoted printable-escaped and bounded: it may come from a hostile caller or a damaged row.
   const std::string hostile = "a\nb\xff" + std::string(100, 'x');
   const std::string m = refusal([](std::string_view s) { tool_status_from_string(s); }, hostile);
