@@ -53,6 +53,19 @@ TEST_CASE("the projector derives each message from the events that carry it") {
   CHECK(a->message.tool_calls[0].arguments == "{\"q\":1}");
   CHECK(a->message.metadata.is_null());
 
+  // A call whose final form differs from what was streamed: the completion restates its name and arguments.
+  CHECK_FALSE(p.apply("run1", events::tool_call_start("c9", "serch", "m-b")));
+  CHECK_FALSE(p.apply("run1", events::tool_call_args("c9", "{\"q\"")));
+  auto restated = p.apply(
+      "run1",
+      with_facts(events::tool_call_end("c9"),
+                 {{"message", {{"toolCalls", {{{"id", "c9"}, {"name", "search"}, {"arguments", "{\"q\":2}"}}}}}}}));
+  REQUIRE(restated.has_value());
+  CHECK(restated->message.id == "m-b");
+  REQUIRE(restated->message.tool_calls.size() == 1);
+  CHECK(restated->message.tool_calls[0].name == "search");
+  CHECK(restated->message.tool_calls[0].arguments == "{\"q\":2}");
+
   // A tool message: content from the event, metadata and error from metadata.agentrt.
   Event result = events::tool_call_result("m-t", "c1", "no hits", json{{"tool_agent_output", {{"status", "failed"}}}});
   result.metadata["agentrt"] = {{"error", "nothing found"}, {"metadata", {{"tool_name", "search"}}}};
