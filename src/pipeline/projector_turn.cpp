@@ -123,7 +123,8 @@ void Projector::turn_ended(const std::string& run_id, const Event& e) {
     const json* interrupts = member(e.outcome, "interrupts");
     t->interrupts = interrupts && interrupts->is_array() ? *interrupts : json::array();
     if (!t->interrupts.empty())
-      t->approval_request_id = text_of(t->interrupts[0].value("metadata", json()), "approvalRequestId");
+      if (const json* meta = member(t->interrupts[0], "metadata"))
+        t->approval_request_id = text_of(*meta, "approvalRequestId");
   } else if (to != TurnStatus::failed) {
     t->interrupts = json::array();
   }

@@ -111,7 +111,7 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
                   fmt::format("step limit reached: {} model calls in this turn", rt_.cfg.max_steps));
     auto defs = rt_.tools.definitions(to_string(stage), policy.tools);
     ModelRequest req = build_request(stage, policy, defs);
-    Answer answer = call_model(req, vis, final_candidate);
+    Answer answer = call_model(stage, req, vis, final_candidate);
     if (answer.result.tool_calls.empty()) {
       final_text = answer.result.text;
       return true;
@@ -236,7 +236,7 @@ json TurnRunner::worker_output(const std::string& answer) {
   return json(w);
 }
 
-TurnRunner::Answer TurnRunner::call_model(const ModelRequest& req, Visibility vis, bool final_candidate) {
+TurnRunner::Answer TurnRunner::call_model(Stage stage, const ModelRequest& req, Visibility vis, bool final_candidate) {
   Sink sink(*this, vis, new_id("msg"));
   ModelResult result = rt_.cfg.model->complete(req, sink, ctx_.handle->cancel);
   rt_.model_calls.fetch_add(1, std::memory_order_relaxed);
@@ -272,7 +272,7 @@ TurnRunner::Answer TurnRunner::call_model(const ModelRequest& req, Visibility vi
     ctx_.open_tool_calls.erase(c.id);
   }
   const auto& calls = result.tool_calls;
-  std::vector<Requested> requested = request(stage_of(req.stage), calls);
+  std::vector<Requested> requested = request(stage, calls);
   json listed = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     const LedgerEntry& l = requested[i].entry;

@@ -23,7 +23,7 @@ inline namespace v1 {
 
 // What the runner's parts share (inline: one definition for the three files).
 namespace turn {
-// The stage a stored turn is in (a row's text; execution when it names none or no stage).
+// The stage a stored turn is in (a row's text, which may be damaged: execution when it names no stage).
 inline Stage stage_of(std::string_view s) {
   for (Stage st : kStages)
     if (s == to_string(st)) return st;
@@ -134,7 +134,7 @@ class TurnRunner {
     std::vector<Requested> calls;  // one per result.tool_calls
   };
   // Calls the model and emits its answer; the message's completion carries its calls' ledger facts.
-  Answer call_model(const ModelRequest& req, Visibility vis, bool final_candidate);
+  Answer call_model(Stage stage, const ModelRequest& req, Visibility vis, bool final_candidate);
   std::vector<Requested> request(Stage stage, const std::vector<ModelToolCall>& calls);
 
   // Records the calls of one model response (their entries came with the message), runs those that need no

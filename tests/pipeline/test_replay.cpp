@@ -343,3 +343,17 @@ TEST_CASE("a turn row written beside the log is found by the replay") {
   back.expected_version = turn.version + 1;
   h.store->commit(back);
 }
+
+TEST_CASE("a damaged interrupt in a stored log pauses the turn without naming a request (no exception)") {
+  Projector p("t1");
+  p.apply("run1",
+          with_facts(events::run_started("t1", "run1"),
+                     {{"turnId", "turn1"}, {"turn", {{"userId", "u1"}, {"owner", "rt_a"}, {"stage", "intent"}}}}));
+  p.take_turn();
+  CHECK_NOTHROW(
+      p.apply("run1", events::run_finished("t1", "run1", {{"type", "interrupt"}, {"interrupts", json::array({1})}})));
+  auto paused = p.take_turn();
+  REQUIRE(paused.has_value());
+  CHECK(paused->status == TurnStatus::waiting_approval);
+  CHECK(paused->approval_request_id.empty());
+}
