@@ -30,6 +30,9 @@ json turn_interrupts_to_json(const TurnRecord& t);
 //  version, createdAt, updatedAt, message?, result?, error?: {code, message}, confirmation?, confirmMessage?,
 //  timeoutMs?, expiresAt?, finishedAt?}
 json job_to_json(const JobRecord& j);
+// Its inverse: job_from_json(job_to_json(j)) == j. Throws Error(invalid_argument) for anything job_to_json
+// does not write (the projector reads the records of `CUSTOM agentrt.job` events with it).
+JobRecord job_from_json(const json& j);
 
 // {id, title, createdAt, updatedAt, lastSeq}: a thread as its owner lists it.
 json thread_to_json(const ThreadRecord& t);

@@ -133,7 +133,9 @@ TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id,
 // nested deeper than limits.max_json_depth.
 std::vector<Decision> decisions_from_agui_resume(const json& resume, const InputLimits& limits = {});
 
-// Pulls a thread's events: first the committed ones after the start sequence, then the live tail.
+// Pulls a thread's events: first the committed ones after the start sequence, then the live tail. These are the
+// AG-UI events of the thread's runs, each with its sequence number in the thread's log; the log's own records
+// (a job's change that no run carries, such as a host's progress report) are skipped.
 // Thread-safe: next() from one consumer thread, close() and on_ready() from any.
 class Subscription {
  public:
@@ -211,8 +213,10 @@ class Runtime {
   // The user's threads that are not deleted, most recently updated first, each with its last_seq.
   std::vector<ThreadRecord> threads(std::string_view user_id);
   // A page of a user's thread's committed events: those after `after_seq`, in order, at most `limit`
-  // (1..kMaxEventsPage); empty past the last one. Error(not_found) for an unknown, deleted or another user's
-  // thread, Error(invalid_argument) for a negative after_seq or a limit out of range.
+  // (1..kMaxEventsPage); empty past the last one. Like subscribe(), it gives the AG-UI events of the thread's
+  // runs: the log's own records (a job's change outside any run) are skipped, so sequence numbers may jump.
+  // Error(not_found) for an unknown, deleted or another user's thread, Error(invalid_argument) for a negative after_seq
+  // or a limit out of range.
   std::vector<StoredEvent> events_page(std::string_view thread_id, std::string_view user_id, int64_t after_seq,
                                        size_t limit);
   // The thread's latest turn, whatever its status; nullopt when it has none.

@@ -105,6 +105,7 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
       backlog_.pop_front();
       if (e.seq <= delivered_) continue;
       delivered_ = e.seq;
+      if (e.run_id.empty()) continue;  // a record of the log's own (no run's event): not for clients
       return e;
     }
     if (catching_up_) {
@@ -128,6 +129,7 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
         break;
       }
       delivered_ = e.seq;
+      if (e.run_id.empty()) continue;
       return e;
     }
     if (catching_up_) continue;

@@ -159,6 +159,7 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
     case EventType::CUSTOM:
       if (e.name == "agentrt.started") started(run_id, e.value);
       if (e.name == "agentrt.intent") turn_intent(run_id, e.value);
+      if (e.name == "agentrt.job") job_changed(e.value);
       return std::nullopt;
     case EventType::TEXT_MESSAGE_START: text_start(e.message_id); return std::nullopt;
     case EventType::TEXT_MESSAGE_CONTENT: text_content(e.message_id, e.delta); return std::nullopt;

@@ -18,6 +18,10 @@
 //   - waiting for a person (the interrupt id; a job confirmation moves the call back to requested): the pause's
 //     RUN_FINISHED interrupts;
 //   - the outcome: TOOL_CALL_RESULT (metadata.tool_agent_output: its status and the output).
+// and the jobs: CUSTOM agentrt.job carries a job's record as its change commits it (version 0: the job is new;
+// else the change compares-and-sets against version - 1). Within a run it is one of the run's events; a change
+// no run carries (a host's progress report, an outcome that waits for the thread's open run to end) is a
+// record without a run: the log's, never shown to a client (see Runtime::subscribe and events_page).
 // metadata.agentrt is the runtime's and is not copied into a message. Replaying a thread's stored log
 // rebuilds its stored history and ledger (tests/pipeline/test_replay.cpp).
 // Not thread-safe: the emitter that owns it calls it under its lock.
@@ -83,6 +87,11 @@ class Projector {
   void turn_started(const std::string& run_id, const std::string& turn_id, const Event& e);
   void turn_step(const std::string& run_id, std::string_view step);
 
+  // The job writes of the agentrt.job events since the last call, in order (the emitter stages them).
+  std::vector<JobWrite> take_job_writes();
+  // Every job of the log as its last record says, in the order they first appeared (the replay).
+  std::vector<JobRecord> jobs() const;
+
   // The turns whose runs it has seen.
   std::vector<std::string> turns() const;
   // Every entry of a turn, by run, ordinal and call id.
@@ -110,6 +119,7 @@ class Projector {
   void interrupted(const std::string& run_id, const json& outcome);
   void outcome(const std::string& run_id, const std::string& tool_call_id, const ToolOutcome& o);
   static std::optional<ToolOutcome> outcome_of(const Event& e);
+  void job_changed(const json& value);  // projector_jobs.cpp
   // The turn's part (projector_turn.cpp).
   TurnRecord* turn_of_event(const std::string& run_id);
   void move_turn(TurnRecord& t, TurnStatus to);
@@ -125,7 +135,10 @@ class Projector {
   std::vector<std::pair<std::string, std::string>> changed_;           // keys changed since the last take
   std::optional<ApprovalRecord> approval_;
   std::map<std::string, TurnRecord, std::less<>> turns_;
-  std::string changed_turn_;  // the turn whose status changed since the last take
+  std::string changed_turn_;          // the turn whose status changed since the last take
+  std::vector<JobWrite> job_writes_;  // since the last take
+  std::vector<JobRecord> jobs_;       // the replay's view: each job's last record
+  std::map<std::string, size_t, std::less<>> job_at_;
 };
 
 // The ledger status a call's outcome moves it to.

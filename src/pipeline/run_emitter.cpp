@@ -42,6 +42,7 @@ void RunEmitter::project(std::optional<MessageRecord> m) {
       batch_->ledger.push_back(std::move(l));
   }
   if (auto a = projector_.take_approval()) batch_->approval = std::move(*a);
+  for (auto& w : projector_.take_job_writes()) batch_->jobs.push_back(std::move(w));
   if (auto t = projector_.take_turn()) {
     batch_->expected_version = turn_version_;
     batch_->turn = std::move(*t);
@@ -178,18 +179,6 @@ void RunEmitter::create_thread(ThreadRecord t) {
   if (!staging()) return;
   note_pending();
   batch_->create_thread = std::move(t);
-}
-
-void RunEmitter::put_job(const JobWrite& w) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!staging()) return;
-  note_pending();
-  for (auto& x : batch_->jobs)
-    if (x.job.id == w.job.id) {
-      x.job = w.job;
-      return;
-    }
-  batch_->jobs.push_back(w);
 }
 
 void RunEmitter::add_compensation(std::function<void()> undo) {

@@ -1,6 +1,6 @@
 // The run emitter: a run's write buffer. It takes events, stages the history messages, ledger entries, approval
-// records and turn rows the projector derives from them, commits (Store::commit: the only code that does) and then
-// publishes to the event hub.
+// records, turn rows and job rows the projector derives from them, commits (Store::commit: the only code that does) and
+// then publishes to the event hub.
 #pragma once
 
 #include <chrono>
@@ -39,6 +39,8 @@ class RunEmitter {
   using Committed = std::function<void(const CommitBatch&)>;
   // Called once, on the thread whose flush failed for good (the flusher's too): how the run learns at once.
   using Failed = std::function<void()>;
+  // An empty `run_id`: what it commits are the log's own records, of no run (a job's change outside a run),
+  // which subscribers and event pages skip.
   RunEmitter(Store& store, EventHub& hub, std::string thread_id, std::string run_id, Committed on_commit = {},
              CommitRetry retry = {}, Failed on_failed = {});
 
@@ -73,9 +75,6 @@ class RunEmitter {
   // against the last committed version. Every other change of the row is the projector's.
   void set_turn(const TurnRecord& t);
   void create_thread(ThreadRecord t);
-  // Stages a job write; a second write of the same job in one batch replaces the first (keeping its
-  // expected version).
-  void put_job(const JobWrite& w);
   // Objects written for this batch, deleted again if the commit fails (compensation).
   void add_compensation(std::function<void()> undo);
   void set_run_id(std::string run_id);

@@ -203,10 +203,9 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   auto handle = register_run(turn->id);
   auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
-    // The decision commits whole: the turn, the jobs, and the resumed run's RUN_STARTED, which carries the
-    // decision (the projector derives the ledger's decisions and the approval record from it).
+    // The decision commits whole: the resumed run's RUN_STARTED, which carries the decision (the projector
+    // derives the turn's move, the ledger's decisions and the approval record from it), and the jobs it changes.
     RunEmitter::Unit unit(*em);
-    for (const auto& j : job_updates) em->put_job(j);
     json calls = json::object();
     for (const auto& l : updates) calls[l.tool_call_id] = l.decision;
     json decision = json::object();
@@ -220,6 +219,8 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     em->seed_turn(*turn);
     em->seed_ledger(stored_ledger);
     em->emit(started);
+    // The confirmations' jobs, confirmed or declined: changes of the resumed run.
+    for (auto& j : job_updates) em->emit(events::custom("agentrt.job", job_change(j.job, j.expected_version)));
   }
   auto lost = [&](const Error& e) -> json {
     if (e.code() == ErrorCode::conflict) {

@@ -176,13 +176,9 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
         std::string job_id = l.decision.is_object() ? l.decision.value("jobId", "") : "";
         if (!job_id.empty()) {
           // A declined job confirmation: resume() ended the job; the model learns it was not started.
+          // (The job's record, declined, is one of the decision's events.)
           out.error = ToolError{"declined", fmt::format("the person declined job {}; it was not started{}", job_id,
                                                         reason.empty() ? "" : ": " + reason)};
-          if (auto j = cfg.store->get_job(job_id)) {
-            // resume_turn commits the decision with this run's first commit: show the job as it decided.
-            if (!is_terminal(j->status)) decline_job(*j, reason);
-            ctx.em->emit(events::custom("agentrt.job", job_to_json(*j)));
-          }
         } else {
           out.error = ToolError{
               action == "cancel" ? "cancelled" : "rejected",

@@ -56,16 +56,13 @@ JobService::JobService(const RuntimeConfig& cfg, MakeEmitter make_emitter, Log l
 // ----------------------------------------------------------------------------------------------- delivery
 
 // The outcome of a finished job as a run of its own: RUN_STARTED, TOOL_CALL_RESULT against the call that
-// started it, CUSTOM agentrt.job, RUN_FINISHED; and a tool-result style message in history. The job row is
-// marked delivered in the same batch, which commits only while no run is open on the thread.
+// started it, CUSTOM agentrt.job, RUN_FINISHED; and a tool-result style message in history. The job's record
+// in the agentrt.job event says it is delivered; the batch commits only while no run is open on the thread.
 void JobService::stage_delivery(RunEmitter& em, JobRecord& job, int64_t expected_version) {
   job.delivered = true;
-  job.updated_at = now_ms();
   const std::string msg_id = new_id("msg");
   const std::string text = outcome_text(job, *cfg_.summarizer);
-  json job_json = job_to_json(job);
-  job_json["delivered"] = true;
-  job_json["version"] = job.version + 1;
+  json job_json = job_change(job, expected_version);
   // The tool message the projector derives from TOOL_CALL_RESULT: its metadata and error.
   json index = {{"job_id", job.id},
                 {"job_status", to_string(job.status)},
@@ -82,9 +79,8 @@ void JobService::stage_delivery(RunEmitter& em, JobRecord& job, int64_t expected
   em.require_idle();
   em.emit(events::run_started(job.thread_id, em.run_id()));
   em.emit(events::tool_call_result(msg_id, job.tool_call_id, text, json{{"job", job_json}, {"agentrt", facts}}));
-  em.emit(events::custom("agentrt.job", job_json));
+  em.emit(events::custom("agentrt.job", std::move(job_json)));
   em.emit(events::run_finished(job.thread_id, em.run_id(), json{{"type", "success"}}));
-  em.put_job(JobWrite{job, expected_version});
 }
 
 bool JobService::deliver(JobRecord job) {
@@ -204,8 +200,8 @@ JobRecord JobService::finish(std::string_view job_id, JobStatus to, const std::f
       if (!is_conflict(e)) throw;
     }
     if (!done) {
-      auto em = make_emitter_(next.thread_id, new_id("run"));
-      em->put_job(JobWrite{next, cur->version});
+      auto em = make_emitter_(next.thread_id, std::string());  // no run: the log's own record
+      em->emit(events::custom("agentrt.job", job_change(next, cur->version)));
       try {
         next = em->flush().jobs.front().job;
       } catch (const Error& e) {
@@ -312,8 +308,8 @@ JobRecord JobService::update(std::string_view job_id, const JobProgress& p) {
     if (p.status) next.status = *p.status;
     if (p.progress) next.progress = *p.progress;
     if (p.message) next.message = *p.message;
-    auto em = make_emitter_(next.thread_id, new_id("run"));
-    em->put_job(JobWrite{next, cur->version});
+    auto em = make_emitter_(next.thread_id, std::string());  // no run: the log's own record
+    em->emit(events::custom("agentrt.job", job_change(next, cur->version)));
     try {
       return em->flush().jobs.front().job;
     } catch (const Error& e) {

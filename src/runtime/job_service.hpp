@@ -26,11 +26,16 @@ inline namespace v1 {
 
 // A job whose confirmation the person declined: cancelled, never started (jobs.cpp).
 void decline_job(JobRecord& j, const std::string& reason);
+// A change of a job, as its CUSTOM agentrt.job event carries it (the projector derives the row's write from
+// the event): `j` gets the version after the change (0 for a new job, whose `replaced_version` is -1) and the
+// change's time. Returns the event's value (job_to_json). jobs.cpp.
+json job_change(JobRecord& j, int64_t replaced_version);
 
 class JobService {
  public:
   using Log = std::function<void(LogLevel, std::string_view component, std::string_view message)>;
-  // An emitter for a batch that is not part of a turn's run (job writes and deliveries commit through it).
+  // An emitter for a batch that is not part of a turn's run: a delivery (a run of its own), or, with an empty
+  // run id, a job's change that no run carries (a record of the log's own, never shown to clients).
   using MakeEmitter =
       std::function<std::shared_ptr<RunEmitter>(const std::string& thread_id, const std::string& run_id)>;
   JobService(const RuntimeConfig& cfg, MakeEmitter make_emitter, Log log);

@@ -5,6 +5,7 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/records.hpp"
+#include "runtime/job_service.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace agentrt {
@@ -17,6 +18,13 @@ void decline_job(JobRecord& j, const std::string& reason) {
   j.error_message = reason.empty() ? std::string("the person declined the job") : reason;
   j.finished_at = now_ms();
   j.delivered = true;  // the call's tool result says it
+}
+
+json job_change(JobRecord& j, int64_t replaced_version) {
+  j.version = replaced_version < 0 ? 0 : replaced_version + 1;
+  j.updated_at = now_ms();
+  if (replaced_version < 0 || j.created_at == 0) j.created_at = j.updated_at;
+  return job_to_json(j);
 }
 
 // ---------------------------------------------------------------------------------------------- Runtime

@@ -48,8 +48,7 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
                                  : "the turn was cancelled before the job was confirmed";
     next.finished_at = now_ms();
     next.delivered = true;  // the call's tool result above says it
-    ctx.em->put_job(JobWrite{next, j->version});
-    ctx.em->emit(events::custom("agentrt.job", job_to_json(next)));
+    ctx.em->emit(events::custom("agentrt.job", job_change(next, j->version)));
   }
   ctx.turn.status = to;
   ctx.turn.error = expired ? msg.substr(9) : reason;

@@ -410,7 +410,15 @@ std::vector<StoredEvent> Runtime::events_page(std::string_view thread_id, std::s
   auto t = store.get_thread(thread_id);
   if (!t || t->deleted || t->user_id != user_id)
     throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
-  return store.events_after(thread_id, after_seq, limit);
+  std::vector<StoredEvent> out;
+  while (out.size() < limit) {
+    auto page = store.events_after(thread_id, after_seq, limit - out.size());
+    if (page.empty()) break;
+    after_seq = page.back().seq;
+    for (auto& e : page)
+      if (!e.run_id.empty()) out.push_back(std::move(e));  // a record of no run is the log's own
+  }
+  return out;
 }
 
 std::optional<TurnRecord> Runtime::last_turn(std::string_view thread_id) {

@@ -228,9 +228,8 @@ JobRecord TurnRunner::new_job(const LedgerEntry& l, const std::string& job_id) c
   return j;
 }
 
-void TurnRunner::stage_job(const JobRecord& j, int64_t expected_version) {
-  ctx_.em->put_job(JobWrite{j, expected_version});
-  ctx_.em->emit(events::custom("agentrt.job", job_to_json(j)));
+void TurnRunner::stage_job(JobRecord& j, int64_t expected_version) {
+  ctx_.em->emit(events::custom("agentrt.job", job_change(j, expected_version)));
   ctx_.jobs[j.tool_call_id] = j;
 }
 

@@ -155,7 +155,8 @@ class TurnRunner {
   static std::optional<std::string> invalid_result(const ToolResult& r, size_t max_depth);
   static std::optional<std::string> invalid_job_start(const JobStart& js, size_t max_depth);
   JobRecord new_job(const LedgerEntry& l, const std::string& job_id) const;
-  void stage_job(const JobRecord& j, int64_t expected_version);
+  // The job's change as one of the run's events (job_change): `j` gets its new version.
+  void stage_job(JobRecord& j, int64_t expected_version);
 
   // The tool asked for a confirmation: the job is recorded queued, and the call waits for the person.
   void ask_confirmation(LedgerEntry& l, const std::string& job_id, const JobStart& js);

@@ -1,7 +1,9 @@
 // The records codec: the JSON form of every record the Runtime facade returns (agentrt/records.hpp).
+#include <cstdint>
 #include <string>
 
 #include "agentrt/json_limits.hpp"
+#include "agentrt/json_reader.hpp"
 #include "agentrt/records.hpp"
 #include "agentrt/turn_state.hpp"
 
@@ -76,6 +78,57 @@ json job_to_json(const JobRecord& j) {
   if (j.expires_at > 0) out["expiresAt"] = j.expires_at;
   if (j.finished_at > 0) out["finishedAt"] = j.finished_at;
   return out;
+}
+
+JobRecord job_from_json(const json& j) {
+  const wire::JsonReader in(j, "job record");
+  in.only_keys({"id",           "threadId",       "turnId",    "runId",     "toolCallId", "toolName",
+                "userId",       "status",         "progress",  "assets",    "metadata",   "delivered",
+                "version",      "createdAt",      "updatedAt", "message",   "result",     "error",
+                "confirmation", "confirmMessage", "timeoutMs", "expiresAt", "finishedAt"});
+  constexpr int64_t kMax = INT64_MAX;
+  JobRecord r;
+  r.id = in.required_string("id");
+  r.thread_id = in.required_string("threadId");
+  r.turn_id = in.optional_string("turnId");
+  r.run_id = in.optional_string("runId");
+  r.tool_call_id = in.optional_string("toolCallId");
+  r.tool_name = in.optional_string("toolName");
+  r.user_id = in.optional_string("userId");
+  r.status = job_status_from_string(in.required_string("status"));
+  if (const json* p = in.find("progress")) {
+    if (!p->is_number()) in.wrong_type("progress", "a number");
+    r.progress = p->get<double>();
+  }
+  if (const json* a = in.find("assets")) {
+    if (!a->is_array()) in.wrong_type("assets", "an array");
+    r.assets = *a;
+  }
+  if (const json* m = in.find("metadata")) {
+    if (!m->is_object()) in.wrong_type("metadata", "a JSON object");
+    r.metadata = *m;
+  }
+  r.delivered = in.optional_bool("delivered").value_or(false);
+  r.version = in.optional_integer("version", 0, kMax).value_or(0);
+  r.created_at = in.optional_integer("createdAt", 0, kMax).value_or(0);
+  r.updated_at = in.optional_integer("updatedAt", 0, kMax).value_or(0);
+  r.message = in.optional_string("message");
+  if (const json* res = in.find("result")) r.result = *res;
+  if (const json* e = in.find("error")) {
+    const wire::JsonReader err(*e, "job record: error");
+    err.only_keys({"code", "message"});
+    r.error_code = err.optional_string("code");
+    r.error_message = err.optional_string("message");
+  }
+  if (const json* c = in.find("confirmation")) {
+    if (!c->is_string()) in.wrong_type("confirmation", "a string");
+    r.confirmation = job_confirmation_from_string(c->get_ref<const std::string&>());
+  }
+  r.confirm_message = in.optional_string("confirmMessage");
+  r.timeout_ms = in.optional_integer("timeoutMs", 0, kMax).value_or(0);
+  r.expires_at = in.optional_integer("expiresAt", 0, kMax).value_or(0);
+  r.finished_at = in.optional_integer("finishedAt", 0, kMax).value_or(0);
+  return r;
 }
 
 json thread_to_json(const ThreadRecord& t) {

@@ -226,7 +226,7 @@ TEST_CASE("a host tool starts a job; the host completes it from another thread; 
     }
   CHECK(announced);
 
-  // Progress: recorded, nothing streamed.
+  // Progress: recorded as a record of the log's own (it takes a sequence number), nothing streamed.
   char* out = nullptr;
   REQUIRE(agentrt_job_update(&out, r.rt, id.c_str(), R"({"progress":0.5,"message":"frame 20/40"})") == AGENTRT_OK);
   json progressed = json::parse(take(out));
@@ -268,7 +268,7 @@ TEST_CASE("a host tool starts a job; the host completes it from another thread; 
   CHECK(delivery[2]["value"]["status"] == "succeeded");
   CHECK(delivery[2]["value"]["result"]["url"] == "https://cdn.example/beach.png");
   CHECK(delivery[3]["outcome"]["type"] == "success");
-  CHECK(delivery[0]["_seq"] == after + 1);
+  CHECK(delivery[0]["_seq"] == after + 2);  // after + 1: the progress record, which no stream shows
 
   // History: a tool message answering the call, last.
   auto hist = r.history("t-job");

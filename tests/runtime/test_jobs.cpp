@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "agentrt/records.hpp"
 #include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
 #include "support/runtime_fixture.hpp"
@@ -153,10 +154,18 @@ struct JobHarness {
     REQUIRE_MESSAGE(delivered, "job " << job_id << " was not delivered");
     return *j;
   }
-  std::vector<json> all_events(const std::string& thread) {
+  // The thread's events as clients see them (events_page: the log's own records left out), after `after`.
+  std::vector<json> all_events(const std::string& thread, int64_t after = 0) {
     std::vector<json> out;
-    for (const auto& e : rt->config().store->events_after(thread, 0, 100000)) out.push_back(json::parse(e.json));
-    return out;
+    for (;;) {
+      auto page = rt->events_page(thread, "u1", after, kMaxEventsPage);
+      if (page.empty()) return out;
+      for (const auto& e : page) out.push_back(json::parse(e.json));
+      after = page.back().seq;
+    }
+  }
+  std::vector<StoredEvent> stored_events(const std::string& thread) {
+    return rt->config().store->events_after(thread, 0, 100000);
   }
 };
 
@@ -212,13 +221,24 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   CHECK((*result)["metadata"]["tool_agent_output"]["result"]["jobId"] == job.id);
   CHECK((*result)["metadata"]["tool_agent_output"]["result"]["status"] == "running");
 
-  // Progress is recorded (no event).
+  // Progress is a record of the log's own: CUSTOM agentrt.job stored without a run, which no client is shown.
+  const size_t shown_before = h.all_events("t-job").size();
+  const size_t stored_before = h.stored_events("t-job").size();
   auto p = h.rt->update_job(job.id, JobProgress{std::nullopt, 0.5, std::string("frame 20/40")});
   CHECK(p.progress == doctest::Approx(0.5));
   CHECK(p.message == "frame 20/40");
   CHECK(p.version == job.version + 1);
-  const size_t before = h.all_events("t-job").size();
-  CHECK(h.all_events("t-job").size() == before);
+  auto stored = h.stored_events("t-job");
+  REQUIRE(stored.size() == stored_before + 1);
+  const StoredEvent own = stored.back();
+  CHECK(own.run_id.empty());
+  const json own_json = json::parse(own.json);
+  CHECK(own_json["type"] == "CUSTOM");
+  CHECK(own_json["name"] == "agentrt.job");
+  CHECK(own_json["value"] == job_to_json(p));  // the record as committed, version and times included
+  CHECK(job_to_json(*h.rt->job(job.id)) == job_to_json(p));
+  CHECK(h.all_events("t-job").size() == shown_before);
+  CHECK(h.all_events("t-job", own.seq - 1).empty());
 
   // Completed from another thread.
   const int64_t seq_before = h.rt->thread("t-job")->last_seq;
@@ -234,10 +254,16 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   CHECK(done.progress == doctest::Approx(1.0));
   CHECK(done.finished_at >= job.created_at);
 
-  // The delivery is a run of its own: RUN_STARTED, TOOL_CALL_RESULT, CUSTOM, RUN_FINISHED.
-  std::vector<json> delivery;
-  for (const auto& e : h.rt->config().store->events_after("t-job", seq_before, 100))
-    delivery.push_back(json::parse(e.json));
+  // The delivery is a run of its own: RUN_STARTED, TOOL_CALL_RESULT, CUSTOM, RUN_FINISHED. A subscriber from
+  // before the progress record is shown the delivery next.
+  std::vector<json> delivery = h.all_events("t-job", seq_before);
+  {
+    auto sub = h.rt->subscribe("t-job", own.seq - 1);
+    auto first = sub->next(std::chrono::seconds(30));
+    REQUIRE(first);
+    CHECK(first->seq == own.seq + 1);
+    CHECK(json::parse(first->json)["type"] == "RUN_STARTED");
+  }
   CHECK(types_of(delivery) == std::vector<std::string>{"RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"});
   CHECK(delivery[1]["toolCallId"] == "call_r");
   CHECK(delivery[1]["content"].get<std::string>().find("beach.png") != std::string::npos);
@@ -283,6 +309,31 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   }
   CHECK(h.rt->job(job.id)->status == JobStatus::succeeded);
   CHECK(h.hooked.empty());
+}
+
+TEST_CASE("a job row written beside the log is found by the replay") {
+  JobHarness h;
+  auto t = h.start("t-jobrow", "render the beach");
+  REQUIRE(h.wait(t.turn_id).status == TurnStatus::completed);
+  auto diff = replay_difference(*h.used_store, "t-jobrow");
+  CHECK_MESSAGE(!diff.has_value(), (diff ? *diff : std::string()));
+  auto jobs = h.rt->jobs("t-jobrow");
+  REQUIRE(jobs.size() == 1);
+
+  CommitBatch rogue;  // a write no event carries
+  rogue.thread_id = "t-jobrow";
+  JobRecord changed = jobs[0];
+  changed.progress = 0.75;
+  rogue.jobs.push_back(JobWrite{changed, jobs[0].version});
+  h.used_store->commit(rogue);
+  auto found = replay_difference(*h.used_store, "t-jobrow");
+  REQUIRE(found.has_value());
+  CHECK(found->find("job 0 of 1 stored / 1 replayed differs") != std::string::npos);
+  CHECK(found->find("\"progress\":0.75") != std::string::npos);
+  // The log says it again (a progress record of its own), so the harness's replay at its end passes.
+  h.rt->update_job(jobs[0].id, JobProgress{std::nullopt, 0.75, std::nullopt});
+  diff = replay_difference(*h.used_store, "t-jobrow");
+  CHECK_MESSAGE(!diff.has_value(), (diff ? *diff : std::string()));
 }
 
 TEST_CASE("job failure and bad host input") {

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "agentrt/events.hpp"
+#include "agentrt/records.hpp"
 #include "pipeline/projector.hpp"
 
 namespace agentrt::testing {
@@ -44,6 +45,9 @@ std::string bytes_of(const ApprovalRecord& a) {
                      a.thread_id, a.decisions.dump(), a.answer.dump());
 }
 
+// Every field: the job event carries the record as its change commits it, times and version included.
+std::string bytes_of(const JobRecord& j) { return job_to_json(j).dump(); }
+
 template <class T>
 std::optional<std::string> compare(const std::string& what, const std::vector<T>& stored,
                                    const std::vector<T>& replayed) {
@@ -76,10 +80,12 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
       }
       projector.take_ledger_changes();
       projector.take_turn();
+      projector.take_job_writes();
       if (auto a = projector.take_approval()) approvals[a->approval_request_id] = std::move(*a);
     }
   }
   if (auto d = compare("thread " + thread_id + ": message", store.messages(thread_id), replayed)) return d;
+  if (auto d = compare("thread " + thread_id + ": job", store.thread_jobs(thread_id), projector.jobs())) return d;
   for (const auto& turn_id : projector.turns()) {
     auto stored = store.ledger(turn_id);
     std::sort(stored.begin(), stored.end(), [](const LedgerEntry& a, const LedgerEntry& b) {

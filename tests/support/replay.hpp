@@ -1,6 +1,7 @@
 // Replays a thread's stored event log through the projector and compares what it derives with what is stored:
-// the history byte for byte, and every ledger entry and approval record of each turn the log names (all their
-// fields but the store's own timestamps; see replay.cpp). The design's promise: they are projections of the log.
+// the history byte for byte, the thread's jobs (every field), and every ledger entry, turn row and approval record
+// of each turn the log names (all their fields but the store's own timestamps; see replay.cpp). The design's promise:
+// they are projections of the log.
 #pragma once
 
 #include <optional>

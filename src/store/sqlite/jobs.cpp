@@ -20,8 +20,9 @@ void SqliteStore::require_idle(std::string_view thread_id) {
 
 void SqliteStore::write_job(JobWrite& w, int64_t now) {
   JobRecord& j = w.job;
-  j.updated_at = now;
-  if (j.created_at == 0) j.created_at = now;
+  // The record's own times (the runtime's, as its agentrt.job event carries them); the commit's when unset.
+  if (j.updated_at == 0) j.updated_at = now;
+  if (j.created_at == 0) j.created_at = j.updated_at;
   const std::string result = j.result.is_null() ? std::string() : dump(j.result);
   if (w.expected_version < 0) {
     j.version = 0;
