@@ -224,6 +224,7 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   // Progress is a record of the log's own: CUSTOM agentrt.job stored without a run, which no client is shown.
   const size_t shown_before = h.all_events("t-job").size();
   const size_t stored_before = h.stored_events("t-job").size();
+  auto live = h.rt->subscribe("t-job", h.rt->thread("t-job")->last_seq);  // follows the live tail from here
   auto p = h.rt->update_job(job.id, JobProgress{std::nullopt, 0.5, std::string("frame 20/40")});
   CHECK(p.progress == doctest::Approx(0.5));
   CHECK(p.message == "frame 20/40");
@@ -255,10 +256,10 @@ TEST_CASE("job lifecycle: started -> running -> succeeded -> in history -> the n
   CHECK(done.finished_at >= job.created_at);
 
   // The delivery is a run of its own: RUN_STARTED, TOOL_CALL_RESULT, CUSTOM, RUN_FINISHED. A subscriber from
-  // before the progress record is shown the delivery next.
+  // before the progress record, live or replaying, is shown the delivery next.
   std::vector<json> delivery = h.all_events("t-job", seq_before);
-  {
-    auto sub = h.rt->subscribe("t-job", own.seq - 1);
+  auto replayed = h.rt->subscribe("t-job", own.seq - 1);  // reads the record from the store, and skips it
+  for (Subscription* sub : {live.get(), replayed.get()}) {
     auto first = sub->next(std::chrono::seconds(30));
     REQUIRE(first);
     CHECK(first->seq == own.seq + 1);
