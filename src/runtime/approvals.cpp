@@ -1,11 +1,12 @@
-// Approvals: a person's decisions on a paused turn (approve, edit, reject, cancel; a job confirmation),
-// checked against the pause and committed once, then the continuation runs (interrupts.cpp).
+// Approvals (approvals.hpp): decisions read and checked against the pause, committed once, the continuation
+// started.
 #include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
 
 #include "agentrt/records.hpp"
+#include "runtime/approvals.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/turn_runner.hpp"
 
@@ -52,34 +53,38 @@ Decision decision_from_json(const json& j, size_t max_depth) {
 
 void from_json(const json& j, Decision& d) { d = decision_from_json(j, kDefaultMaxJsonDepth); }
 
-json Runtime::Impl::resume(std::string_view turn_id, std::string_view approval_request_id,
-                           const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
+Approvals::Approvals(Runtime::Impl& rt) : rt_(rt) {}
+
+json Approvals::resume(std::string_view turn_id, std::string_view approval_request_id,
+                       const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
   try {
     return resume_once(turn_id, approval_request_id, decisions, run_id, inline_run);
   } catch (const Error&) {
     // A concurrent resume with the same id may have won while this one read a half-old state (the turn
     // before, the ledger after): its answer is the answer.
-    if (auto prior = cfg.store->get_approval(approval_request_id); prior && prior->turn_id == turn_id)
+    if (auto prior = rt_.cfg.store->get_approval(approval_request_id); prior && prior->turn_id == turn_id)
       return prior->answer;
     throw;
   }
 }
 
-json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                                const std::vector<Decision>& decisions, std::string_view run_id,
-                                TurnRecord* inline_run) {
+// The turn whose pause `approval_request_id` is, checked: waiting on it, within its deadline. nullopt with
+// `prior_answer` set when the request was answered before (the first answer is the answer).
+std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::string_view approval_request_id,
+                                                std::string_view run_id, std::optional<json>& prior_answer) {
   if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
   if (!run_id.empty()) require_id(run_id, "run id");
   // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
-  auto turn = cfg.store->get_turn(turn_id);
+  auto turn = rt_.cfg.store->get_turn(turn_id);
   if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
   // A turn still waiting on this very request has no answer to it yet (the answer is committed with the
   // turn's move out of WAITING_APPROVAL); a resume that wins meanwhile makes ours a conflict, answered below.
   const bool open = turn->status == TurnStatus::waiting_approval && turn->approval_request_id == approval_request_id;
-  if (auto prior = open ? std::nullopt : cfg.store->get_approval(approval_request_id)) {
+  if (auto prior = open ? std::nullopt : rt_.cfg.store->get_approval(approval_request_id)) {
     if (prior->turn_id != turn->id)
       throw Error(ErrorCode::conflict, fmt::format("approval request {} belongs to another turn", approval_request_id));
-    return prior->answer;
+    prior_answer = prior->answer;
+    return std::nullopt;
   }
   if (turn->status == TurnStatus::expired)
     throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired ({})", turn->id, turn->error));
@@ -91,13 +96,19 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
                                                   approval_request_id, turn->id, turn->approval_request_id));
   const int64_t now = now_ms();
   if (turn->expires_at > 0 && now >= turn->expires_at) {
-    end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
+    rt_.end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
     throw Error(ErrorCode::expired,
                 fmt::format("turn {}: the approval request expired at {}", turn->id, iso8601_ms(turn->expires_at)));
   }
 
-  auto ledger = cfg.store->ledger(turn->id);
-  const auto stored_ledger = ledger;  // as committed: the projector applies the decisions to it
+  return turn;
+}
+
+// Each open interrupt's decision, checked against the pause (every one answered exactly once; edited
+// arguments valid for the tool; a confirmation takes none) and applied to its ledger entry in `ledger`.
+Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger,
+                                     const std::vector<Decision>& decisions) {
+  const TurnRecord* turn = &paused;
   // Every open interrupt must be answered exactly once.
   std::map<std::string, const Decision*> by_interrupt;
   for (const auto& d : decisions) {
@@ -133,7 +144,7 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
                                                                  : "cancel"}};
     if (!d.reason.empty()) dj["reason"] = d.reason;
     if (auto c = confirmations.find(l.interrupt_id); c != confirmations.end()) {
-      auto job = cfg.store->get_job(c->second);
+      auto job = rt_.cfg.store->get_job(c->second);
       if (!job)
         throw Error(ErrorCode::not_found, fmt::format("job {} of interrupt '{}' not found", c->second, l.interrupt_id));
       if (d.action == Decision::Action::approve && d.edited_args)
@@ -156,11 +167,11 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     }
     if (d.action == Decision::Action::approve) {
       if (d.edited_args) {
-        if (json_depth(*d.edited_args, cfg.max_json_depth) > cfg.max_json_depth)
-          throw Error(
-              ErrorCode::invalid_argument,
-              fmt::format("edited arguments for {} are nested deeper than {} levels", l.tool_name, cfg.max_json_depth));
-        auto entry = tools.find(l.tool_name);
+        if (json_depth(*d.edited_args, rt_.cfg.max_json_depth) > rt_.cfg.max_json_depth)
+          throw Error(ErrorCode::invalid_argument,
+                      fmt::format("edited arguments for {} are nested deeper than {} levels", l.tool_name,
+                                  rt_.cfg.max_json_depth));
+        auto entry = rt_.tools.find(l.tool_name);
         if (!entry)
           throw Error(ErrorCode::invalid_argument, fmt::format("tool '{}' is no longer registered", l.tool_name));
         if (auto v = entry->schema.validate(*d.edited_args))
@@ -177,6 +188,18 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     l.decision = dj;
     updates.push_back(l);
   }
+
+  return Decided{std::move(updates), std::move(job_updates)};
+}
+
+json Approvals::resume_once(std::string_view turn_id, std::string_view approval_request_id,
+                            const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
+  std::optional<json> prior_answer;
+  std::optional<TurnRecord> turn = open_pause(turn_id, approval_request_id, run_id, prior_answer);
+  if (!turn) return *prior_answer;
+  auto ledger = rt_.cfg.store->ledger(turn->id);
+  const auto stored_ledger = ledger;  // as committed: the projector applies the decisions to it
+  auto [updates, job_updates] = decide(*turn, ledger, decisions);
 
   const std::string new_run = run_id.empty() ? new_id("run") : std::string(run_id);
   json answer = resume_answer_to_json(turn->id, turn->thread_id, new_run, approval_request_id);
@@ -197,11 +220,11 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   next.status = TurnStatus::resuming;
   next.parent_run_id = turn->run_id;
   next.run_id = new_run;
-  next.owner = cfg.instance_id;
+  next.owner = rt_.cfg.instance_id;
   next.interrupts = json::array();
 
-  auto handle = register_run(turn->id);
-  auto em = make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
+  auto handle = rt_.register_run(turn->id);
+  auto em = rt_.make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
     // The decision commits whole: the resumed run's RUN_STARTED, which carries the decision (the projector
     // derives the turn's move, the ledger's decisions and the approval record from it), and the jobs it changes.
@@ -225,8 +248,8 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   auto lost = [&](const Error& e) -> json {
     if (e.code() == ErrorCode::conflict) {
       // Another resume (or the sweeper) changed the turn first; the first answer wins.
-      if (auto prior = cfg.store->get_approval(approval_request_id)) return prior->answer;
-      auto now_turn = cfg.store->get_turn(turn_id);
+      if (auto prior = rt_.cfg.store->get_approval(approval_request_id)) return prior->answer;
+      auto now_turn = rt_.cfg.store->get_turn(turn_id);
       if (now_turn && now_turn->status == TurnStatus::expired)
         throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired", turn->id));
       throw Error(ErrorCode::invalid_state, fmt::format("turn {} changed while resuming: it is now {}", turn->id,
@@ -243,12 +266,12 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
     // starts. It rides on the run's first commit, which comes before any approved tool runs (with the
     // `started` records), or at the run's pause or end. Refused there (another resume won, the turn was
     // cancelled or expired), the run stores nothing and this call answers as a lost race does.
-    runs_started.fetch_add(1, std::memory_order_relaxed);
+    rt_.runs_started.fetch_add(1, std::memory_order_relaxed);
     DeferredStart deferred{em, std::nullopt, nullptr};
-    *inline_run = run_continuation(handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))),
-                                   &deferred);
+    *inline_run = rt_.run_continuation(
+        handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))), &deferred);
     if (!deferred.error) return answer;
-    runs_started.fetch_sub(1, std::memory_order_relaxed);
+    rt_.runs_started.fetch_sub(1, std::memory_order_relaxed);
     try {
       std::rethrow_exception(deferred.error);
     } catch (const Error& e) {
@@ -259,13 +282,15 @@ json Runtime::Impl::resume_once(std::string_view turn_id, std::string_view appro
   try {
     committed = em->flush();
   } catch (const Error& e) {
-    unregister_run(turn->id);
+    rt_.unregister_run(turn->id);
     return lost(e);
   }
-  runs_started.fetch_add(1, std::memory_order_relaxed);
+  rt_.runs_started.fetch_add(1, std::memory_order_relaxed);
   next.version = committed.turn ? committed.turn->version : next.version + 1;
   auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
-  enqueue([this, handle, tid, known = std::move(known)]() mutable { run_continuation(handle, tid, std::move(known)); });
+  rt_.enqueue([&rt = rt_, handle, tid, known = std::move(known)]() mutable {
+    rt.run_continuation(handle, tid, std::move(known));
+  });
   return answer;
 }
 

@@ -1,4 +1,7 @@
-// Pauses for a person (approvals, job confirmations) and the continuation that applies their decisions.
+// Interrupts (interrupts.hpp): pauses for a person (approvals, job confirmations) and the decisions that end
+// them; the continuation of a resumed turn.
+#include "runtime/interrupts.hpp"
+
 #include "runtime/turn_runner.hpp"
 
 #include <algorithm>
@@ -18,7 +21,9 @@ inline namespace v1 {
 
 using namespace turn;
 
-void TurnRunner::pause(const std::vector<std::string>& ids) {
+Interrupts::Interrupts(TurnRunner& runner, Runtime::Impl& rt, RunCtx& ctx) : runner_(runner), rt_(rt), ctx_(ctx) {}
+
+void Interrupts::pause(const std::vector<std::string>& ids) {
   RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
   const int64_t expires = now_ms() + rt_.cfg.approval_timeout.count();
   const std::string apr = new_id("apr");
@@ -75,7 +80,7 @@ void TurnRunner::pause(const std::vector<std::string>& ids) {
     i.emplace("metadata", std::move(meta));
     interrupts.push_back(std::move(interrupt));
   }
-  end_step();
+  runner_.end_step();
   check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::waiting_approval);
   ctx_.turn.status = TurnStatus::waiting_approval;
   ctx_.turn.approval_request_id = apr;
@@ -85,57 +90,60 @@ void TurnRunner::pause(const std::vector<std::string>& ids) {
   ctx_.turn.interrupts = std::move(interrupts);
   ctx_.turn.expires_at = expires;
   ctx_.turn.owner.clear();
-  stage_turn();
+  runner_.stage_turn();
   Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, std::move(outcome),
                                    ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
-  end_facts(end);
+  runner_.end_facts(end);
   ctx_.em->emit(end);
-  commit();
+  runner_.commit();
 }
 
-void TurnRunner::close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status) {
-  std::set<std::string> answered;
-  for (const auto& m : ctx_.history)
-    if (m.turn_id == ctx_.turn.id && m.message.role == Role::tool) answered.insert(m.message.tool_call_id);
-  for (const auto& m : ctx_.history) {
-    if (m.turn_id != ctx_.turn.id || m.message.role != Role::assistant) continue;
-    for (const auto& c : m.message.tool_calls) {
-      if (answered.count(c.id) || ctx_.find_ledger(c.id)) continue;
-      LedgerEntry l;
-      l.tool_call_id = c.id;
-      l.turn_id = ctx_.turn.id;
-      l.thread_id = ctx_.turn.thread_id;
-      l.run_id = m.run_id;
-      l.tool_name = c.name;
-      l.stage = ctx_.turn.stage;
-      l.arguments = c.arguments;
-      ctx_.ledger.push_back(std::move(l));  // stored with its outcome below
+std::vector<std::string> Interrupts::decided() {
+  // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is
+  // emitted for them: their START/ARGS/END went out in the paused run). A call found `started` was cut
+  // off by a crash: it runs again only if idempotent.
+  std::vector<std::string> to_run;
+  for (auto& l : ctx_.ledger) {
+    if (l.has_output()) continue;
+    if (l.status == LedgerStatus::rejected) {
+      ToolAgentOutput out;
+      out.tool_call_id = l.tool_call_id;
+      out.tool_name = l.tool_name;
+      out.args = parse_args(l.arguments);
+      out.status = ToolStatus::rejected;
+      std::string action = l.decision.is_object() ? l.decision.value("action", "reject") : "reject";
+      std::string reason = l.decision.is_object() ? l.decision.value("reason", "") : "";
+      std::string job_id = l.decision.is_object() ? l.decision.value("jobId", "") : "";
+      if (!job_id.empty()) {
+        // A declined job confirmation: resume() ended the job; the model learns it was not started.
+        // (The job's record, declined, is one of the decision's events.)
+        out.error = ToolError{"declined", fmt::format("the person declined job {}; it was not started{}", job_id,
+                                                      reason.empty() ? "" : ": " + reason)};
+      } else {
+        out.error = ToolError{
+            action == "cancel" ? "cancelled" : "rejected",
+            reason.empty() ? (action == "cancel" ? "the person cancelled this call" : "the person rejected this call")
+                           : "the person rejected this call: " + reason};
+      }
+      runner_.tools().record_result(l.tool_call_id, std::move(out));
+    } else if (l.status == LedgerStatus::approved) {
+      to_run.push_back(l.tool_call_id);
+    } else if (l.status == LedgerStatus::started) {
+      if (l.idempotent) {
+        to_run.push_back(l.tool_call_id);
+      } else {
+        ToolAgentOutput out;
+        out.tool_call_id = l.tool_call_id;
+        out.tool_name = l.tool_name;
+        out.args = parse_args(l.arguments);
+        out.status = ToolStatus::interrupted;
+        out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
+        runner_.tools().record_result(l.tool_call_id, std::move(out),
+                                      fmt::format("{}: outcome unknown: {}", l.tool_name, kOutcomeUnknown));
+      }
     }
   }
-  std::vector<std::string> open;
-  for (const auto& l : ctx_.ledger)
-    if (!l.has_output() && !answered.count(l.tool_call_id)) open.push_back(l.tool_call_id);
-  for (const auto& id : open) {
-    LedgerEntry* l = ctx_.find_ledger(id);
-    if (auto known = ctx_.recorded.find(id); known != ctx_.recorded.end()) {
-      ToolAgentOutput out = known->second;
-      record_result(id, std::move(out));
-      continue;
-    }
-    ToolAgentOutput out;
-    out.tool_call_id = id;
-    out.tool_name = l->tool_name;
-    out.args = parse_args(l->arguments);
-    if (l->status == LedgerStatus::started) {
-      out.status = ToolStatus::interrupted;
-      out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
-      record_result(id, std::move(out), fmt::format("{}: outcome unknown: {}", l->tool_name, kOutcomeUnknown));
-    } else {
-      out.status = not_run_status;
-      out.error = ToolError{code, message};
-      record_result(id, std::move(out));
-    }
-  }
+  return to_run;
 }
 
 TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
@@ -159,53 +167,9 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
     runner.stage_turn();  // its RUN_STARTED went out with the decision
     const Stage stage = stage_of(ctx.turn.stage);
     runner.begin_step(stage);
-    // The decisions: rejected calls get their result now, approved ones run (only TOOL_CALL_RESULT is
-    // emitted for them: their START/ARGS/END went out in the paused run). A call found `started` was cut
-    // off by a crash: it runs again only if idempotent.
-    std::vector<std::string> to_run;
-    for (auto& l : ctx.ledger) {
-      if (l.has_output()) continue;
-      if (l.status == LedgerStatus::rejected) {
-        ToolAgentOutput out;
-        out.tool_call_id = l.tool_call_id;
-        out.tool_name = l.tool_name;
-        out.args = parse_args(l.arguments);
-        out.status = ToolStatus::rejected;
-        std::string action = l.decision.is_object() ? l.decision.value("action", "reject") : "reject";
-        std::string reason = l.decision.is_object() ? l.decision.value("reason", "") : "";
-        std::string job_id = l.decision.is_object() ? l.decision.value("jobId", "") : "";
-        if (!job_id.empty()) {
-          // A declined job confirmation: resume() ended the job; the model learns it was not started.
-          // (The job's record, declined, is one of the decision's events.)
-          out.error = ToolError{"declined", fmt::format("the person declined job {}; it was not started{}", job_id,
-                                                        reason.empty() ? "" : ": " + reason)};
-        } else {
-          out.error = ToolError{
-              action == "cancel" ? "cancelled" : "rejected",
-              reason.empty() ? (action == "cancel" ? "the person cancelled this call" : "the person rejected this call")
-                             : "the person rejected this call: " + reason};
-        }
-        runner.record_result(l.tool_call_id, std::move(out));
-      } else if (l.status == LedgerStatus::approved) {
-        to_run.push_back(l.tool_call_id);
-      } else if (l.status == LedgerStatus::started) {
-        if (l.idempotent) {
-          to_run.push_back(l.tool_call_id);
-        } else {
-          ToolAgentOutput out;
-          out.tool_call_id = l.tool_call_id;
-          out.tool_name = l.tool_name;
-          out.args = parse_args(l.arguments);
-          out.status = ToolStatus::interrupted;
-          out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
-          runner.record_result(l.tool_call_id, std::move(out),
-                               fmt::format("{}: outcome unknown: {}", l.tool_name, kOutcomeUnknown));
-        }
-      }
-    }
-    auto confirm = runner.execute(to_run);
+    auto confirm = runner.tools().execute(runner.interrupts().decided());
     if (!confirm.empty()) {
-      runner.pause(confirm);  // a confirmed call's tool asked again, or an approved one asks now
+      runner.interrupts().pause(confirm);  // a confirmed call's tool asked again, or an approved one asks now
       return;
     }
     runner.run_stages(stage);

@@ -34,8 +34,8 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   const std::string msg = expired
                               ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
                               : "not run: the turn was cancelled";
-  runner.close_unanswered(expired ? "approval_expired" : "cancelled", msg,
-                          expired ? ToolStatus::expired : ToolStatus::rejected);
+  runner.tools().close_unanswered(expired ? "approval_expired" : "cancelled", msg,
+                                  expired ? ToolStatus::expired : ToolStatus::rejected);
   // Jobs that waited for a confirmation end with the pause: never started.
   for (const auto& i : turn.interrupts) {
     if (!i.is_object() || i.value("reason", "") != "confirmation" || !i.contains("metadata")) continue;

@@ -335,7 +335,7 @@ ToolRegistry& Runtime::tools() { return impl_->tools; }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
 json Runtime::resume(std::string_view turn_id, std::string_view approval_request_id,
                      const std::vector<Decision>& decisions, std::string_view run_id) {
-  return impl_->resume(turn_id, approval_request_id, decisions, run_id, nullptr);
+  return impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, nullptr);
 }
 void Runtime::cancel(std::string_view turn_id) { impl_->cancel(turn_id); }
 
@@ -349,7 +349,7 @@ TurnRecord Runtime::run_turn(const TurnInput& input) {
 TurnRecord Runtime::resume_turn(std::string_view turn_id, std::string_view approval_request_id,
                                 const std::vector<Decision>& decisions, std::string_view run_id) {
   TurnRecord out;
-  impl_->resume(turn_id, approval_request_id, decisions, run_id, &out);
+  impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, &out);
   // A repeated approval id answered from the record: nothing ran here, report the turn as it is.
   if (out.id.empty()) return wait(turn_id, std::chrono::hours(24));
   return out;

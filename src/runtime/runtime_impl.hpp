@@ -21,6 +21,7 @@
 #include "agentrt/runtime.hpp"
 #include "core/ids.hpp"
 #include "pipeline/run_emitter.hpp"
+#include "runtime/approvals.hpp"
 #include "runtime/group_commit.hpp"
 #include "runtime/job_service.hpp"
 #include "runtime/run_registry.hpp"
@@ -77,7 +78,7 @@ struct RunCtx {
 };
 
 // A run whose start the blocking calls (run_turn, resume_turn) did not commit on their own: it is staged in
-// `em` and rides on the run's first commit (see start_turn and resume_once).
+// `em` and rides on the run's first commit (see start_turn and Approvals::resume).
 struct DeferredStart {
   std::shared_ptr<RunEmitter> em;  // live; holds the staged start
   // run_turn: the thread's history with the new user message (read before the start was staged).
@@ -99,6 +100,7 @@ struct Runtime::Impl {
   std::unique_ptr<GroupCommit> group_commit;  // commits what live runs stage, in time
   std::unique_ptr<WorkerPool> workers;        // runs queued jobs (fresh runs and continuations)
   JobService jobs;                            // jobs tools start and the host ends
+  Approvals approvals{*this};                 // decisions on paused turns (resume)
   std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
   std::mutex sweep_run_mutex;                 // one sweep at a time
 
@@ -123,10 +125,6 @@ struct Runtime::Impl {
   TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
   TurnHandle repeated_start(const TurnRecord& t);           // a start whose client message id is known
   std::vector<Message> turn_messages(const TurnRecord& t);  // as history() shows them
-  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
-              std::string_view run_id, TurnRecord* inline_run = nullptr);
-  json resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                   const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run);
   void cancel(std::string_view turn_id);
   void sweep(bool take_over_resuming = true);
   // Subscribers learn of events other processes committed (the sweeper looks every sweep_interval).

@@ -1,8 +1,10 @@
-// Tool calls: validation, execution exactly once, results, and the jobs tools start.
-#include "runtime/turn_runner.hpp"
+// The tool executor (tool_executor.hpp): approved calls run exactly once, their answers checked, the jobs they
+// start recorded, each outcome written.
+#include "runtime/tool_executor.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -10,6 +12,7 @@
 #include "agentrt/summary.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/event_wire.hpp"
+#include "runtime/turn_runner.hpp"
 #include "util/crypto.hpp"
 #include "util/json_fast.hpp"
 
@@ -20,7 +23,7 @@ using namespace turn;
 
 // The jobs the calls running now start, registered with the job service until the commit that writes their
 // records (destroyed after it): an outcome the host reported after the run took the early ones is applied then.
-class TurnRunner::JobsInFlight {
+class ToolExecutor::JobsInFlight {
  public:
   explicit JobsInFlight(JobService& jobs) : jobs_(jobs) {}
   ~JobsInFlight() { jobs_.end_in_flight(ids_); }
@@ -36,7 +39,9 @@ class TurnRunner::JobsInFlight {
   std::vector<std::string> ids_;
 };
 
-std::vector<std::string> TurnRunner::execute(const std::vector<std::string>& ids) {
+ToolExecutor::ToolExecutor(TurnRunner& runner, Runtime::Impl& rt, RunCtx& ctx) : runner_(runner), rt_(rt), ctx_(ctx) {}
+
+std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& ids) {
   if (ids.empty()) return {};
   struct Running {
     std::string id;
@@ -78,9 +83,9 @@ std::vector<std::string> TurnRunner::execute(const std::vector<std::string>& ids
   // A start still pending (resume_turn's decision, run_turn's insert) is committed with the `started`
   // records. A decision always is, even for idempotent tools: the version compare-and-set in that commit
   // is what keeps two concurrent resumes from both running a tool.
-  if (durable || (decision_pending_ && ctx_.start_pending())) commit();
+  if (durable || (runner_.decision_pending_ && ctx_.start_pending())) runner_.commit();
   // Cancelled after the `started` commit but before any tool ran: the calls are recorded as not run.
-  check_cancel();
+  runner_.check_cancel();
   // Each call may start a job: its id is known before the tool runs, so the host can report on it at once.
   JobsInFlight in_flight(rt_.jobs);
   for (auto& r : running) {
@@ -188,12 +193,12 @@ std::vector<std::string> TurnRunner::execute(const std::vector<std::string>& ids
   // or the group-commit flusher's within flush_interval while the model works). Dying before that
   // leaves the calls `started`, which recovery records as interrupted: never run twice. A started job is
   // the exception: it is durable before the run goes on (the host may report on it any time now).
-  if (jobs_touched) commit();
+  if (jobs_touched) runner_.commit();
   if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
   return confirm;
 }
 
-std::optional<std::string> TurnRunner::invalid_result(const ToolResult& r, size_t max_depth) {
+std::optional<std::string> ToolExecutor::invalid_result(const ToolResult& r, size_t max_depth) {
   if (json_depth(r.result, max_depth) > max_depth)
     return fmt::format("the tool's result is nested deeper than {} levels", max_depth);
   // The card's JSON: {type, version, data, actions}.
@@ -203,7 +208,7 @@ std::optional<std::string> TurnRunner::invalid_result(const ToolResult& r, size_
   return std::nullopt;
 }
 
-std::optional<std::string> TurnRunner::invalid_job_start(const JobStart& js, size_t max_depth) {
+std::optional<std::string> ToolExecutor::invalid_job_start(const JobStart& js, size_t max_depth) {
   if (js.status != JobStatus::queued && js.status != JobStatus::running)
     return fmt::format("a job starts queued or running, not {}", to_string(js.status));
   if (js.message.size() > 4096 || js.confirm_message.size() > 4096)
@@ -216,7 +221,7 @@ std::optional<std::string> TurnRunner::invalid_job_start(const JobStart& js, siz
   return std::nullopt;
 }
 
-JobRecord TurnRunner::new_job(const LedgerEntry& l, const std::string& job_id) const {
+JobRecord ToolExecutor::new_job(const LedgerEntry& l, const std::string& job_id) const {
   JobRecord j;
   j.id = job_id;
   j.thread_id = ctx_.turn.thread_id;
@@ -228,12 +233,12 @@ JobRecord TurnRunner::new_job(const LedgerEntry& l, const std::string& job_id) c
   return j;
 }
 
-void TurnRunner::stage_job(JobRecord& j, int64_t expected_version) {
+void ToolExecutor::stage_job(JobRecord& j, int64_t expected_version) {
   ctx_.em->emit(events::custom("agentrt.job", job_change(j, expected_version)));
   ctx_.jobs[j.tool_call_id] = j;
 }
 
-void TurnRunner::ask_confirmation(LedgerEntry& l, const std::string& job_id, const JobStart& js) {
+void ToolExecutor::ask_confirmation(LedgerEntry& l, const std::string& job_id, const JobStart& js) {
   JobRecord j = new_job(l, job_id);
   j.status = JobStatus::queued;
   j.confirmation = JobConfirmation::pending;
@@ -247,8 +252,8 @@ void TurnRunner::ask_confirmation(LedgerEntry& l, const std::string& job_id, con
   l.needs_approval = true;
 }
 
-JobRecord TurnRunner::start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
-                                const std::optional<JobRecord>& early, const JobProgress& progress) {
+JobRecord ToolExecutor::start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
+                                  const std::optional<JobRecord>& early, const JobProgress& progress) {
   JobRecord j = new_job(l, job_id);
   int64_t expected = -1;
   if (confirmed) {
@@ -291,7 +296,7 @@ JobRecord TurnRunner::start_job(const LedgerEntry& l, const std::string& job_id,
   return j;
 }
 
-bool TurnRunner::end_confirmed_job(const std::string& job_id, const ToolCompletion::Outcome& oc) {
+bool ToolExecutor::end_confirmed_job(const std::string& job_id, const ToolCompletion::Outcome& oc) {
   auto cur = rt_.cfg.store->get_job(job_id);
   if (!cur || is_terminal(cur->status)) return false;
   JobRecord j = *cur;
@@ -310,7 +315,7 @@ bool TurnRunner::end_confirmed_job(const std::string& job_id, const ToolCompleti
   return true;
 }
 
-void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const std::string& summary) {
+void ToolExecutor::record_result(const std::string& id, ToolAgentOutput out, const std::string& summary) {
   // TOOL_CALL_RESULT commits with the tool message and the ledger's outcome: after a crash, a result that is
   // in the log is in history and the ledger too, so recovery never gives the call a second one.
   RunEmitter::Unit unit(*ctx_.em);
@@ -383,6 +388,51 @@ void TurnRunner::record_result(const std::string& id, ToolAgentOutput out, const
                       l ? l->stage : ctx_.turn.stage};
   // The projector derives the tool message and the ledger's outcome from it.
   ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, std::move(facts), outcome);
+}
+
+void ToolExecutor::close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status) {
+  std::set<std::string> answered;
+  for (const auto& m : ctx_.history)
+    if (m.turn_id == ctx_.turn.id && m.message.role == Role::tool) answered.insert(m.message.tool_call_id);
+  for (const auto& m : ctx_.history) {
+    if (m.turn_id != ctx_.turn.id || m.message.role != Role::assistant) continue;
+    for (const auto& c : m.message.tool_calls) {
+      if (answered.count(c.id) || ctx_.find_ledger(c.id)) continue;
+      LedgerEntry l;
+      l.tool_call_id = c.id;
+      l.turn_id = ctx_.turn.id;
+      l.thread_id = ctx_.turn.thread_id;
+      l.run_id = m.run_id;
+      l.tool_name = c.name;
+      l.stage = ctx_.turn.stage;
+      l.arguments = c.arguments;
+      ctx_.ledger.push_back(std::move(l));  // stored with its outcome below
+    }
+  }
+  std::vector<std::string> open;
+  for (const auto& l : ctx_.ledger)
+    if (!l.has_output() && !answered.count(l.tool_call_id)) open.push_back(l.tool_call_id);
+  for (const auto& id : open) {
+    LedgerEntry* l = ctx_.find_ledger(id);
+    if (auto known = ctx_.recorded.find(id); known != ctx_.recorded.end()) {
+      ToolAgentOutput out = known->second;
+      record_result(id, std::move(out));
+      continue;
+    }
+    ToolAgentOutput out;
+    out.tool_call_id = id;
+    out.tool_name = l->tool_name;
+    out.args = parse_args(l->arguments);
+    if (l->status == LedgerStatus::started) {
+      out.status = ToolStatus::interrupted;
+      out.error = ToolError{"outcome_unknown", kOutcomeUnknown};
+      record_result(id, std::move(out), fmt::format("{}: outcome unknown: {}", l->tool_name, kOutcomeUnknown));
+    } else {
+      out.status = not_run_status;
+      out.error = ToolError{code, message};
+      record_result(id, std::move(out));
+    }
+  }
 }
 
 }  // namespace v1

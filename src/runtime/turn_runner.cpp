@@ -40,7 +40,8 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
   }
 }
 
-TurnRunner::TurnRunner(Runtime::Impl& rt, RunCtx& ctx) : rt_(rt), ctx_(ctx), committed_status_(ctx.turn.status) {
+TurnRunner::TurnRunner(Runtime::Impl& rt, RunCtx& ctx)
+    : rt_(rt), ctx_(ctx), committed_status_(ctx.turn.status), tools_(*this, rt, ctx), interrupts_(*this, rt, ctx) {
   turn_usage_ = usage_from_json(ctx.turn.usage);
 }
 
@@ -403,17 +404,17 @@ bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
       out.args = r.args.is_object() ? r.args : json::object();
       out.status = ToolStatus::failed;
       out.error = r.problem;
-      record_result(l.tool_call_id, std::move(out));
+      tools_.record_result(l.tool_call_id, std::move(out));
     } else if (l.needs_approval) {
       need_approval.push_back(l.tool_call_id);
     } else {
       run_now.push_back(l.tool_call_id);
     }
   }
-  auto confirm = execute(run_now);
+  auto confirm = tools_.execute(run_now);
   need_approval.insert(need_approval.end(), confirm.begin(), confirm.end());
   if (!need_approval.empty()) {
-    pause(need_approval);
+    interrupts_.pause(need_approval);
     return false;
   }
   return true;
@@ -451,7 +452,7 @@ void TurnRunner::close_open_streams() {
 void TurnRunner::finish_cancelled() {
   RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
   close_open_streams();
-  close_unanswered("cancelled", "not run: the turn was cancelled", ToolStatus::rejected);
+  tools_.close_unanswered("cancelled", "not run: the turn was cancelled", ToolStatus::rejected);
   end_step();
   check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::cancelled);
   ctx_.turn.status = TurnStatus::cancelled;
@@ -471,7 +472,7 @@ void TurnRunner::fail(const std::string& code, const std::string& message) {
   ctx_.open_text.clear();
   ctx_.open_reasoning.clear();
   ctx_.open_tool_calls.clear();
-  close_unanswered("not_run", "not run: " + message, ToolStatus::failed);
+  tools_.close_unanswered("not_run", "not run: " + message, ToolStatus::failed);
   // RUN_ERROR, and the ERROR message the projector derives from it ("ERROR code: message").
   Event err = events::run_error(message, code);
   if (!ctx_.run_usage.empty()) err.usage = usage_json(ctx_.run_usage);

@@ -1,7 +1,7 @@
 // The turn runner: one run of a turn on the calling worker thread. The stage loop, its model calls and how
-// a run ends are in turn_runner.cpp, tool calls and the jobs they start in tool_executor.cpp, pauses for a
-// person and the decisions that end them in interrupts.cpp. Not thread-safe: one run, one thread (the
-// run's emitter is thread-safe; the group-commit flusher commits beside it).
+// a run ends are in turn_runner.cpp; its tool calls go through its ToolExecutor (tool_executor.hpp), its pauses
+// for a person and the decisions that end them through its Interrupts (interrupts.hpp). Not thread-safe: one run, one
+// thread (the run's emitter is thread-safe; the group-commit flusher commits beside it).
 #pragma once
 
 #include <exception>
@@ -15,7 +15,9 @@
 #include "agentrt/model.hpp"
 #include "agentrt/stages.hpp"
 #include "agentrt/tools.hpp"
+#include "runtime/interrupts.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/tool_executor.hpp"
 #include "util/json_fast.hpp"
 
 namespace agentrt {
@@ -141,45 +143,12 @@ class TurnRunner {
   // approval, and pauses for the rest. Returns false when the run paused.
   bool process_tool_calls(std::vector<Requested> calls);
 
-  // Runs approved calls. A call to a tool that is not idempotent is durable as `started` before it runs
-  // and as finished right after, so a crash never runs it twice. Returns the calls whose tool asked for a
-  // job confirmation (they wait for the person, like calls that need approval).
-  std::vector<std::string> execute(const std::vector<std::string>& ids);
-
-  // The runtime's record of jobs being started by the calls running now (see Runtime::Impl::jobs_in_flight).
-  // Destroyed after the commit that writes their records: an outcome the host reported after the run took
-  // the early ones is applied then, to the committed record.
-  class JobsInFlight;
-
-  // A result or ui card nested deeper than the limit (its copies and dumps would overflow the stack).
-  static std::optional<std::string> invalid_result(const ToolResult& r, size_t max_depth);
-  static std::optional<std::string> invalid_job_start(const JobStart& js, size_t max_depth);
-  JobRecord new_job(const LedgerEntry& l, const std::string& job_id) const;
-  // The job's change as one of the run's events (job_change): `j` gets its new version.
-  void stage_job(JobRecord& j, int64_t expected_version);
-
-  // The tool asked for a confirmation: the job is recorded queued, and the call waits for the person.
-  void ask_confirmation(LedgerEntry& l, const std::string& job_id, const JobStart& js);
-  JobRecord start_job(const LedgerEntry& l, const std::string& job_id, bool confirmed, const JobStart& js,
-                      const std::optional<JobRecord>& early, const JobProgress& progress);
-
-  // After a confirmation the tool answered with a plain result or an error: the job ends with it (the tool
-  // result carries the outcome, so nothing more is delivered). Returns whether a job was changed.
-  bool end_confirmed_job(const std::string& job_id, const ToolCompletion::Outcome& oc);
-
-  // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger. `summary`: the
-  // result's summary when the runtime writes it itself (a started job), else the summarizer's.
-  void record_result(const std::string& id, ToolAgentOutput out, const std::string& summary = {});
-  void pause(const std::vector<std::string>& ids);
+  // The run's tool calls: execution, results, the jobs they start (tool_executor.hpp).
+  ToolExecutor& tools() { return tools_; }
+  // Its pauses for a person and the decisions that end them (interrupts.hpp).
+  Interrupts& interrupts() { return interrupts_; }
   void finish_completed();
 
-  // Gives every call of this turn that has no outcome yet one, so the history never holds an assistant
-  // tool call without its result: the ledger's open calls, and calls of the turn's assistant messages that
-  // have no ledger entry (a group commit may have stored the message before the run staged the entries).
-  // A call this run has an outcome for (`ctx_.recorded`: its result was in a batch that was lost) gets that
-  // outcome again; a call found `started` has an unknown outcome (it may have taken effect: it is not run
-  // again); any other call was not run.
-  void close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status);
   void close_open_streams();
   void finish_cancelled();
   void fail(const std::string& code, const std::string& message);
@@ -215,6 +184,8 @@ class TurnRunner {
   Runtime::Impl& rt_;
   RunCtx& ctx_;
   TurnStatus committed_status_;
+  ToolExecutor tools_;
+  Interrupts interrupts_;
 };
 
 // Reads the thread's history and the turn's ledger into `ctx` (or takes the ones the caller has).
