@@ -1,10 +1,15 @@
+// parse_json over simdjson's DOM parser: simdjson reads and checks the text (UTF-8 included), and its DOM is
+// copied into nlohmann's value in one pass. Whatever simdjson cannot give exactly as nlohmann would (an error,
+// an integer beyond 64 bits, -0) goes to nlohmann's parser, so every text parses as nlohmann parses it,
+// errors included.
 #include "util/json_fast.hpp"
 
-#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include "agentrt/error.hpp"
 
@@ -13,209 +18,79 @@ inline namespace v1 {
 
 namespace {
 
-// Recursive descent over the subset; false = "not this parser's to decide" (the caller hands the text on).
-class Subset {
- public:
-  Subset(std::string_view t, size_t max_depth)
-      : p_(t.data()), end_(t.data() + t.size()), max_depth_(std::min<size_t>(max_depth, kMaxDepth)) {}
+// Texts above this size get a parser of their own (freed after), so that no thread keeps a large buffer.
+constexpr size_t kReusedParserBytes = 1 << 20;
 
-  bool document(json& out) {
-    space();
-    if (!value(out, 0)) return false;
-    space();
-    return p_ == end_;
-  }
-
-  // The text nests deeper than the limit (given at most kMaxDepth): no other parser need look at it.
-  bool too_deep() const { return too_deep_; }
-
- private:
-  // The recursion's own bound; deeper texts within the caller's limit go to nlohmann's (iterative) parser.
-  static constexpr size_t kMaxDepth = 256;
-
-  // Entering a container nested `depth` + 1 levels deep.
-  bool enter(int depth) {
-    if (static_cast<size_t>(depth) + 1 <= max_depth_) return true;
-    too_deep_ = max_depth_ < kMaxDepth;
-    return false;
-  }
-
-  void space() {
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-  }
-
-  bool literal(std::string_view word) {
-    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
-    p_ += word.size();
-    return true;
-  }
-
-  bool value(json& out, int depth) {
-    if (p_ == end_) return false;
-    switch (*p_) {
-      case '{': return object(out, depth);
-      case '[': return array(out, depth);
-      case '"': {
-        std::string s;
-        if (!string(s)) return false;
-        out = std::move(s);
-        return true;
-      }
-      case 't':
-        if (!literal("true")) return false;
-        out = true;
-        return true;
-      case 'f':
-        if (!literal("false")) return false;
-        out = false;
-        return true;
-      case 'n':
-        if (!literal("null")) return false;
-        out = nullptr;
-        return true;
-      default: return number(out);
+// The DOM as nlohmann's value. The recursion is bounded by the nesting checked before.
+json copy(simdjson::dom::element e) {
+  using Type = simdjson::dom::element_type;
+  switch (e.type()) {
+    case Type::OBJECT: {
+      json out = json::object();
+      auto& members = out.get_ref<json::object_t&>();
+      // nlohmann keeps the last of repeated keys; a hint at the end is free for keys that come in order.
+      for (auto field : simdjson::dom::object(e))
+        members.insert_or_assign(members.end(), std::string(field.key), copy(field.value));
+      return out;
     }
-  }
-
-  bool object(json& out, int depth) {
-    if (!enter(depth)) return false;
-    ++p_;  // '{'
-    out = json::object();
-    auto& members = out.get_ref<json::object_t&>();
-    space();
-    if (p_ < end_ && *p_ == '}') {
-      ++p_;
-      return true;
+    case Type::ARRAY: {
+      json out = json::array();
+      auto& items = out.get_ref<json::array_t&>();
+      for (auto item : simdjson::dom::array(e)) items.push_back(copy(item));
+      return out;
     }
-    for (;;) {
-      space();
-      if (p_ == end_ || *p_ != '"') return false;
-      std::string key;
-      if (!string(key)) return false;
-      space();
-      if (p_ == end_ || *p_ != ':') return false;
-      ++p_;
-      space();
-      json v;
-      if (!value(v, depth + 1)) return false;
-      members.insert_or_assign(std::move(key), std::move(v));  // a repeated key: the last one wins, as there
-      space();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ != '}') return false;
-      ++p_;
-      return true;
+    case Type::STRING: return json(std::string(std::string_view(e)));
+    case Type::INT64: {
+      const int64_t v = int64_t(e);
+      // nlohmann gives every integer without a sign as unsigned.
+      return v >= 0 ? json(static_cast<uint64_t>(v)) : json(v);
     }
+    case Type::UINT64: return json(uint64_t(e));
+    case Type::DOUBLE: return json(double(e));
+    case Type::BOOL: return json(bool(e));
+    case Type::NULL_VALUE: return json(nullptr);
   }
+  return json(nullptr);  // not reached: the types above are all simdjson's
+}
 
-  bool array(json& out, int depth) {
-    if (!enter(depth)) return false;
-    ++p_;  // '['
-    out = json::array();
-    auto& items = out.get_ref<json::array_t&>();
-    space();
-    if (p_ < end_ && *p_ == ']') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      space();
-      items.emplace_back();
-      if (!value(items.back(), depth + 1)) return false;
-      space();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ != ']') return false;
-      ++p_;
-      return true;
-    }
+// Whether the text may hold the number -0, which nlohmann gives as a signed integer and simdjson as 0 with no
+// sign: a '-' before a '0' that no digit, fraction or exponent follows (in a string too: then nlohmann's parser
+// decides, which costs time, never exactness).
+bool may_hold_negative_zero(std::string_view text) {
+  for (size_t i = text.find("-0"); i != std::string_view::npos; i = text.find("-0", i + 2)) {
+    const char next = i + 2 < text.size() ? text[i + 2] : ' ';
+    if (!(next >= '0' && next <= '9') && next != '.' && next != 'e' && next != 'E') return true;
   }
+  return false;
+}
 
-  // ASCII text with the short escapes; runs without an escape are appended in one piece.
-  bool string(std::string& out) {
-    ++p_;  // '"'
-    const char* run = p_;
-    while (p_ < end_) {
-      const auto c = static_cast<unsigned char>(*p_);
-      if (c == '"') {
-        out.append(run, p_ - run);
-        ++p_;
-        return true;
-      }
-      if (c < 0x20 || c >= 0x80) return false;
-      if (c != '\\') {
-        ++p_;
-        continue;
-      }
-      out.append(run, p_ - run);
-      if (++p_ == end_) return false;
-      switch (*p_) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        default: return false;  // \u and anything else
-      }
-      run = ++p_;
-    }
-    return false;
-  }
+// The value, or nullopt when nlohmann's parser must decide.
+std::optional<json> parsed(std::string_view text) {
+  thread_local simdjson::dom::parser reused;
+  simdjson::dom::parser own;
+  simdjson::dom::parser& parser = text.size() <= kReusedParserBytes ? reused : own;
+  simdjson::dom::element root;
+  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS || may_hold_negative_zero(text))
+    return std::nullopt;
+  return copy(root);
+}
 
-  // Integers of up to 18 digits (exact in either kind): negative ones signed, others unsigned, as nlohmann
-  // gives them. Fractions, exponents, longer or malformed numbers are not this parser's.
-  bool number(json& out) {
-    const bool negative = *p_ == '-';
-    if (negative) ++p_;
-    const char* digits = p_;
-    uint64_t v = 0;
-    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') v = v * 10 + static_cast<uint64_t>(*p_++ - '0');
-    const auto n = p_ - digits;
-    if (n == 0 || n > 18 || (n > 1 && *digits == '0')) return false;
-    if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
-    if (negative)
-      out = -static_cast<int64_t>(v);
-    else
-      out = v;
-    return true;
-  }
-
-  const char* p_;
-  const char* end_;
-  const size_t max_depth_;
-  bool too_deep_ = false;
-};
-
-// What the subset parser could not decide: too deep (known or by a scan of the brackets), or nlohmann's.
-bool within(const Subset& subset, std::string_view text, size_t max_depth) {
-  return !subset.too_deep() && json_text_depth(text, max_depth) <= max_depth;
+void check_depth(std::string_view text, size_t max_depth) {
+  if (json_text_depth(text, max_depth) > max_depth)
+    throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
 }
 
 }  // namespace
 
 json parse_json(std::string_view text, size_t max_depth) {
-  json out;
-  Subset subset(text, max_depth);
-  if (subset.document(out)) return out;
-  if (!within(subset, text, max_depth))
-    throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
+  check_depth(text, max_depth);
+  if (auto v = parsed(text)) return std::move(*v);
   return json::parse(text);
 }
 
 json parse_json_or_discarded(std::string_view text, size_t max_depth) {
-  json out;
-  Subset subset(text, max_depth);
-  if (subset.document(out)) return out;
-  if (!within(subset, text, max_depth)) return json::value_t::discarded;
+  if (json_text_depth(text, max_depth) > max_depth) return json::value_t::discarded;
+  if (auto v = parsed(text)) return std::move(*v);
   return json::parse(text, nullptr, false);
 }
 

@@ -1,11 +1,10 @@
-// A parser for the JSON this library stores and reads back on every turn (turn rows, messages, ledger
-// decisions): objects, arrays, ASCII strings with the short escapes, integers, literals. It gives exactly
-// what nlohmann's parser gives (tested against it on the fixture and JSON-Schema corpora), several times
-// faster: strings are copied in one piece instead of character by character. Anything else in the text (a
-// float, a \u escape, a non-ASCII byte, an error, nesting over 256 levels) hands the whole text to
-// nlohmann's parser, so every text parses as nlohmann would parse it, errors included. A text nested deeper
-// than `max_depth` (json_limits.hpp) is refused before anything is built: a stored row written by an older
-// build or a hostile host can neither overflow the stack of whoever copies the value nor be taken as valid.
+// Parsing the JSON this library stores and reads back on every turn (turn rows, messages, ledger decisions,
+// events): simdjson reads the text and its DOM is copied into nlohmann's value, about three times as fast as
+// nlohmann's own parser. It gives exactly what nlohmann's parser gives (tested against it on the fixture and
+// JSON-Schema corpora); what simdjson cannot give so (an error, an integer beyond 64 bits, -0) is handed to
+// nlohmann's parser, errors included. A text nested deeper than `max_depth` (json_limits.hpp) is refused
+// before anything is built: a stored row written by an older build or a hostile host can neither overflow the
+// stack of whoever copies the value nor be taken as valid. Thread-safe (a parser per thread).
 #pragma once
 
 #include <cstddef>
