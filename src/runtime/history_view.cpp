@@ -19,8 +19,10 @@ inline namespace v1 {
 using namespace turn;
 
 std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
+  auto records = cfg.store->messages(thread_id);
   std::vector<Message> out;
-  for (auto& rec : cfg.store->messages(thread_id)) out.push_back(history_view(std::move(rec.message)));
+  out.reserve(records.size());
+  for (auto& rec : records) out.push_back(history_view(std::move(rec.message)));
   return out;
 }
 
@@ -30,7 +32,11 @@ Message Runtime::Impl::history_view(Message m) {
     if (m.role == Role::tool && m.metadata.is_object() && cfg.objects) {
       const std::string path = m.metadata.value("storage_path", "");
       const std::string sha = m.metadata.value("payload_sha256", "");
-      if (!path.empty()) {
+      // A payload stored with payload_has_ui=false has no card to show: the summary is the whole view. A
+      // row without the flag (written before it existed) reads the payload as before.
+      const auto has_ui = m.metadata.find("payload_has_ui");
+      const bool no_ui = has_ui != m.metadata.end() && has_ui->is_boolean() && !has_ui->get<bool>();
+      if (!path.empty() && !no_ui) {
         try {
           auto bytes = cfg.objects->get(path);
           if (bytes && crypto::sha256_hex(*bytes) == sha) {

@@ -355,6 +355,7 @@ void ToolExecutor::record_result(const std::string& id, ToolAgentOutput out, con
       index["storage_bucket"] = rt_.cfg.objects->bucket();
       index["storage_path"] = key;
       index["payload_sha256"] = crypto::sha256_hex(bytes);
+      index["payload_has_ui"] = out.ui.has_value();  // history reads back only a payload that has a card
       auto objects = rt_.cfg.objects;
       ctx_.em->add_compensation([objects, key] { objects->remove(key); });
     } catch (const std::exception& e) {

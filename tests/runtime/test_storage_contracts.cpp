@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include "agentrt/attachments.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -37,6 +38,39 @@ struct FlakyObjects final : ObjectStore {
   std::string sign_url(std::string_view k, int64_t e) const override { return inner->sign_url(k, e); }
   std::string verify_url(std::string_view u, int64_t n) const override { return inner->verify_url(u, n); }
 };
+
+// An ObjectStore that counts its reads.
+struct CountingObjects final : ObjectStore {
+  std::shared_ptr<ObjectStore> inner;
+  std::atomic<int> gets{0};
+  explicit CountingObjects(std::shared_ptr<ObjectStore> i) : inner(std::move(i)) {}
+  std::string bucket() const override { return inner->bucket(); }
+  void put(std::string_view k, std::string_view b, std::string_view c) override { inner->put(k, b, c); }
+  bool put_if_absent(std::string_view k, std::string_view b, std::string_view c) override {
+    return inner->put_if_absent(k, b, c);
+  }
+  std::optional<std::string> get(std::string_view k) override {
+    ++gets;
+    return inner->get(k);
+  }
+  std::optional<ObjectInfo> head(std::string_view k) override { return inner->head(k); }
+  bool remove(std::string_view k) override { return inner->remove(k); }
+  std::vector<ObjectInfo> list(std::string_view p) override { return inner->list(p); }
+  std::string sign_url(std::string_view k, int64_t e) const override { return inner->sign_url(k, e); }
+  std::string verify_url(std::string_view u, int64_t n) const override { return inner->verify_url(u, n); }
+};
+
+// Runs `sql` on the harness's database file through a connection of its own.
+void exec_sql(const Harness& h, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(h.dir.file("agentrt.db").c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE_MESSAGE(rc == SQLITE_OK, msg);
+}
 
 // A Store whose next commit that writes a tool message fails (once).
 struct FlakyStore final : Store {
@@ -99,8 +133,9 @@ TEST_CASE("a tool result is stored as payload object plus an index, and history 
   // The tool message: content is the summary, metadata only the index (exact keys).
   std::vector<std::string> keys;
   for (auto it = tool.metadata.begin(); it != tool.metadata.end(); ++it) keys.push_back(it.key());
-  CHECK(keys == std::vector<std::string>{"payload_sha256", "run_id", "stage", "storage_bucket", "storage_path",
-                                         "summary_version", "tool_call_id", "tool_name"});
+  CHECK(keys == std::vector<std::string>{"payload_has_ui", "payload_sha256", "run_id", "stage", "storage_bucket",
+                                         "storage_path", "summary_version", "tool_call_id", "tool_name"});
+  CHECK(tool.metadata["payload_has_ui"] == true);
   CHECK(tool.metadata["tool_call_id"] == "call_1");
   CHECK(tool.metadata["tool_name"] == "book_room");
   CHECK(tool.metadata["run_id"] == t.run_id);
@@ -129,6 +164,54 @@ TEST_CASE("a tool result is stored as payload object plus an index, and history 
   CHECK(hist[2].metadata["ui"] == payload["ui"]);
   CHECK(hist[3].metadata["worker_agent_output"]["answer"] == "booked");
   CHECK(hist[3].metadata["worker_agent_output"]["tools"][0]["tool_call_id"] == "call_1");
+}
+
+TEST_CASE("history reads back only a payload that has a ui; one with a ui is still read and checked") {
+  TempDir objdir;
+  auto objects = std::make_shared<CountingObjects>(make_objects(objdir));
+  Harness h(one_tool_script, [&](RuntimeConfig& c) { c.objects = objects; });
+  // book_room without a card: its payload has no ui.
+  ToolSpec plain;
+  plain.name = "book_room";
+  plain.description = "Book a room";
+  plain.parameters = json::parse(R"({"type":"object","properties":{"room":{"type":"string"}}})");
+  plain.approval = ApprovalPolicy::never();
+  plain.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json{{"ok", true}}, std::nullopt}; });
+  h.rt->tools().add(plain);
+  REQUIRE(h.rt->run_turn(turn_input("t-noui", user_message("book"))).status == TurnStatus::completed);
+  const Message tool = h.store->messages("t-noui")[2].message;
+  CHECK(tool.metadata["payload_has_ui"] == false);
+  const std::string path = tool.metadata["storage_path"];
+  REQUIRE(objects->get(path));  // the payload is stored all the same
+  objects->gets = 0;
+  auto hist = h.rt->history("t-noui");
+  REQUIRE(hist.size() == 4);
+  CHECK(objects->gets == 0);  // not read: there is no card in it
+  CHECK_FALSE(hist[2].metadata.contains("ui"));
+  CHECK(hist[2].content == tool.content);
+
+  // A payload with a card: read, its sha256 checked, its ui shown; a forged one is refused.
+  h.rt->tools().remove("book_room");
+  h.add_book_room(ApprovalPolicy::never());
+  REQUIRE(h.rt->run_turn(turn_input("t-ui", user_message("book"))).status == TurnStatus::completed);
+  const std::string ui_path = h.store->messages("t-ui")[2].message.metadata["storage_path"];
+  objects->gets = 0;
+  hist = h.rt->history("t-ui");
+  CHECK(objects->gets == 1);
+  CHECK(hist[2].metadata["ui"]["type"] == "booking_card");
+  objects->put(ui_path, R"({"ui":{"type":"forged","version":"v1"}})", "application/json");
+  hist = h.rt->history("t-ui");
+  CHECK(objects->gets == 2);
+  CHECK_FALSE(hist[2].metadata.contains("ui"));
+
+  // A row written before the flag existed (no payload_has_ui): its payload is read, as it always was.
+  REQUIRE(h.rt->run_turn(turn_input("t-old", user_message("book"))).status == TurnStatus::completed);
+  exec_sql(h, "UPDATE messages SET body=json_remove(body,'$.metadata.payload_has_ui') WHERE thread_id='t-old'");
+  REQUIRE_FALSE(h.store->messages("t-old")[2].message.metadata.contains("payload_has_ui"));
+  objects->gets = 0;
+  hist = h.rt->history("t-old");
+  CHECK(objects->gets == 1);
+  CHECK(hist[2].metadata["ui"]["type"] == "booking_card");
 }
 
 TEST_CASE("a missing or corrupt payload object gives the summary alone, never an error") {
