@@ -162,3 +162,28 @@ TEST_CASE("parse_json refuses a text nested deeper than its limit, in the subset
   // Within the limit, invalid text is still nlohmann's to judge.
   CHECK_THROWS_AS((void)parse_json("[1,", 8), json::parse_error);
 }
+
+TEST_CASE("parse_json finds the byte that ends a plain run wherever it falls in an eight-byte step") {
+  // Strings scan eight bytes a step: a quote, a backslash, a control character or a non-ASCII byte at each
+  // offset of a long run, and at its end, gives what nlohmann gives (including its errors).
+  const std::vector<std::string> enders = {"\\\"",     "\\\\", "\\n", "\\u0041", "\x01", "\x1f", "\x7f",
+                                           "\xc3\xa9", "\xff", " ",   "~",       "\"",   "\\"};
+  for (const auto& e : enders) {
+    for (size_t at = 0; at < 20; ++at) {
+      std::string s = std::string(at, 'a') + e + std::string(19 - at, 'b');
+      check_text("\"" + s + "\"");
+      check_text("{\"k\":\"" + s + "\",\"z\":[\"" + s + "\"]}");
+      check_text("\"" + std::string(at, 'x'));  // unterminated at every length
+    }
+  }
+}
+
+TEST_CASE(
+    "parse_json keeps nlohmann's object semantics: key order on the way in does not matter, the last "
+    "repeat wins") {
+  for (const std::string text : {R"({"a":1,"b":2,"c":3})", R"({"c":1,"b":2,"a":3})", R"({"b":1,"a":2,"b":3})",
+                                 R"({"a":1,"a":2})", R"({"ab":1,"a":2,"abc":3,"b":{"y":1,"x":2,"y":3}})"}) {
+    check_text(text);
+    CHECK(parse_json(text).dump() == json::parse(text).dump());
+  }
+}
