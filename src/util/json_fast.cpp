@@ -1,11 +1,10 @@
-// parse_json over simdjson's DOM parser: simdjson reads and checks the text (UTF-8 included), and its DOM is
-// copied into nlohmann's value in one pass. Whatever simdjson cannot give exactly as nlohmann would (an error,
-// an integer beyond 64 bits, -0) goes to nlohmann's parser, so every text parses as nlohmann parses it,
-// errors included.
+// parse_json over simdjson's DOM parser: simdjson reads and checks the text (UTF-8 included) and its nesting,
+// and its DOM is copied into nlohmann's value in one pass. Whatever simdjson cannot give exactly as nlohmann
+// would (an error, an integer beyond 64 bits, -0) goes to nlohmann's parser, so every text parses as nlohmann
+// parses it, errors included.
 #include "util/json_fast.hpp"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,23 +19,32 @@ namespace {
 
 // Texts above this size get a parser of their own (freed after), so that no thread keeps a large buffer.
 constexpr size_t kReusedParserBytes = 1 << 20;
+// simdjson's own nesting limit: a text nested deeper fails at once, before anything is built (every limit
+// agentrt reads stored JSON with is below it).
+constexpr size_t kParserDepth = simdjson::DEFAULT_MAX_DEPTH;  // a parser's own unless it is allocated otherwise
+static_assert(kMaxStoredJsonDepth <= kParserDepth);
 
-// The DOM as nlohmann's value. The recursion is bounded by the nesting checked before.
-json copy(simdjson::dom::element e) {
+struct TooDeep {};
+
+// The DOM as nlohmann's value; a container nested deeper than `max_depth` throws TooDeep. The recursion is
+// bounded by kParserDepth.
+json copy(simdjson::dom::element e, size_t depth, size_t max_depth) {
   using Type = simdjson::dom::element_type;
   switch (e.type()) {
     case Type::OBJECT: {
+      if (depth + 1 > max_depth) throw TooDeep{};
       json out = json::object();
       auto& members = out.get_ref<json::object_t&>();
       // nlohmann keeps the last of repeated keys; a hint at the end is free for keys that come in order.
       for (auto field : simdjson::dom::object(e))
-        members.insert_or_assign(members.end(), std::string(field.key), copy(field.value));
+        members.insert_or_assign(members.end(), std::string(field.key), copy(field.value, depth + 1, max_depth));
       return out;
     }
     case Type::ARRAY: {
+      if (depth + 1 > max_depth) throw TooDeep{};
       json out = json::array();
       auto& items = out.get_ref<json::array_t&>();
-      for (auto item : simdjson::dom::array(e)) items.push_back(copy(item));
+      for (auto item : simdjson::dom::array(e)) items.push_back(copy(item, depth + 1, max_depth));
       return out;
     }
     case Type::STRING: return json(std::string(std::string_view(e)));
@@ -64,33 +72,48 @@ bool may_hold_negative_zero(std::string_view text) {
   return false;
 }
 
-// The value, or nullopt when nlohmann's parser must decide.
-std::optional<json> parsed(std::string_view text) {
+enum class Outcome { parsed, too_deep, nlohmann };
+
+// simdjson's answer: the value (parsed), a text nested deeper than `max_depth` (too_deep), or a text whose
+// value or error nlohmann's parser must give.
+Outcome parse(std::string_view text, size_t max_depth, json& out) {
+  if (max_depth > kParserDepth) return Outcome::nlohmann;
   thread_local simdjson::dom::parser reused;
   simdjson::dom::parser own;
   simdjson::dom::parser& parser = text.size() <= kReusedParserBytes ? reused : own;
   simdjson::dom::element root;
-  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS || may_hold_negative_zero(text))
-    return std::nullopt;
-  return copy(root);
+  const auto error = parser.parse(text.data(), text.size()).get(root);
+  if (error == simdjson::DEPTH_ERROR) return Outcome::too_deep;  // deeper than kParserDepth >= max_depth
+  if (error != simdjson::SUCCESS || may_hold_negative_zero(text)) return Outcome::nlohmann;
+  try {
+    out = copy(root, 0, max_depth);
+  } catch (const TooDeep&) {
+    return Outcome::too_deep;
+  }
+  return Outcome::parsed;
 }
 
-void check_depth(std::string_view text, size_t max_depth) {
-  if (json_text_depth(text, max_depth) > max_depth)
-    throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
+// A text refused for its nesting (invalid text within the limit is nlohmann's to judge).
+bool too_deep(Outcome o, std::string_view text, size_t max_depth) {
+  return o == Outcome::too_deep || (o == Outcome::nlohmann && json_text_depth(text, max_depth) > max_depth);
 }
 
 }  // namespace
 
 json parse_json(std::string_view text, size_t max_depth) {
-  check_depth(text, max_depth);
-  if (auto v = parsed(text)) return std::move(*v);
+  json out;
+  const Outcome o = parse(text, max_depth, out);
+  if (o == Outcome::parsed) return out;
+  if (too_deep(o, text, max_depth))
+    throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
   return json::parse(text);
 }
 
 json parse_json_or_discarded(std::string_view text, size_t max_depth) {
-  if (json_text_depth(text, max_depth) > max_depth) return json::value_t::discarded;
-  if (auto v = parsed(text)) return std::move(*v);
+  json out;
+  const Outcome o = parse(text, max_depth, out);
+  if (o == Outcome::parsed) return out;
+  if (too_deep(o, text, max_depth)) return json::value_t::discarded;
   return json::parse(text, nullptr, false);
 }
 
