@@ -1,6 +1,7 @@
-// The JSON subset parser (src/util/json_fast.*), differential against nlohmann: for any text within the
-// nesting limit both give the same value, kind for kind (5 and 5u differ), or both fail; past the limit it
-// refuses. parse_json throws exactly when parse_json_or_discarded discards.
+// parse_json (src/util/json_fast.*: simdjson, and nlohmann for what simdjson cannot give as nlohmann does),
+// differential against nlohmann: for any text within the nesting limit both give the same value, kind for
+// kind (5 and 5u differ), or both fail; past the limit it refuses. parse_json throws exactly when
+// parse_json_or_discarded discards.
 #include <cstdint>
 #include <string>
 
