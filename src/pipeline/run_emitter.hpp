@@ -33,7 +33,7 @@ struct CommitRetry {
 // A batch that cannot be committed (after CommitRetry's attempts) is dropped, and the emitter is failed for
 // good: nothing staged later is committed by it, so no later event commits past a lost one (a subscriber
 // never sees a gap), and every flush() after that throws the same error to the run, whichever thread's flush
-// failed first. The run then records its end from what is durable (TurnRunner::fail_from_store).
+// failed first. The run then records its end from what is durable (Recovery::fail_from_store).
 class RunEmitter {
  public:
   using Committed = std::function<void(const CommitBatch&)>;

@@ -96,7 +96,7 @@ std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::s
                                                   approval_request_id, turn->id, turn->approval_request_id));
   const int64_t now = now_ms();
   if (turn->expires_at > 0 && now >= turn->expires_at) {
-    rt_.end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
+    rt_.recovery.end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
     throw Error(ErrorCode::expired,
                 fmt::format("turn {}: the approval request expired at {}", turn->id, iso8601_ms(turn->expires_at)));
   }

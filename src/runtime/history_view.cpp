@@ -1,4 +1,6 @@
-// History as hosts read it: stored messages with fresh signed URLs and their tool cards.
+// The history view (history_view.hpp).
+#include "runtime/history_view.hpp"
+
 #include "runtime/turn_runner.hpp"
 
 #include <algorithm>
@@ -18,18 +20,20 @@ inline namespace v1 {
 
 using namespace turn;
 
-std::vector<Message> Runtime::Impl::history(std::string_view thread_id) {
-  auto records = cfg.store->messages(thread_id);
+HistoryView::HistoryView(Runtime::Impl& rt) : rt_(rt) {}
+
+std::vector<Message> HistoryView::history(std::string_view thread_id) {
+  auto records = rt_.cfg.store->messages(thread_id);
   std::vector<Message> out;
   out.reserve(records.size());
-  for (auto& rec : records) out.push_back(history_view(std::move(rec.message)));
+  for (auto& rec : records) out.push_back(view(std::move(rec.message)));
   return out;
 }
 
-Message Runtime::Impl::history_view(Message m) {
+Message HistoryView::view(Message m) {
   {
-    if (m.role == Role::user) resign_parts(m);
-    if (m.role == Role::tool && m.metadata.is_object() && cfg.objects) {
+    if (m.role == Role::user) rt_.resign_parts(m);
+    if (m.role == Role::tool && m.metadata.is_object() && rt_.cfg.objects) {
       const std::string path = m.metadata.value("storage_path", "");
       const std::string sha = m.metadata.value("payload_sha256", "");
       // A payload stored with payload_has_ui=false has no card to show: the summary is the whole view. A
@@ -38,17 +42,17 @@ Message Runtime::Impl::history_view(Message m) {
       const bool no_ui = has_ui != m.metadata.end() && has_ui->is_boolean() && !has_ui->get<bool>();
       if (!path.empty() && !no_ui) {
         try {
-          auto bytes = cfg.objects->get(path);
+          auto bytes = rt_.cfg.objects->get(path);
           if (bytes && crypto::sha256_hex(*bytes) == sha) {
             json payload = parse_json_or_discarded(*bytes);
             if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
               m.metadata["ui"] = payload["ui"];
           } else {
-            log(LogLevel::warn, "history",
-                fmt::format("tool payload {} is missing or does not match its sha256", path));
+            rt_.log(LogLevel::warn, "history",
+                    fmt::format("tool payload {} is missing or does not match its sha256", path));
           }
         } catch (const std::exception& e) {
-          log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));
+          rt_.log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));
         }
       }
     }

@@ -1,4 +1,7 @@
-// Runs that cannot go on: expired and cancelled pauses, turns a stopped runtime left, failed commits.
+// Recovery (recovery.hpp): runs that cannot go on — expired and cancelled pauses, turns a stopped runtime left,
+// failed commits.
+#include "runtime/recovery.hpp"
+
 #include "runtime/turn_runner.hpp"
 
 #include <algorithm>
@@ -18,17 +21,19 @@ inline namespace v1 {
 
 using namespace turn;
 
-void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason) {
+Recovery::Recovery(Runtime::Impl& rt) : rt_(rt) {}
+
+void Recovery::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason) {
   check_transition(turn.id, turn.status, to);
   RunCtx ctx;
   ctx.turn = turn;
   ctx.handle = std::make_shared<RunHandle>();
   ctx.turn.parent_run_id = turn.run_id;
   ctx.turn.run_id = new_id("run");
-  ctx.em = make_emitter(turn.thread_id, ctx.turn.run_id, turn.version, false);
-  load_run_state(*cfg.store, ctx);
+  ctx.em = rt_.make_emitter(turn.thread_id, ctx.turn.run_id, turn.version, false);
+  load_run_state(*rt_.cfg.store, ctx);
   ctx.watch_history();
-  TurnRunner runner(*this, ctx);
+  TurnRunner runner(rt_, ctx);
   ctx.em->emit(run_started(ctx.turn));
   const bool expired = to == TurnStatus::expired;
   const std::string msg = expired
@@ -39,7 +44,7 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   // Jobs that waited for a confirmation end with the pause: never started.
   for (const auto& i : turn.interrupts) {
     if (!i.is_object() || i.value("reason", "") != "confirmation" || !i.contains("metadata")) continue;
-    auto j = cfg.store->get_job(i["metadata"].value("jobId", ""));
+    auto j = rt_.cfg.store->get_job(i["metadata"].value("jobId", ""));
     if (!j || is_terminal(j->status)) continue;
     JobRecord next = *j;
     next.status = expired ? JobStatus::failed : JobStatus::cancelled;
@@ -62,67 +67,68 @@ void Runtime::Impl::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::
   runner.end_facts(end);
   ctx.em->emit(end);
   ctx.em->flush();
-  jobs.deliver_waiting(turn.thread_id);
+  rt_.jobs.deliver_waiting(turn.thread_id);
 }
 
-void Runtime::Impl::recover_running_turn(TurnRecord turn) {
+void Recovery::recover_running_turn(TurnRecord turn) {
   if (turn.status == TurnStatus::resuming) {
     // The decision is durable: take the turn over and run the continuation here.
     TurnRecord mine = turn;
-    mine.owner = cfg.instance_id;
-    auto handle = register_run(turn.id);
-    auto em = make_emitter(turn.thread_id, turn.run_id, turn.version, false);
+    mine.owner = rt_.cfg.instance_id;
+    auto handle = rt_.register_run(turn.id);
+    auto em = rt_.make_emitter(turn.thread_id, turn.run_id, turn.version, false);
     em->set_turn(mine);
     try {
       em->flush();
     } catch (...) {
-      unregister_run(turn.id);
+      rt_.unregister_run(turn.id);
       throw;
     }
-    log(LogLevel::info, "recovery", fmt::format("turn {}: continuing a resume its runtime did not finish", turn.id));
+    rt_.log(LogLevel::info, "recovery",
+            fmt::format("turn {}: continuing a resume its runtime did not finish", turn.id));
     std::string tid = turn.id;
-    enqueue([this, handle, tid] { run_continuation(handle, tid); });
+    rt_.enqueue([&rt = rt_, handle, tid] { rt.run_continuation(handle, tid); });
     return;
   }
-  log(LogLevel::warn, "recovery",
-      fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
-                  turn.owner.empty() ? "unknown" : turn.owner));
+  rt_.log(LogLevel::warn, "recovery",
+          fmt::format("turn {}: its runtime ({}) stopped while it ran; failing it", turn.id,
+                      turn.owner.empty() ? "unknown" : turn.owner));
   // A tool that was started and not finished is recorded with an unknown outcome and not run again.
   fail_from_store(turn.id, "runtime_restarted", "the runtime running this turn stopped before the turn finished");
 }
 
-std::optional<TurnRecord> Runtime::Impl::fail_from_store(const std::string& turn_id, const std::string& code,
-                                                         const std::string& message,
-                                                         const std::map<std::string, ToolAgentOutput>* known) {
-  auto turn = cfg.store->get_turn(turn_id);
+std::optional<TurnRecord> Recovery::fail_from_store(const std::string& turn_id, const std::string& code,
+                                                    const std::string& message,
+                                                    const std::map<std::string, ToolAgentOutput>* known) {
+  auto turn = rt_.cfg.store->get_turn(turn_id);
   if (!turn || (turn->status != TurnStatus::running && turn->status != TurnStatus::resuming)) return std::nullopt;
   RunCtx ctx;
   ctx.turn = std::move(*turn);
   ctx.handle = std::make_shared<RunHandle>();
-  ctx.em = make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, false);
-  load_run_state(*cfg.store, ctx);
+  ctx.em = rt_.make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, false);
+  load_run_state(*rt_.cfg.store, ctx);
   ctx.watch_history();
   if (known) ctx.recorded = *known;
-  TurnRunner runner(*this, ctx);
+  TurnRunner runner(rt_, ctx);
   runner.fail(code, message);
   return std::move(ctx.turn);
 }
 
-void Runtime::Impl::remember_unrecorded(const std::string& turn_id) {
-  std::lock_guard<std::mutex> lock(unrecorded_mutex);
-  unrecorded.insert(turn_id);
+void Recovery::remember_unrecorded(const std::string& turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  unrecorded_.insert(turn_id);
 }
 
-void Runtime::Impl::record_unrecorded() {
+void Recovery::record_unrecorded() {
   std::set<std::string> pending;
   {
-    std::lock_guard<std::mutex> lock(unrecorded_mutex);
-    pending.swap(unrecorded);
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending.swap(unrecorded_);
   }
   for (const auto& id : pending) {
     try {
       fail_from_store(id, "storage", kStorageFailed);
-      log(LogLevel::info, "recovery", fmt::format("turn {}: its failure is recorded now", id));
+      rt_.log(LogLevel::info, "recovery", fmt::format("turn {}: its failure is recorded now", id));
     } catch (const std::exception& e) {
       remember_unrecorded(id);
       throw;

@@ -70,7 +70,7 @@ Runtime::Impl::Impl(RuntimeConfig c)
           {"live tail", [this] { tail_external_commits(); }},
           // Each step on its own: a failing heartbeat (a full disk) must not keep expiry or recovery from running.
           {"heartbeat", [this] { cfg.store->heartbeat(cfg.instance_id, now_ms()); }},
-          {"failed runs", [this] { record_unrecorded(); }},
+          {"failed runs", [this] { recovery.record_unrecorded(); }},
           {"sweep", [this] { sweep(); }},
       },
       log_error("sweeper"));
@@ -262,7 +262,8 @@ TurnHandle Runtime::Impl::repeated_start(const TurnRecord& t) {
 
 std::vector<Message> Runtime::Impl::turn_messages(const TurnRecord& t) {
   std::vector<Message> out;
-  for (auto& rec : messages_of_turn(*cfg.store, t.thread_id, t.id)) out.push_back(history_view(std::move(rec.message)));
+  for (auto& rec : messages_of_turn(*cfg.store, t.thread_id, t.id))
+    out.push_back(history_view.view(std::move(rec.message)));
   return out;
 }
 
@@ -276,7 +277,7 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
     } else {
       // The run that paused may still be unregistering: a waiting turn is cancelled by compare-and-set.
       try {
-        end_waiting_turn(*turn, TurnStatus::cancelled, "cancelled by the host");
+        recovery.end_waiting_turn(*turn, TurnStatus::cancelled, "cancelled by the host");
         return;
       } catch (const Error& e) {
         if (e.code() != ErrorCode::conflict) throw;
@@ -292,7 +293,7 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
     if (instance_alive(turn->owner, now_ms()))
       throw Error(ErrorCode::invalid_state,
                   fmt::format("turn {} is running in another runtime instance ({})", turn->id, turn->owner));
-    recover_running_turn(*turn);
+    recovery.recover_running_turn(*turn);
     return;
   }
   throw Error(ErrorCode::conflict, fmt::format("turn {} kept changing while being cancelled", turn_id));
@@ -304,7 +305,7 @@ void Runtime::Impl::sweep(bool take_over_resuming) {
   for (auto& t : cfg.store->turns_expired(now)) {
     if (t.expires_at <= 0 || t.expires_at > now) continue;
     try {
-      end_waiting_turn(t, TurnStatus::expired, "approval expired");
+      recovery.end_waiting_turn(t, TurnStatus::expired, "approval expired");
     } catch (const Error& e) {
       if (e.code() != ErrorCode::conflict) log(LogLevel::error, "sweeper", e.what());
     }
@@ -315,7 +316,7 @@ void Runtime::Impl::sweep(bool take_over_resuming) {
       if (t.owner == cfg.instance_id) continue;
       if (instance_alive(t.owner, now)) continue;
       try {
-        recover_running_turn(t);
+        recovery.recover_running_turn(t);
       } catch (const Error& e) {
         if (e.code() != ErrorCode::conflict) log(LogLevel::error, "sweeper", e.what());
       }
@@ -375,7 +376,7 @@ std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int
   return s;
 }
 
-std::vector<Message> Runtime::history(std::string_view thread_id) { return impl_->history(thread_id); }
+std::vector<Message> Runtime::history(std::string_view thread_id) { return impl_->history_view.history(thread_id); }
 std::vector<Message> Runtime::turn_messages(std::string_view turn_id) {
   require_id(turn_id, "turn id");
   auto t = impl_->cfg.store->get_turn(turn_id);

@@ -1,6 +1,7 @@
-// Runtime internals: the state the facade (runtime.cpp) wires together and the parts share: the run registry,
-// group commit, worker pool and sweeper (each its own class and lock), the turn runner (turn_runner.hpp), jobs,
-// attachments, recovery and the history view.
+// Runtime internals: the state the facade (runtime.cpp) wires together and the parts share. The parts are
+// classes with their own headers (and locks where they keep state): the run registry, group commit, worker pool,
+// sweeper, job service, approvals, recovery and the history view here; the turn runner with its tool executor
+// and interrupts per run (turn_runner.hpp). Attachments are still functions of the Impl (attachment_flow.cpp).
 #pragma once
 
 #include <atomic>
@@ -23,7 +24,9 @@
 #include "pipeline/run_emitter.hpp"
 #include "runtime/approvals.hpp"
 #include "runtime/group_commit.hpp"
+#include "runtime/history_view.hpp"
 #include "runtime/job_service.hpp"
+#include "runtime/recovery.hpp"
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
 #include "runtime/worker_pool.hpp"
@@ -101,6 +104,8 @@ struct Runtime::Impl {
   std::unique_ptr<WorkerPool> workers;        // runs queued jobs (fresh runs and continuations)
   JobService jobs;                            // jobs tools start and the host ends
   Approvals approvals{*this};                 // decisions on paused turns (resume)
+  Recovery recovery{*this};                   // turns whose run cannot go on
+  HistoryView history_view{*this};            // stored messages as hosts read them
   std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
   std::mutex sweep_run_mutex;                 // one sweep at a time
 
@@ -140,22 +145,6 @@ struct Runtime::Impl {
   TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
                               std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known = std::nullopt,
                               DeferredStart* deferred = nullptr);
-  void end_waiting_turn(TurnRecord turn, TurnStatus to, const std::string& reason);  // expire / cancel a pause
-  void recover_running_turn(TurnRecord turn);
-  // Ends a RUNNING or RESUMING turn whose run cannot go on (its runtime stopped, or a commit of its run failed
-  // for good) from what is durable: every tool call in its history gets a result (`known`: the outcomes the
-  // run had, written again), then RUN_ERROR {code} and the ERROR message, in one commit. Returns the failed
-  // turn as committed, or nullopt when the turn is not running any more. Throws what the commit throws.
-  std::optional<TurnRecord> fail_from_store(const std::string& turn_id, const std::string& code,
-                                            const std::string& message,
-                                            const std::map<std::string, ToolAgentOutput>* known = nullptr);
-  // Turns whose run failed and whose end could not be stored: the sweeper records them (fail_from_store).
-  std::mutex unrecorded_mutex;
-  std::set<std::string> unrecorded;
-  void remember_unrecorded(const std::string& turn_id);
-  void record_unrecorded();
-  std::vector<Message> history(std::string_view thread_id);
-  Message history_view(Message m);  // as history() shows a stored message (signed URLs, tool ui)
 
   // attachment_flow.cpp
   // Validates the input's media parts and stores each as bucket/path/mime (inline data becomes an upload).

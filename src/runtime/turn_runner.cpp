@@ -545,15 +545,15 @@ void TurnRunner::commit_failed(const Error& f) {
   }
   try {
     const bool size = f.code() == ErrorCode::too_large;
-    if (auto ended = rt_.fail_from_store(ctx_.turn.id, size ? "too_large" : "storage",
-                                         size ? f.message() : std::string(kStorageFailed), &ctx_.recorded))
+    if (auto ended = rt_.recovery.fail_from_store(ctx_.turn.id, size ? "too_large" : "storage",
+                                                  size ? f.message() : std::string(kStorageFailed), &ctx_.recorded))
       ctx_.turn = std::move(*ended);
   } catch (const std::exception& e) {
     rt_.log(LogLevel::error, "pipeline",
             fmt::format("turn {}: its failure could not be recorded yet (the sweeper tries again): {}", ctx_.turn.id,
                         e.what()));
     // Storage may work again (a full disk): the sweeper tries again. A size limit would refuse it every time.
-    if (!is_size_limit(e)) rt_.remember_unrecorded(ctx_.turn.id);
+    if (!is_size_limit(e)) rt_.recovery.remember_unrecorded(ctx_.turn.id);
     if (deferred_)
       deferred_->error = std::make_exception_ptr(Error(
           ErrorCode::io, fmt::format("turn {} failed and its end could not be stored yet: {}; it is recorded failed "
