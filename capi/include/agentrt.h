@@ -366,13 +366,16 @@ AGENTRT_API int32_t agentrt_runtime_set_job_cancel_hook(agentrt_runtime* rt, age
 typedef struct agentrt_events agentrt_events;
 
 /* Opens a stream of `thread_id`'s events with sequence numbers greater than `after_seq` (0: from the
- * start). Freed with agentrt_events_free, before or after the runtime. */
+ * start): the AG-UI events of its runs. The log's own records (a job's change that no run carries, such as
+ * agentrt_job_update's) take sequence numbers too but are never given, so the numbers may jump. Freed with
+ * agentrt_events_free, before or after the runtime. */
 AGENTRT_API int32_t agentrt_events_open(agentrt_events** out, agentrt_runtime* rt, const char* thread_id,
                                         int64_t after_seq);
 
 /* A page of `user_id`'s thread's committed events, without waiting for more: those with sequence numbers
  * greater than `after_seq`, in order, at most `limit` (1..1000), as a JSON array of {seq, event} (event: the
- * AG-UI event object). [] past the last event; ask again after the last seq returned for the next page.
+ * AG-UI event object; as agentrt_events_open, the log's own records are skipped). [] past the last event; ask
+ * again after the last seq returned for the next page.
  * AGENTRT_E_NOT_FOUND for an unknown, deleted or another user's thread, AGENTRT_E_INVALID_ARGUMENT for a
  * negative after_seq or a limit out of range. */
 AGENTRT_API int32_t agentrt_events_page(char** out, agentrt_runtime* rt, const char* thread_id, const char* user_id,
