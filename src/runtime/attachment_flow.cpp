@@ -1,5 +1,6 @@
-// User attachments through a turn: stored on the way in, re-signed for history, inlined for the model,
-// resolved for tools.
+// The attachment flow (attachment_flow.hpp).
+#include "runtime/attachment_flow.hpp"
+
 #include <fmt/format.h>
 
 #include "agentrt/attachments.hpp"
@@ -41,39 +42,41 @@ std::string media_type_of(const std::string& mime) {
 
 }  // namespace
 
-Upload Runtime::Impl::upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
-                             std::string_view mime_type) {
-  if (!cfg.objects) throw Error(ErrorCode::unsupported, "uploads need an object store (config: objects)");
+AttachmentFlow::AttachmentFlow(Runtime::Impl& rt) : rt_(rt) {}
+
+Upload AttachmentFlow::upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
+                              std::string_view mime_type) {
+  if (!rt_.cfg.objects) throw Error(ErrorCode::unsupported, "uploads need an object store (config: objects)");
   require_id(user_id, "user id");
   require_id(thread_id, "thread id");
-  if (auto t = cfg.store->get_thread(thread_id); t && (t->user_id != user_id || t->deleted))
+  if (auto t = rt_.cfg.store->get_thread(thread_id); t && (t->user_id != user_id || t->deleted))
     throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
   const std::string mime = normalize_mime(mime_type);
-  check_attachment(mime, bytes.size(), cfg.attachment_limits);
+  check_attachment(mime, bytes.size(), rt_.cfg.attachment_limits);
   Upload u;
   u.id = new_id("up");
-  u.bucket = cfg.objects->bucket();
+  u.bucket = rt_.cfg.objects->bucket();
   u.key = upload_key(user_id, thread_id, u.id);  // validates both ids as key segments
-  cfg.objects->put(u.key, bytes, mime);
+  rt_.cfg.objects->put(u.key, bytes, mime);
   u.mime_type = mime;
   u.size = bytes.size();
-  u.expires_at = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(cfg.signed_url_ttl).count();
-  u.url = cfg.objects->sign_url(u.key, u.expires_at);
+  u.expires_at = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(rt_.cfg.signed_url_ttl).count();
+  u.url = rt_.cfg.objects->sign_url(u.key, u.expires_at);
   u.ref = image_ref_id(u.bucket, u.key);
   return u;
 }
 
-Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg,
-                                         std::vector<std::string>& written) {
+Message AttachmentFlow::store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg,
+                                          std::vector<std::string>& written) {
   try {
     return store_parts(user_id, thread_id, std::move(msg), written);
   } catch (...) {
     // A part further on was refused: the inline data stored for the parts before it goes again.
     for (const auto& key : written) {
       try {
-        cfg.objects->remove(key);
+        rt_.cfg.objects->remove(key);
       } catch (const std::exception& e) {
-        log(LogLevel::warn, "objects", fmt::format("upload {} not removed: {}", key, e.what()));
+        rt_.log(LogLevel::warn, "objects", fmt::format("upload {} not removed: {}", key, e.what()));
       }
     }
     written.clear();
@@ -81,17 +84,18 @@ Message Runtime::Impl::store_input_parts(const std::string& user_id, const std::
   }
 }
 
-Message Runtime::Impl::store_parts(const std::string& user_id, const std::string& thread_id, Message msg,
-                                   std::vector<std::string>& written) {
+Message AttachmentFlow::store_parts(const std::string& user_id, const std::string& thread_id, Message msg,
+                                    std::vector<std::string>& written) {
   size_t media = 0;
   for (auto& part : msg.parts) {
     if (!part.is_media()) continue;
-    if (++media > cfg.max_attachments)
-      throw Error(ErrorCode::too_large, fmt::format("a message may carry at most {} attachments", cfg.max_attachments));
-    if (!cfg.objects) throw Error(ErrorCode::unsupported, "attachments need an object store (config: objects)");
+    if (++media > rt_.cfg.max_attachments)
+      throw Error(ErrorCode::too_large,
+                  fmt::format("a message may carry at most {} attachments", rt_.cfg.max_attachments));
+    if (!rt_.cfg.objects) throw Error(ErrorCode::unsupported, "attachments need an object store (config: objects)");
     if (!part.source) throw Error(ErrorCode::invalid_argument, fmt::format("{} part without a source", part.type));
     const PartSource& src = *part.source;
-    const std::string bucket = cfg.objects->bucket();
+    const std::string bucket = rt_.cfg.objects->bucket();
     if (src.type == "data") {
       std::string bytes;
       try {
@@ -107,7 +111,7 @@ Message Runtime::Impl::store_parts(const std::string& user_id, const std::string
       // Only this deployment's own signed URL for this user's thread: anything else is never fetched.
       std::string key;
       try {
-        key = cfg.objects->verify_url(src.value, now_ms());
+        key = rt_.cfg.objects->verify_url(src.value, now_ms());
       } catch (const Error& e) {
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{} part: the url is not an accepted attachment URL ({})", part.type, e.what()));
@@ -115,36 +119,37 @@ Message Runtime::Impl::store_parts(const std::string& user_id, const std::string
       if (!key_belongs_to(key, user_id, thread_id))
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{} part: the url does not belong to this user's thread", part.type));
-      auto info = cfg.objects->head(key);
+      auto info = rt_.cfg.objects->head(key);
       if (!info)
         throw Error(ErrorCode::invalid_argument, fmt::format("{} part: the attachment no longer exists", part.type));
       const std::string mime = normalize_mime(info->content_type);
-      check_attachment(mime, info->size, cfg.attachment_limits);
+      check_attachment(mime, info->size, rt_.cfg.attachment_limits);
       part = stored_part(part, bucket, key, mime);
     } else {  // "file": an upload id of this thread
       require_id(src.value, fmt::format("{} part: upload id", part.type));
       const std::string key = upload_key(user_id, thread_id, src.value);
-      auto info = cfg.objects->head(key);
+      auto info = rt_.cfg.objects->head(key);
       if (!info)
         throw Error(ErrorCode::invalid_argument, fmt::format("{} part: upload '{}' not found", part.type, src.value));
       const std::string mime = normalize_mime(info->content_type);
-      check_attachment(mime, info->size, cfg.attachment_limits);
+      check_attachment(mime, info->size, rt_.cfg.attachment_limits);
       part = stored_part(part, bucket, key, mime);
     }
   }
   return msg;
 }
 
-void Runtime::Impl::resign_parts(Message& m) const {
-  if (!cfg.objects) return;
-  const int64_t expires = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(cfg.signed_url_ttl).count();
+void AttachmentFlow::resign_parts(Message& m) const {
+  if (!rt_.cfg.objects) return;
+  const int64_t expires =
+      now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(rt_.cfg.signed_url_ttl).count();
   for (auto& p : m.parts) {
     if (!is_stored(p)) continue;
-    p.source = PartSource{"url", cfg.objects->sign_url(p.source->value, expires), p.source->mime_type, ""};
+    p.source = PartSource{"url", rt_.cfg.objects->sign_url(p.source->value, expires), p.source->mime_type, ""};
   }
 }
 
-void Runtime::Impl::media_for_model(std::vector<Message>& messages, std::map<std::string, std::string>& cache) const {
+void AttachmentFlow::media_for_model(std::vector<Message>& messages, std::map<std::string, std::string>& cache) const {
   for (auto& m : messages) {
     if (m.parts.empty()) continue;
     std::vector<ContentPart> out;
@@ -158,14 +163,14 @@ void Runtime::Impl::media_for_model(std::vector<Message>& messages, std::map<std
       out.push_back(ContentPart::make_text(fmt::format("[{} {}]", p.type, ref)));
       ContentPart media;
       media.type = p.type;
-      if (cfg.model_images_as_urls && p.type == "image") {
+      if (rt_.cfg.model_images_as_urls && p.type == "image") {
         const int64_t expires =
-            now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(cfg.signed_url_ttl).count();
-        media.source = PartSource{"url", cfg.objects->sign_url(key, expires), p.source->mime_type, ""};
+            now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(rt_.cfg.signed_url_ttl).count();
+        media.source = PartSource{"url", rt_.cfg.objects->sign_url(key, expires), p.source->mime_type, ""};
       } else {
         auto it = cache.find(key);
         if (it == cache.end()) {
-          auto bytes = cfg.objects ? cfg.objects->get(key) : std::nullopt;
+          auto bytes = rt_.cfg.objects ? rt_.cfg.objects->get(key) : std::nullopt;
           if (!bytes) {
             out.back().text += " (the file is no longer available)";
             continue;
@@ -180,10 +185,10 @@ void Runtime::Impl::media_for_model(std::vector<Message>& messages, std::map<std
   }
 }
 
-std::vector<AttachmentRef> Runtime::Impl::attachments_named(const json& args,
-                                                            const std::vector<MessageRecord>& history) const {
+std::vector<AttachmentRef> AttachmentFlow::attachments_named(const json& args,
+                                                             const std::vector<MessageRecord>& history) const {
   std::vector<AttachmentRef> out;
-  if (!cfg.objects) return out;
+  if (!rt_.cfg.objects) return out;
   std::vector<std::string> named;
   auto scan = [&](const json& j, auto&& self) -> void {
     if (j.is_string()) {
@@ -196,7 +201,8 @@ std::vector<AttachmentRef> Runtime::Impl::attachments_named(const json& args,
   };
   scan(args, scan);
   if (named.empty()) return out;
-  const int64_t expires = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(cfg.signed_url_ttl).count();
+  const int64_t expires =
+      now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(rt_.cfg.signed_url_ttl).count();
   for (const auto& rec : history) {
     if (rec.message.role != Role::user) continue;
     for (const auto& p : rec.message.parts) {
@@ -207,7 +213,7 @@ std::vector<AttachmentRef> Runtime::Impl::attachments_named(const json& args,
       for (const auto& a : out) seen = seen || a.ref == ref;
       if (seen) continue;
       out.push_back(AttachmentRef{ref, p.metadata.value("storage_bucket", ""), p.source->value, p.source->mime_type,
-                                  cfg.objects->sign_url(p.source->value, expires)});
+                                  rt_.cfg.objects->sign_url(p.source->value, expires)});
     }
   }
   return out;
@@ -215,7 +221,7 @@ std::vector<AttachmentRef> Runtime::Impl::attachments_named(const json& args,
 
 Upload Runtime::upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
                        std::string_view mime_type) {
-  return impl_->upload(user_id, thread_id, bytes, mime_type);
+  return impl_->attachments.upload(user_id, thread_id, bytes, mime_type);
 }
 
 }  // namespace v1

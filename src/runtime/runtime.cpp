@@ -172,7 +172,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
   }
   std::vector<std::string> uploads;  // inline data stored for this message: removed if the start is not stored
-  msg = store_input_parts(input.user_id, input.thread_id, std::move(msg), uploads);
+  msg = attachments.store_input_parts(input.user_id, input.thread_id, std::move(msg), uploads);
 
   TurnRecord turn;
   turn.id = new_id("turn");

@@ -1,7 +1,7 @@
 // Runtime internals: the state the facade (runtime.cpp) wires together and the parts share. The parts are
 // classes with their own headers (and locks where they keep state): the run registry, group commit, worker pool,
-// sweeper, job service, approvals, recovery and the history view here; the turn runner with its tool executor
-// and interrupts per run (turn_runner.hpp). Attachments are still functions of the Impl (attachment_flow.cpp).
+// sweeper, job service, approvals, recovery, the history view and the attachment flow here; the turn runner with its
+// tool executor and interrupts per run (turn_runner.hpp).
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,7 @@
 #include "core/ids.hpp"
 #include "pipeline/run_emitter.hpp"
 #include "runtime/approvals.hpp"
+#include "runtime/attachment_flow.hpp"
 #include "runtime/group_commit.hpp"
 #include "runtime/history_view.hpp"
 #include "runtime/job_service.hpp"
@@ -106,6 +107,7 @@ struct Runtime::Impl {
   Approvals approvals{*this};                 // decisions on paused turns (resume)
   Recovery recovery{*this};                   // turns whose run cannot go on
   HistoryView history_view{*this};            // stored messages as hosts read them
+  AttachmentFlow attachments{*this};          // user attachments: stored, re-signed, given to the model
   std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
   std::mutex sweep_run_mutex;                 // one sweep at a time
 
@@ -145,23 +147,6 @@ struct Runtime::Impl {
   TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
                               std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known = std::nullopt,
                               DeferredStart* deferred = nullptr);
-
-  // attachment_flow.cpp
-  // Validates the input's media parts and stores each as bucket/path/mime (inline data becomes an upload).
-  // `written`: the keys of the objects it stored (removed again if it throws; the caller removes them when
-  // the turn that carries them is not stored).
-  Message store_input_parts(const std::string& user_id, const std::string& thread_id, Message msg,
-                            std::vector<std::string>& written);
-  Message store_parts(const std::string& user_id, const std::string& thread_id, Message msg,
-                      std::vector<std::string>& written);
-  Upload upload(std::string_view user_id, std::string_view thread_id, std::string_view bytes,
-                std::string_view mime_type);
-  // History view of stored parts: a fresh signed URL in place of the path.
-  void resign_parts(Message& m) const;
-  // Model view of stored parts: the bytes (or a signed URL) and a text naming the ref, never the path.
-  void media_for_model(std::vector<Message>& messages, std::map<std::string, std::string>& cache) const;
-  // The attachments of the thread that a tool call's arguments name by ref.
-  std::vector<AttachmentRef> attachments_named(const json& args, const std::vector<MessageRecord>& history) const;
 };
 
 }  // namespace v1

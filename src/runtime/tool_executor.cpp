@@ -108,7 +108,7 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
                          r.id,
                          l->tool_name,
                          r.args,
-                         rt_.attachments_named(r.args, ctx_.history),
+                         rt_.attachments.attachments_named(r.args, ctx_.history),
                          r.job_id,
                          r.job_confirmed};
     r.started_ms = now_ms();

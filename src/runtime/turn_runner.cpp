@@ -131,7 +131,7 @@ ModelRequest TurnRunner::build_request(Stage stage, const StagePolicy& policy, s
   in.budget_chars = rt_.cfg.context_budget_chars;
   ModelRequest req;
   req.messages = build_context(in, ctx_.history, ctx_.full_results);
-  rt_.media_for_model(req.messages, ctx_.media_cache);
+  rt_.attachments.media_for_model(req.messages, ctx_.media_cache);
   req.stage = to_string(stage);
   req.model = policy.model;
   req.params = policy.params;
