@@ -108,7 +108,6 @@ std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::s
 // arguments valid for the tool; a confirmation takes none) and applied to its ledger entry in `ledger`.
 Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger,
                                      const std::vector<Decision>& decisions) {
-  const TurnRecord* turn = &paused;
   // Every open interrupt must be answered exactly once.
   std::map<std::string, const Decision*> by_interrupt;
   for (const auto& d : decisions) {
@@ -119,14 +118,14 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
         match = &l;
     if (!match)
       throw Error(ErrorCode::invalid_argument,
-                  fmt::format("decision for unknown interrupt '{}' on turn {}", d.interrupt_id, turn->id));
+                  fmt::format("decision for unknown interrupt '{}' on turn {}", d.interrupt_id, paused.id));
     if (by_interrupt.count(match->interrupt_id))
       throw Error(ErrorCode::invalid_argument, fmt::format("two decisions for interrupt '{}'", match->interrupt_id));
     by_interrupt[match->interrupt_id] = &d;
   }
   // Interrupts that ask to confirm a job (reason "confirmation"), by interrupt id: the job ids.
   std::map<std::string, std::string> confirmations;
-  for (const auto& i : turn->interrupts)
+  for (const auto& i : paused.interrupts)
     if (i.is_object() && i.value("reason", "") == "confirmation" && i.contains("metadata") && i["metadata"].is_object())
       confirmations[i.value("id", "")] = i["metadata"].value("jobId", "");
   std::vector<JobWrite> job_updates;
