@@ -87,10 +87,9 @@ class Projector {
   void turn_started(const std::string& run_id, const std::string& turn_id, const Event& e);
   void turn_step(const std::string& run_id, std::string_view step);
 
-  // The job writes of the agentrt.job events since the last call, in order (the emitter stages them).
+  // The job writes of the agentrt.job events since the last call, in order (the emitter stages them; the
+  // replay keeps each job's last).
   std::vector<JobWrite> take_job_writes();
-  // Every job of the log as its last record says, in the order they first appeared (the replay).
-  std::vector<JobRecord> jobs() const;
 
   // The turns whose runs it has seen.
   std::vector<std::string> turns() const;
@@ -137,8 +136,6 @@ class Projector {
   std::map<std::string, TurnRecord, std::less<>> turns_;
   std::string changed_turn_;          // the turn whose status changed since the last take
   std::vector<JobWrite> job_writes_;  // since the last take
-  std::vector<JobRecord> jobs_;       // the replay's view: each job's last record
-  std::map<std::string, size_t, std::less<>> job_at_;
 };
 
 // The ledger status a call's outcome moves it to.

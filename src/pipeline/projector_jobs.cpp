@@ -8,12 +8,6 @@ inline namespace v1 {
 void Projector::job_changed(const json& value) {
   JobRecord j = job_from_json(value);  // a record this runtime did not write is refused here, before it is staged
   const int64_t expected = j.version == 0 ? -1 : j.version - 1;
-  if (auto it = job_at_.find(j.id); it != job_at_.end())
-    jobs_[it->second] = j;
-  else {
-    job_at_.emplace(j.id, jobs_.size());
-    jobs_.push_back(j);
-  }
   job_writes_.push_back(JobWrite{std::move(j), expected});
 }
 
@@ -22,8 +16,6 @@ std::vector<JobWrite> Projector::take_job_writes() {
   out.swap(job_writes_);
   return out;
 }
-
-std::vector<JobRecord> Projector::jobs() const { return jobs_; }
 
 }  // namespace v1
 }  // namespace agentrt

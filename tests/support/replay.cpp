@@ -67,6 +67,7 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
   Projector projector(thread_id);
   std::vector<MessageRecord> replayed;
   std::map<std::string, ApprovalRecord> approvals;
+  std::vector<JobRecord> jobs;
   int64_t after = 0;
   for (;;) {
     auto page = store.events_after(thread_id, after, 500);
@@ -80,12 +81,18 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
       }
       projector.take_ledger_changes();
       projector.take_turn();
-      projector.take_job_writes();
+      for (auto& w : projector.take_job_writes()) {  // each job as its last record says, in order of appearance
+        auto at = std::find_if(jobs.begin(), jobs.end(), [&](const JobRecord& j) { return j.id == w.job.id; });
+        if (at != jobs.end())
+          *at = std::move(w.job);
+        else
+          jobs.push_back(std::move(w.job));
+      }
       if (auto a = projector.take_approval()) approvals[a->approval_request_id] = std::move(*a);
     }
   }
   if (auto d = compare("thread " + thread_id + ": message", store.messages(thread_id), replayed)) return d;
-  if (auto d = compare("thread " + thread_id + ": job", store.thread_jobs(thread_id), projector.jobs())) return d;
+  if (auto d = compare("thread " + thread_id + ": job", store.thread_jobs(thread_id), jobs)) return d;
   for (const auto& turn_id : projector.turns()) {
     auto stored = store.ledger(turn_id);
     std::sort(stored.begin(), stored.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
