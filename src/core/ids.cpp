@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/clock.hpp"
 #include "agentrt/error.hpp"
 #include "util/printable.hpp"
 
@@ -57,15 +58,20 @@ std::string new_id(std::string_view prefix) {
     std::seed_seq seq{rd(), rd(), rd(), rd(), static_cast<unsigned>(getpid())};
     rng.seed(seq);
   }
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out(prefix);
+  // 64 letters in ASCII order, so the ids' byte order is their numeric order.
+  static constexpr char digits[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+  static_assert(sizeof(digits) == 65);
+  std::string out;
+  out.reserve(prefix.size() + 1 + 8 + kNewIdRandomDigits);
+  out.append(prefix);
   out += '_';
-  for (int k = 0; k < 2; ++k) {
-    uint64_t v = rng();
-    for (int i = 0; i < 16; ++i) {
-      out += hex[v & 15];
-      v >>= 4;
-    }
+  const uint64_t ms = static_cast<uint64_t>(now_ms());
+  for (int shift = 42; shift >= 0; shift -= 6) out += digits[(ms >> shift) & 63];
+  uint64_t a = rng(), b = rng();
+  for (size_t i = 0; i < kNewIdRandomDigits; ++i) {
+    out += digits[a & 63];
+    a = (a >> 6) | (b << 58);  // 14 digits take 84 bits of the two draws
+    b >>= 6;
   }
   return out;
 }

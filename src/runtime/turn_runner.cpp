@@ -147,7 +147,7 @@ std::string TurnRunner::unique_call_id(std::string_view proposed) {
   if (id.empty()) id = new_id("call");
   if (id.size() > 128) id = id.substr(0, 128);
   while (ctx_.used_tool_call_ids.count(id))
-    id = fmt::format("{}_{}", proposed.substr(0, 100), new_id("r").substr(2, 8));
+    id = fmt::format("{}_{}", proposed.substr(0, 100), new_id("r").substr(2 + 8, 8));
   ctx_.used_tool_call_ids.insert(id);
   return id;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "agentrt/attachments.hpp"
+#include "agentrt/clock.hpp"
 #include "agentrt/error.hpp"
 #include "agentrt/ids.hpp"
 #include "core/ids.hpp"
@@ -91,15 +92,34 @@ TEST_CASE("ids: one rule for threads, uploads and conversation documents") {
   }
 }
 
-TEST_CASE("ids: new_id is the prefix, '_' and 32 hex digits, and does not repeat") {
+TEST_CASE("ids: new_id is the prefix, '_', 8 time digits and 14 random ones, and does not repeat") {
+  const std::string alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
   std::set<std::string> seen;
+  std::set<std::string> random_parts;
   for (int i = 0; i < 1000; ++i) {
     const std::string id = new_id("turn");
-    REQUIRE(id.size() == 5 + 32);
+    REQUIRE(id.size() == 5 + 8 + kNewIdRandomDigits);
     CHECK(id.rfind("turn_", 0) == 0);
-    CHECK(id.find_first_not_of("0123456789abcdef", 5) == std::string::npos);
+    CHECK(id.find_first_not_of(alphabet, 5) == std::string::npos);
     CHECK(is_valid_id(id));
     seen.insert(id);
+    random_parts.insert(id.substr(5 + 8));
   }
   CHECK(seen.size() == 1000);
+  CHECK(random_parts.size() == 1000);  // the random digits alone tell ids apart (unique_call_id uses them)
+}
+
+TEST_CASE("ids: an id made in a later millisecond sorts after every earlier one, byte for byte") {
+  const std::string first = new_id("run");
+  const int64_t t0 = now_ms();
+  while (now_ms() == t0) {
+  }
+  const std::string second = new_id("run");
+  CHECK(first < second);
+  // The time digits are the milliseconds, most significant first.
+  const std::string alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+  uint64_t ms = 0;
+  for (size_t i = 4; i < 4 + 8; ++i) ms = ms * 64 + alphabet.find(second[i]);
+  CHECK(static_cast<int64_t>(ms) >= t0 + 1);
+  CHECK(static_cast<int64_t>(ms) <= now_ms());
 }

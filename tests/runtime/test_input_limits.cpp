@@ -244,8 +244,8 @@ TEST_CASE("max_input_bytes counts the whole message as stored, metadata included
   big.message.parts.back().metadata = json{{"blob", std::string(1900000, 'a')}};
   e = error_of([&] { d.rt->start_turn(big); });
   CHECK(e.first == ErrorCode::too_large);
-  // {"id":"msg_<32 hex>","role":"user","content":[{"type":"text","text":"hi","metadata":{"blob":"<1900000>"}}]}
-  CHECK(e.second == "the input message is 1900122 bytes; the limit is 1048576");
+  // {"id":"msg_<22 digits>","role":"user","content":[{"type":"text","text":"hi","metadata":{"blob":"<1900000>"}}]}
+  CHECK(e.second == "the input message is 1900112 bytes; the limit is 1048576");
   CHECK_FALSE(d.rt->thread("t-big").has_value());
 
   // Inline data is not part of the stored message (it becomes an upload, checked against the attachment
