@@ -2,7 +2,13 @@
 // speed depends on.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
 #include <sqlite3.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "store/sqlite_store.hpp"
 #include "support/runtime_fixture.hpp"
@@ -50,36 +56,117 @@ void insert(SqliteStore& s, const TurnRecord& t) {
 
 }  // namespace
 
-TEST_CASE("a version-2 file migrates to the OR-form active-turn index and keeps its turns and its rule") {
-  TempDir dir;
-  const std::string path = dir.file("v2.db");
-  {
+TEST_CASE("version-2 and version-3 files migrate to the active column and keep their turns and the one-active rule") {
+  // Schema 2 stated the active-turn index's predicate as an IN list, schema 3 as ORs; both on `status`.
+  const std::pair<int, const char*> olds[] = {
+      {2, "status IN ('RUNNING','WAITING_APPROVAL','RESUMING')"},
+      {3, "status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING'"}};
+  for (const auto& [version, predicate] : olds) {
+    CAPTURE(version);
+    TempDir dir;
+    const std::string path = dir.file("old.db");
+    {
+      SqliteStore s(SqliteStoreOptions{path});
+      insert(s, active_turn("turn_a", "t1"));
+      TurnRecord done = active_turn("turn_c", "t2");
+      done.status = TurnStatus::completed;
+      insert(s, done);
+    }
+    // Back to what that schema had: no `active` column, the index on `status`.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    const std::string back = fmt::format(
+        "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
+        "ON turns(thread_id) WHERE {}; PRAGMA user_version={};",
+        predicate, version);
+    REQUIRE(sqlite3_exec(db, back.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+
     SqliteStore s(SqliteStoreOptions{path});
-    insert(s, active_turn("turn_a", "t1"));
+    CHECK(s.schema_version() == 4);
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    const std::string sql = one_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
+    CHECK(sql.find("WHERE active=1") != std::string::npos);
+    CHECK(sql.find("status") == std::string::npos);
+    CHECK(one_text(db, "SELECT id, active FROM turns ORDER BY id") == "turn_a|1|\nturn_c|0|\n");
+    sqlite3_close(db);
+    // The waiting turn is still its thread's one active turn; the ended one is not.
+    auto a = s.active_turn("t1");
+    REQUIRE(a);
+    CHECK(a->id == "turn_a");
+    CHECK_FALSE(s.active_turn("t2"));
+    CHECK_THROWS_AS(insert(s, active_turn("turn_b", "t1")), Error);
+    insert(s, active_turn("turn_d", "t2"));
+    CHECK(s.turns_in_status(TurnStatus::waiting_approval).size() == 2);
+    CHECK(s.turns_expired(2).size() == 2);
   }
-  // Back to what schema 2 had: the IN-list predicate.
+}
+
+// The page numbers of the WAL's frames from frame `from` on (SQLite's WAL format: a 32-byte header, then
+// frames of a 24-byte header, whose first 4 bytes are the page number, and a page).
+std::vector<uint32_t> wal_pages(const std::string& wal_path, size_t from, size_t* frames = nullptr) {
+  std::ifstream in(wal_path, std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto be32 = [&](size_t at) {
+    return (uint32_t(uint8_t(data[at])) << 24) | (uint32_t(uint8_t(data[at + 1])) << 16) |
+           (uint32_t(uint8_t(data[at + 2])) << 8) | uint32_t(uint8_t(data[at + 3]));
+  };
+  std::vector<uint32_t> out;
+  if (data.size() < 32) return out;
+  const size_t page = be32(8);
+  size_t n = 0;
+  for (size_t at = 32; at + 24 + page <= data.size(); at += 24 + page, ++n)
+    if (n >= from) out.push_back(be32(at));
+  if (frames) *frames = n;
+  return out;
+}
+
+TEST_CASE("a turn's moves between active statuses leave the one-active index unwritten; a start and an end write it") {
+  TempDir dir;
+  const std::string path = dir.file("moves.db");
+  SqliteStore s(SqliteStoreOptions{path});
+  TurnRecord t = active_turn("turn_m", "t1");
+  insert(s, t);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db,
-                       "DROP INDEX turns_one_active; CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE "
-                       "status IN ('RUNNING','WAITING_APPROVAL','RESUMING'); PRAGMA user_version=2;",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto update = [&](TurnStatus to) {
+    CommitBatch b;
+    b.thread_id = "t1";
+    t.status = to;
+    b.turn = t;
+    b.expected_version = t.version;
+    s.commit(b);
+    t.version = b.turn->version;
+  };
+  const uint32_t index_page = static_cast<uint32_t>(
+      std::stoul(one_text(db, "SELECT rootpage FROM sqlite_schema WHERE name='turns_one_active'")));
+  const uint32_t table_page =
+      static_cast<uint32_t>(std::stoul(one_text(db, "SELECT rootpage FROM sqlite_schema WHERE name='turns'")));
+  auto written_by = [&](TurnStatus to) {  // how often the update's commit wrote the index's page
+    size_t before = 0;
+    wal_pages(path + "-wal", 0, &before);
+    update(to);
+    auto pages = wal_pages(path + "-wal", before);
+    REQUIRE_FALSE(pages.empty());
+    CHECK(std::count(pages.begin(), pages.end(), table_page) == 1);
+    return std::count(pages.begin(), pages.end(), index_page);
+  };
+  CHECK(written_by(TurnStatus::resuming) == 0);
+  CHECK(written_by(TurnStatus::running) == 0);
+  CHECK(one_text(db, "SELECT active, status, version FROM turns") == "1|RUNNING|2|\n");
+  CHECK_THROWS_AS(insert(s, active_turn("turn_x", "t1")), Error);
+  CHECK(written_by(TurnStatus::completed) == 1);
+  CHECK(one_text(db, "SELECT active, status, version FROM turns") == "0|COMPLETED|3|\n");
+  insert(s, active_turn("turn_y", "t1"));  // the thread is free again
+  // A stale version is refused whichever form the update takes.
+  CommitBatch stale;
+  stale.thread_id = "t1";
+  TurnRecord old = t;
+  old.status = TurnStatus::failed;
+  stale.turn = old;
+  stale.expected_version = 1;
+  CHECK_THROWS_AS(s.commit(stale), Error);
   sqlite3_close(db);
-
-  SqliteStore s(SqliteStoreOptions{path});
-  CHECK(s.schema_version() == 3);
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  const std::string sql = one_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
-  CHECK(sql.find("status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING'") != std::string::npos);
-  CHECK(sql.find(" IN ") == std::string::npos);
-  sqlite3_close(db);
-  // The turn is still there and still the thread's one active turn.
-  auto a = s.active_turn("t1");
-  REQUIRE(a);
-  CHECK(a->id == "turn_a");
-  CHECK_THROWS_AS(insert(s, active_turn("turn_b", "t1")), Error);
-  CHECK(s.turns_in_status(TurnStatus::waiting_approval).size() == 1);
-  CHECK(s.turns_expired(2).size() == 1);
 }
 
 TEST_CASE("the active-turn queries read the partial index, not the table") {
@@ -89,7 +176,7 @@ TEST_CASE("the active-turn queries read the partial index, not the table") {
   SqliteStore s(SqliteStoreOptions{dir.file("plan.db")});
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(dir.file("plan.db").c_str(), &db) == SQLITE_OK);
-  const std::string active = "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')";
+  const std::string active = "active=1";
   for (const std::string& where :
        {"thread_id='t' AND " + active,
         "status='WAITING_APPROVAL' AND " + active + " AND expires_at > 0 AND expires_at <= 5",

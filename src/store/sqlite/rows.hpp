@@ -14,9 +14,11 @@ namespace agentrt {
 inline namespace v1 {
 namespace sqlite {
 
-// The active turns, as the partial index turns_one_active states it: a query names the index's predicate
-// word for word, or the planner cannot use the index.
-#define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')"
+// The active turns (RUNNING, WAITING_APPROVAL, RESUMING), as the partial index turns_one_active states it: a
+// query names the index's predicate word for word, or the planner cannot use the index. The row's `active`
+// column says it, written only when it changes (see commit_rows), so a move between two active statuses
+// leaves the index alone.
+#define AGENTRT_ACTIVE "active=1"
 
 #define AGENTRT_THREAD_COLS "id,user_id,title,deleted,created_at,updated_at"
 

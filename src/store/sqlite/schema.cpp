@@ -68,6 +68,15 @@ DROP INDEX turns_one_active;
 CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
   WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING';
 )sql",
+    // 4: whether a turn is active is a column of its own. An index whose predicate names `status` is written
+    // at every status change (SQLite rewrites an index entry whenever the update sets a column the index
+    // names), so a pause, a resume and an end each wrote it; with `active`, only a start and an end do.
+    R"sql(
+ALTER TABLE turns ADD COLUMN active INTEGER NOT NULL DEFAULT 0;
+UPDATE turns SET active=1 WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING';
+DROP INDEX turns_one_active;
+CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE active=1;
+)sql",
 };
 
 }  // namespace

@@ -16,6 +16,11 @@ inline namespace v1 {
 
 namespace {
 
+// Event rows (see commit_rows): about 1 KiB, or one row for more than a page (4096 bytes less SQLite's
+// own per-page and per-row bytes).
+constexpr size_t kEventRowBytes = 1024;
+constexpr size_t kPageRowBytes = 4000;
+
 // The database holds every user's conversations: a new file is created readable by its owner only (SQLite
 // gives its -wal and -shm files the database file's permissions).
 void create_private_file(const std::string& path) {
@@ -126,13 +131,13 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         if (is_terminal(t.status)) refuse_beside_active();
         auto ins = stmt(
             "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
-            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at) "
-            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active) "
+            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
         ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
         ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
         ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
-        ins.bind(17, t.created_at).bind(18, t.updated_at);
+        ins.bind(17, t.created_at).bind(18, t.updated_at).bind(19, !is_terminal(t.status));
         try {
           ins.run();
         } catch (const Error& e) {
@@ -149,17 +154,33 @@ void SqliteStore::commit_rows(CommitBatch& b) {
           throw;
         }
       } else {
-        auto up = stmt(
-            "UPDATE turns SET status=?,version=version+1,run_id=?,parent_run_id=?,stage=?,approval_request_id=?,"
-            "interrupts=?,expires_at=?,owner=?,intent=?,error=?,usage=?,steps=?,updated_at=? WHERE id=? AND version=?");
-        up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
-        up.bind(5, t.approval_request_id).bind(6, dump(t.interrupts)).bind(7, t.expires_at).bind(8, t.owner);
-        up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
-        up.bind(14, t.id).bind(15, b.expected_version);
-        up.run();
-        if (db_->changes() == 0)
-          throw Error(ErrorCode::conflict,
-                      fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
+        // A move between two active statuses (or two ended ones) leaves `active`, and so the one-active
+        // index, alone: the first form does not set it and matches only a row whose flag already holds. A
+        // start or an end (or a version conflict) finds no such row; the second form sets the flag.
+        const bool active = !is_terminal(t.status);
+        auto bind_row = [&](Statement& up) {
+          up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
+          up.bind(5, t.approval_request_id).bind(6, dump(t.interrupts)).bind(7, t.expires_at).bind(8, t.owner);
+          up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
+          up.bind(14, t.id).bind(15, b.expected_version).bind(16, active);
+        };
+        auto same = stmt(
+            "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,approval_request_id=?5,"
+            "interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,updated_at=?13 "
+            "WHERE id=?14 AND version=?15 AND active=?16");
+        bind_row(same);
+        same.run();
+        if (db_->changes() == 0) {
+          auto moved = stmt(
+              "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,"
+              "approval_request_id=?5,interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,"
+              "updated_at=?13,active=?16 WHERE id=?14 AND version=?15");
+          bind_row(moved);
+          moved.run();
+          if (db_->changes() == 0)
+            throw Error(ErrorCode::conflict,
+                        fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
+        }
         t.version = b.expected_version + 1;
       }
     }
@@ -176,23 +197,31 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         q.bind(1, b.thread_id);
         if (q.step()) seq = q.i64(0);
       }
-      // Consecutive events of one run share a row.
+      // Consecutive events of one run share a row. SQLite never splits a row across leaf pages: a row that
+      // fits a page but not the room left in the last one leaves that room empty, so events that fill less than
+      // a page go into rows of about kEventRowBytes (small rows pack pages). More than a page goes into one
+      // row, whose part past the page SQLite puts in overflow pages, which it fills.
       size_t i = 0;
       std::string body;
       while (i < b.events.size()) {
         const std::string& run = b.events[i].run_id;
-        const int64_t first = seq + 1;
-        body.clear();
-        for (; i < b.events.size() && b.events[i].run_id == run; ++i) {
-          auto& e = b.events[i];
-          if (e.json.find('\n') != std::string::npos)
-            throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
-          if (!body.empty()) body += '\n';
-          body += e.json;
-          e.seq = ++seq;
+        size_t end = i, bytes = 0;
+        for (; end < b.events.size() && b.events[end].run_id == run; ++end) bytes += b.events[end].json.size() + 1;
+        const size_t row_bytes = bytes > kPageRowBytes ? bytes : kEventRowBytes;
+        while (i < end) {
+          const int64_t first = seq + 1;
+          body.clear();
+          for (; i < end && (body.empty() || body.size() + b.events[i].json.size() < row_bytes); ++i) {
+            auto& e = b.events[i];
+            if (e.json.find('\n') != std::string::npos)
+              throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
+            if (!body.empty()) body += '\n';
+            body += e.json;
+            e.seq = ++seq;
+          }
+          auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
+          ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
         }
-        auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
-        ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
       }
       tail.seq = seq;
     }
