@@ -181,3 +181,62 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
   REQUIRE(msgs.size() == 1);
   CHECK(json_depth(msgs[0].message.metadata) == kMaxStoredJsonDepth - 1);
 }
+
+TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a page, and one row when more") {
+  TempDir dir;
+  const std::string path = dir.file("rows.db");
+  SqliteStore s(SqliteStoreOptions{path});
+  // Event JSON of `n` bytes (a CUSTOM event's value padded).
+  auto event = [](const std::string& run, size_t n) {
+    std::string j = R"({"type":"CUSTOM","name":"x","value":")";
+    j += std::string(n - j.size() - 2, 'v');
+    j += "\"}";
+    REQUIRE(j.size() == n);
+    return StoredEvent{0, run, j};
+  };
+  auto commit = [&](std::vector<StoredEvent> events) {
+    CommitBatch b;
+    b.thread_id = "t";
+    b.create_thread = ThreadRecord{"t", "u", "", false, 0, 0, 0};
+    b.events = std::move(events);
+    s.commit(b);
+    return b.events;
+  };
+  // 6 events of 300 bytes (1,805 with their newlines): rows of three (903 bytes; a fourth would pass 1 KiB).
+  commit({event("r1", 300), event("r1", 300), event("r1", 300), event("r1", 300), event("r1", 300), event("r1", 300)});
+  // 20 events of 300 bytes (6,019): more than a page, one row.
+  std::vector<StoredEvent> big;
+  for (int i = 0; i < 20; ++i) big.push_back(event("r2", 300));
+  auto stored = commit(big);
+  CHECK(stored.front().seq == 7);
+  CHECK(stored.back().seq == 26);
+  // One event over 1 KiB is a row by itself; runs never share a row.
+  commit({event("r3", 100), event("r3", 1500), event("r4", 100)});
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT first_seq, last_seq, run_id, length(body) FROM events ORDER BY first_seq", -1,
+                             &st, nullptr) == SQLITE_OK);
+  std::string rows;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    rows += std::to_string(sqlite3_column_int64(st, 0)) + "-" + std::to_string(sqlite3_column_int64(st, 1)) + " " +
+            reinterpret_cast<const char*>(sqlite3_column_text(st, 2)) + " " +
+            std::to_string(sqlite3_column_int64(st, 3)) + "\n";
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  CHECK(rows ==
+        "1-3 r1 902\n"
+        "4-6 r1 902\n"
+        "7-26 r2 6019\n"
+        "27-27 r3 100\n"
+        "28-28 r3 1500\n"
+        "29-29 r4 100\n");
+  // Read back whole and in order, from any seq.
+  auto all = s.events_after("t", 0, 100);
+  REQUIRE(all.size() == 29);
+  for (size_t i = 0; i < all.size(); ++i) CHECK(all[i].seq == static_cast<int64_t>(i + 1));
+  auto tail = s.events_after("t", 5, 100);
+  REQUIRE(tail.size() == 24);
+  CHECK(tail.front().seq == 6);
+  CHECK(tail.front().run_id == "r1");
+}
