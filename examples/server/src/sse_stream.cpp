@@ -8,19 +8,29 @@
 
 namespace agentrt::server {
 
-void SseStream::deliver(const SharedChunk* frames, size_t n) {
+void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* joined) {
   auto w = writer();
   if (!w || n == 0) return;
-  // This run's frames only (one_run), up to and with the first terminal one that ends the stream.
-  std::vector<SharedChunk> mine;
-  mine.reserve(n);
+  // The whole batch as one chunk, unless one_run must leave some of it out: another run's frames, or frames
+  // after the terminal one that ends the stream.
+  bool whole = joined != nullptr;
+  for (size_t i = 0; whole && mode_ == Mode::one_run && i < n; ++i)
+    whole = frames[i]->run_id == run_id_ && (!frames[i]->terminal || i + 1 == n);
   bool terminal = false;
-  for (size_t i = 0; i < n && !(terminal && mode_ == Mode::one_run); ++i) {
-    if (mode_ == Mode::one_run && frames[i]->run_id != run_id_) continue;
-    mine.push_back(frames[i]);
-    terminal = terminal || frames[i]->terminal;
+  if (whole) {
+    terminal = (*joined)->terminal;
+    if (!w->push(*joined)) return;
+  } else {
+    // This run's frames only (one_run), up to and with the first terminal one that ends the stream.
+    std::vector<SharedChunk> mine;
+    mine.reserve(n);
+    for (size_t i = 0; i < n && !(terminal && mode_ == Mode::one_run); ++i) {
+      if (mode_ == Mode::one_run && frames[i]->run_id != run_id_) continue;
+      mine.push_back(frames[i]);
+      terminal = terminal || frames[i]->terminal;
+    }
+    if (!mine.empty() && !w->push(mine.data(), mine.size())) return;
   }
-  if (!mine.empty() && !w->push(mine.data(), mine.size())) return;
   delivered_ = frames[n - 1]->seq;
   if (!terminal) return;
   if (mode_ == Mode::one_run) w->finish();

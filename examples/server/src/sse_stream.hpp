@@ -37,7 +37,7 @@ class SseStream final : public FeedSubscriber,
         run_id_(std::move(run_id)),
         delivered_(after) {}
 
-  void deliver(const SharedChunk* frames, size_t n) override;
+  void deliver(const SharedChunk* frames, size_t n, const SharedChunk* joined) override;
   void on_tick() override;
   bool has_room() override;
   void on_drained() override;
