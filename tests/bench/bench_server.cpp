@@ -1,12 +1,14 @@
-// agentrt-bench-server: the load client of scripts/load_server's fan-out and turns phases, on Boost.Asio
-// (epoll, one thread) so that the client costs the machine it shares with the server little CPU. Only
-// 127.0.0.1 is contacted; every loop is bounded in count and time. Prints one JSON line.
+// agentrt-bench-server: the load client of scripts/load_server's fan-out and turns phases and its /health probe,
+// on Boost.Asio and Beast, one thread (the fan-out's followers on a bare epoll loop), so that the client costs the
+// machine it shares with the server little CPU. Only 127.0.0.1 is contacted; every loop is bounded in count and
+// time. Prints one JSON line.
 //
-//   agentrt-bench-server fanout PORT TOKEN FOLLOWERS [SERVER_PID]
-//     One turn on a new thread; FOLLOWERS streams of that thread (?follow=1) read its replay; then one more turn,
-//     and each of its events is stamped on arrival at each follower: the delay from the event's timestamp (set
-//     before its commit: an upper bound of the delay after commit), from its first arrival at any follower (the
-//     fan-out's spread: a lower bound), and the first arrival's own delay.
+//   agentrt-bench-server fanout PORT TOKEN FOLLOWERS [SERVER_PID [TURNS]]
+//     One turn on a new thread; FOLLOWERS streams of that thread (?follow=1) read its replay; then TURNS (1) more
+//     turns, each once every follower has read the last one's end, and each of their events is stamped on arrival
+//     at each follower: the delay from the event's timestamp (set before its commit: an upper bound of the delay
+//     after commit), from its first arrival at any follower (the fan-out's spread: a lower bound), and the first
+//     arrival's own delay.
 //   agentrt-bench-server turns PORT TOKEN CLIENTS SECONDS [SERVER_PID]
 //     CLIENTS loops that each POST /agent/runs on a new thread and read its stream to RUN_FINISHED (a new
 //     connection per turn), back to back, for SECONDS: turns per second and latency percentiles.
@@ -16,7 +18,13 @@
 //     process of its own so that its figures are not the flooding client's waits).
 // With SERVER_PID, the server process's CPU time over the measured part is reported too (from /proc), beside the
 // client's own.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +37,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -42,6 +51,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "agentrt/json.hpp"
@@ -213,135 +223,228 @@ bool is_run_end(std::string_view frame) {
 
 // ------------------------------------------------------------------------------------------------ fanout
 
-json fanout(int port, const std::string& token, int followers, int server_pid) {
-  net::io_context io{1};
+// One follower of the fan-out: a non-blocking socket read straight from epoll, its bytes given to Beast's parser by
+// hand — no Asio operation per read: this loop reads every follower for each batch the server writes, and must
+// cost less than the server does to write them. Not thread-safe.
+struct Follower {
+  int fd = -1;
+  http::response_parser<http::string_body> parser;
+  std::string in;     // received, not yet parsed
+  int ends = 0;       // run ends read: the first turn's (its replay), then one per measured turn
+  bool gone = false;  // refused, or the stream broke
+  Follower() {
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    parser.eager(true);
+  }
+};
+
+struct Arrival {
+  int64_t seq;
+  double ms;
+  uint32_t follower;
+};
+
+// Opens a blocking connection to 127.0.0.1:port and sends `request`; -1 when it fails.
+int connect_and_send(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(static_cast<uint16_t>(port));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 ||
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads what the follower's socket holds and hands its complete frames' sequence numbers to `arrived` (stamped
+// after the read that completed them); counts run ends. False once the stream is over.
+bool read_follower(Follower& f, uint32_t index, std::vector<Arrival>& arrived, bool record) {
+  char buf[64 << 10];
+  for (;;) {
+    const ssize_t n = ::recv(f.fd, buf, sizeof buf, 0);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    const double now = wall_ms();
+    f.in.append(buf, static_cast<size_t>(n));
+    beast::error_code ec;
+    size_t used = 0;
+    while (used < f.in.size() && !f.parser.is_done()) {
+      const size_t k = f.parser.put(net::buffer(f.in.data() + used, f.in.size() - used), ec);
+      used += k;
+      if (ec == http::error::need_more) break;
+      if (ec) return false;
+      if (k == 0) break;
+    }
+    f.in.erase(0, used);
+    if (!f.parser.is_header_done()) continue;
+    if (f.parser.get().result_int() != 200) return false;
+    std::string& body = f.parser.get().body();
+    size_t start = 0;
+    for (size_t end = body.find("\n\n"); end != std::string::npos; end = body.find("\n\n", start)) {
+      const std::string_view frame = std::string_view(body).substr(start, end - start);
+      start = end + 2;
+      const int64_t seq = seq_of(frame);
+      if (seq < 0) continue;  // a keep-alive
+      if (record && f.ends > 0) arrived.push_back(Arrival{seq, now, index});
+      if (is_run_end(frame)) ++f.ends;
+    }
+    body.erase(0, start);
+    if (f.parser.is_done()) return false;
+    if (static_cast<size_t>(n) < sizeof buf) return true;  // drained (a short read): wait for epoll again
+  }
+}
+
+json fanout(int port, const std::string& token, int followers, int server_pid, int turns) {
   const std::string thread = "fan-" + new_id();
   // 1. A first turn makes the thread.
-  bool made = false;
-  std::make_shared<SseCall>(
-      io, port, post_run(token, thread, new_id(), "hi"),
-      [&](const Frame& f) {
-        made = made || is_run_end(f.text);
-        return !made;
-      },
-      [](int, bool) {})
-      ->start();
-  io.run_for(std::chrono::seconds(60));
-  io.restart();
-  if (!made) return json{{"error", "the first turn did not finish"}};
+  {
+    net::io_context io{1};
+    bool made = false;
+    std::make_shared<SseCall>(
+        io, port, post_run(token, thread, new_id(), "hi"),
+        [&](const Frame& f) {
+          made = made || is_run_end(f.text);
+          return !made;
+        },
+        [](int, bool) {})
+        ->start();
+    io.run_for(std::chrono::seconds(60));
+    if (!made) return json{{"error", "the first turn did not finish"}};
+  }
 
-  // 2. The followers read its replay; 3. then the measured turn, whose events each follower stamps.
-  struct Follower {
-    std::shared_ptr<SseCall> call;
-    bool ready = false;                 // read the first turn's replay
-    bool done = false;                  // read the measured turn's end
-    std::map<int64_t, double> arrived;  // seq -> arrival (ms)
-  };
-  std::vector<Follower> fs(static_cast<size_t>(followers));
-  std::map<int64_t, int64_t> stamp;  // seq -> the event's timestamp
-  int ready = 0, done = 0, refused = 0, opening = 0;
-  size_t next = 0;
-  bool posted = false, post_done = false;
-  int64_t measured_events = 0;
-  double cpu_before = 0, wall_before = 0, server_before = 0;
-  std::function<void()> open_more;
-  std::function<void()> post_measured;
-  auto finished = [&] {
-    if (done + refused >= followers && post_done) io.stop();
-  };
-  open_more = [&] {
-    while (opening < 256 && next < fs.size()) {
-      Follower& f = fs[next++];
-      ++opening;
-      const std::string req = "GET /api/v1/agent/runs/" + thread +
+  // 2. The followers read its replay.
+  const std::string request = "GET /api/v1/agent/runs/" + thread +
                               "/events?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token +
                               "\r\nAccept: text/event-stream\r\n\r\n";
-      f.call = std::make_shared<SseCall>(
-          io, port, req,
-          [&f, &ready, &opening, &open_more, &post_measured, &stamp, followers](const Frame& fr) {
-            if (!f.ready) {
-              if (is_run_end(fr.text)) {
-                f.ready = true;
-                --opening;
-                open_more();
-                ++ready;
-                post_measured();
-              }
-              return true;
-            }
-            const int64_t seq = seq_of(fr.text);
-            if (seq < 0) return true;  // a keep-alive
-            f.arrived.emplace(seq, fr.arrived_ms);
-            if (!stamp.count(seq)) stamp[seq] = number_after(fr.text, "\"timestamp\":");
-            return !is_run_end(fr.text);
-          },
-          [&f, &refused, &done, &opening, &open_more, &post_measured, &finished](int, bool) {
-            if (!f.ready) {  // refused, or gone before it was ready
-              ++refused;
-              --opening;
-              open_more();
-              post_measured();
-            } else if (!f.done) {  // the measured turn's end read (or the stream broke)
-              f.done = true;
-              ++done;
-            }
-            finished();
-          });
-      f.call->start();
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  std::vector<std::unique_ptr<Follower>> fs;
+  std::vector<Arrival> arrived;
+  arrived.reserve(static_cast<size_t>(followers) * 64 * static_cast<size_t>(turns));
+  int refused = 0;
+  for (int i = 0; i < followers; ++i) {
+    auto f = std::make_unique<Follower>();
+    f->fd = connect_and_send(port, request);
+    if (f->fd < 0) {
+      ++refused;
+      f->gone = true;
+    } else {
+      ::fcntl(f->fd, F_SETFL, ::fcntl(f->fd, F_GETFL) | O_NONBLOCK);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u32 = static_cast<uint32_t>(i);
+      ::epoll_ctl(ep, EPOLL_CTL_ADD, f->fd, &ev);
+    }
+    fs.push_back(std::move(f));
+  }
+  // Reads until every follower still there has read `ends` run ends (or the deadline passes).
+  auto read_until = [&](int ends, bool record, Clock::time_point deadline) {
+    epoll_event events[256];
+    auto behind = [&] {
+      for (const auto& f : fs)
+        if (!f->gone && f->ends < ends) return true;
+      return false;
+    };
+    while (behind() && Clock::now() < deadline) {
+      const int n = ::epoll_wait(ep, events, 256, 100);
+      for (int i = 0; i < n; ++i) {
+        const uint32_t index = events[i].data.u32;
+        Follower& f = *fs[index];
+        if (f.gone) continue;
+        if (!read_follower(f, index, arrived, record)) {
+          f.gone = true;
+          if (f.ends == 0) ++refused;
+          ::epoll_ctl(ep, EPOLL_CTL_DEL, f.fd, nullptr);
+        }
+      }
     }
   };
-  post_measured = [&] {  // once every follower is ready (or refused)
-    if (posted || ready + refused < followers) return;
-    posted = true;
-    server_before = process_cpu_ms(server_pid);
-    cpu_before = cpu_ms();
-    wall_before = wall_ms();
-    std::make_shared<SseCall>(
-        io, port, post_run(token, thread, new_id(), "one turn for many followers"),
-        [&](const Frame& fr) {
-          if (seq_of(fr.text) >= 0) ++measured_events;
-          return !is_run_end(fr.text);
-        },
-        [&](int, bool) {
-          post_done = true;
-          finished();
-        })
-        ->start();
-  };
-  open_more();
-  io.run_for(std::chrono::seconds(180));
+  read_until(1, false, Clock::now() + std::chrono::seconds(120));
+  int ready = 0;
+  for (const auto& f : fs) ready += !f->gone && f->ends >= 1;
+  // What opening a thousand streams left to do (on both sides) is done before the first measured turn.
+  const auto settle = Clock::now() + std::chrono::milliseconds(500);
+  read_until(2, false, settle);
+
+  // 3. The measured turns, one after the other; each is posted (and its stream read, for the events' timestamps)
+  // on a thread of its own while this one reads the followers.
+  std::map<int64_t, int64_t> stamp;  // seq -> the event's timestamp
+  std::map<int64_t, int> turn_of;    // seq -> the measured turn (1..turns)
+  int64_t measured_events = 0;
+  const double server_before = process_cpu_ms(server_pid);
+  const double cpu_before = cpu_ms();
+  const double wall_before = wall_ms();
+  int done_turns = 0;
+  for (int t = 1; t <= turns && ready > 0; ++t) {
+    std::map<int64_t, int64_t> stamps;
+    std::thread poster([&] {
+      net::io_context io{1};
+      std::make_shared<SseCall>(
+          io, port, post_run(token, thread, new_id(), "one turn for many followers"),
+          [&](const Frame& fr) {
+            const int64_t seq = seq_of(fr.text);
+            if (seq >= 0) stamps[seq] = number_after(fr.text, "\"timestamp\":");
+            return !is_run_end(fr.text);
+          },
+          [](int, bool) {})
+          ->start();
+      io.run_for(std::chrono::seconds(60));
+    });
+    read_until(1 + t, true, Clock::now() + std::chrono::seconds(60));
+    poster.join();
+    for (const auto& [seq, ts] : stamps) {
+      stamp[seq] = ts;
+      turn_of[seq] = t;
+    }
+    measured_events += static_cast<int64_t>(stamps.size());
+    done_turns = t;
+  }
   const double cpu = cpu_ms() - cpu_before;
   const double server_cpu = process_cpu_ms(server_pid) - server_before;
   const double wall = wall_ms() - wall_before;
-  for (auto& f : fs)
-    if (f.call) f.call->close();
+  for (const auto& f : fs)
+    if (f->fd >= 0) ::close(f->fd);
+  ::close(ep);
 
   std::map<int64_t, double> first;  // seq -> first arrival at any follower
-  for (const auto& f : fs)
-    for (const auto& [seq, at] : f.arrived) {
-      auto it = first.find(seq);
-      if (it == first.end() || at < it->second) first[seq] = at;
-    }
-  std::vector<double> from_stamp, from_first, first_from_stamp;
-  int complete = 0;
-  for (const auto& f : fs) {
-    if (static_cast<int64_t>(f.arrived.size()) >= measured_events && measured_events > 0) ++complete;
-    for (const auto& [seq, at] : f.arrived) {
-      from_first.push_back(at - first[seq]);
-      if (stamp[seq] > 0) from_stamp.push_back(at - static_cast<double>(stamp[seq]));
-    }
+  std::vector<int64_t> per_follower(fs.size(), 0);
+  for (const auto& a : arrived) {
+    auto it = first.find(a.seq);
+    if (it == first.end() || a.ms < it->second) first[a.seq] = a.ms;
+    ++per_follower[a.follower];
   }
-  for (const auto& [seq, at] : first)
-    if (stamp[seq] > 0) first_from_stamp.push_back(at - static_cast<double>(stamp[seq]));
+  std::vector<double> from_stamp, from_first, first_from_stamp;
+  std::vector<std::vector<double>> per_turn(static_cast<size_t>(turns) + 1);
+  for (const auto& a : arrived) {
+    from_first.push_back(a.ms - first[a.seq]);
+    const auto st = stamp.find(a.seq);
+    if (st == stamp.end() || st->second <= 0) continue;
+    from_stamp.push_back(a.ms - static_cast<double>(st->second));
+    per_turn[static_cast<size_t>(turn_of[a.seq])].push_back(from_stamp.back());
+  }
+  for (const auto& [seq, at] : first) {
+    const auto st = stamp.find(seq);
+    if (st != stamp.end() && st->second > 0) first_from_stamp.push_back(at - static_cast<double>(st->second));
+  }
+  int complete = 0;
+  for (size_t i = 0; i < fs.size(); ++i) complete += measured_events > 0 && per_follower[i] >= measured_events;
+  json per_turn_p99 = json::array();
+  for (int t = 1; t <= done_turns; ++t) per_turn_p99.push_back(pct(per_turn[static_cast<size_t>(t)], 0.99));
   return json{{"followers", followers},
               {"open", ready},
               {"refused", refused},
-              {"posted", posted},
-              {"events_in_turn", measured_events},
+              {"turns", done_turns},
+              {"events_in_turns", measured_events},
               {"followers_with_every_event", complete},
               {"delivery_ms_p50", pct(from_stamp, 0.5)},
               {"delivery_ms_p99", pct(from_stamp, 0.99)},
               {"delivery_ms_max", pct(from_stamp, 1.0)},
+              {"delivery_ms_p99_per_turn", per_turn_p99},
               {"after_first_arrival_ms_p50", pct(from_first, 0.5)},
               {"after_first_arrival_ms_p99", pct(from_first, 0.99)},
               {"after_first_arrival_ms_max", pct(from_first, 1.0)},
@@ -444,7 +547,7 @@ json health(int port, int count) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: agentrt-bench-server fanout PORT TOKEN FOLLOWERS (1..5000) [SERVER_PID]\n"
+               "usage: agentrt-bench-server fanout PORT TOKEN FOLLOWERS (1..5000) [SERVER_PID [TURNS (1..20)]]\n"
                "       agentrt-bench-server turns PORT TOKEN CLIENTS (1..256) SECONDS (0..60] [SERVER_PID]\n"
                "       agentrt-bench-server health PORT TOKEN COUNT (1..1000)\n");
   return 2;
@@ -460,8 +563,10 @@ int main(int argc, char** argv) {
   const int n = std::atoi(argv[4]);
   if (port <= 0 || port > 65535) return usage();
   json out;
-  if (mode == "fanout" && (argc == 5 || argc == 6) && n >= 1 && n <= 5000) {
-    out = fanout(port, token, n, argc == 6 ? std::atoi(argv[5]) : 0);
+  if (mode == "fanout" && argc >= 5 && argc <= 7 && n >= 1 && n <= 5000) {
+    const int turns = argc == 7 ? std::atoi(argv[6]) : 1;
+    if (turns < 1 || turns > 20) return usage();
+    out = fanout(port, token, n, argc >= 6 ? std::atoi(argv[5]) : 0, turns);
   } else if (mode == "turns" && (argc == 6 || argc == 7) && n >= 1 && n <= 256) {
     const double seconds = std::atof(argv[5]);
     if (!(seconds > 0 && seconds <= 60)) return usage();
