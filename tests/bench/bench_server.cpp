@@ -17,7 +17,7 @@
 //     answer; one that takes over 5 s counts as failed (the probe scripts/load_server runs beside its flood, in a
 //     process of its own so that its figures are not the flooding client's waits).
 // With SERVER_PID, the server process's CPU time over the measured part is reported too (from /proc), beside the
-// client's own.
+// client's own. AGENTRT_BENCH_DEBUG=1: the fan-out also prints each event's spread and each turn's CPU on stderr.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -235,6 +235,12 @@ struct Follower {
   Follower() {
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     parser.eager(true);
+    // Touched once here: a first turn whose reads fault in each follower's buffers costs the client (not the
+    // server) twice the CPU of the next ones, and would be measured as the server's delay.
+    in.resize(16 << 10);
+    in.clear();
+    parser.get().body().resize(16 << 10);
+    parser.get().body().clear();
   }
 };
 
@@ -324,8 +330,8 @@ json fanout(int port, const std::string& token, int followers, int server_pid, i
                               "\r\nAccept: text/event-stream\r\n\r\n";
   const int ep = ::epoll_create1(EPOLL_CLOEXEC);
   std::vector<std::unique_ptr<Follower>> fs;
-  std::vector<Arrival> arrived;
-  arrived.reserve(static_cast<size_t>(followers) * 64 * static_cast<size_t>(turns));
+  std::vector<Arrival> arrived(static_cast<size_t>(followers) * 64 * static_cast<size_t>(turns));
+  arrived.clear();  // its pages touched before anything is measured (see Follower)
   int refused = 0;
   for (int i = 0; i < followers; ++i) {
     auto f = std::make_unique<Follower>();
@@ -403,6 +409,9 @@ json fanout(int port, const std::string& token, int followers, int server_pid, i
     }
     measured_events += static_cast<int64_t>(stamps.size());
     done_turns = t;
+    if (std::getenv("AGENTRT_BENCH_DEBUG"))
+      std::fprintf(stderr, "after turn %d: client cpu %.1f ms, server cpu %.1f ms, wall %.1f ms\n", t,
+                   cpu_ms() - cpu_before, process_cpu_ms(server_pid) - server_before, wall_ms() - wall_before);
   }
   const double cpu = cpu_ms() - cpu_before;
   const double server_cpu = process_cpu_ms(server_pid) - server_before;
@@ -430,6 +439,14 @@ json fanout(int port, const std::string& token, int followers, int server_pid, i
   for (const auto& [seq, at] : first) {
     const auto st = stamp.find(seq);
     if (st != stamp.end() && st->second > 0) first_from_stamp.push_back(at - static_cast<double>(st->second));
+  }
+  if (std::getenv("AGENTRT_BENCH_DEBUG")) {  // per event: the spread of its arrivals after the first
+    std::map<int64_t, std::vector<double>> by_seq;
+    for (const auto& a : arrived) by_seq[a.seq].push_back(a.ms - first[a.seq]);
+    for (auto& [seq, v] : by_seq)
+      std::fprintf(stderr, "turn %d seq %lld: first %.1f ms after its stamp, spread p50 %.1f p90 %.1f max %.1f\n",
+                   turn_of[seq], static_cast<long long>(seq), first[seq] - static_cast<double>(stamp[seq]), pct(v, 0.5),
+                   pct(v, 0.9), pct(v, 1.0));
   }
   int complete = 0;
   for (size_t i = 0; i < fs.size(); ++i) complete += measured_events > 0 && per_follower[i] >= measured_events;
