@@ -263,6 +263,7 @@ void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
   if (batch.empty()) return;
   const SharedChunk joined = batch.size() > 1 ? join_frames(batch, kMaxJoinedBytes) : nullptr;
   {
+    StreamPushBatch writes;  // the streams' writes go to the I/O threads together, after the feed's lock
     std::lock_guard<std::mutex> fl(f->mutex);
     if (f->closed) return;
     for (const auto& fr : batch) {

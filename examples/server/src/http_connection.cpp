@@ -8,6 +8,7 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -67,6 +68,28 @@ void HttpConnection::stop_async() {
 
 void HttpConnection::pump_async() {
   net::post(socket_.get_executor(), [self = shared_from_this()] { self->pump_stream(); });
+}
+
+void HttpConnection::pump_all(std::vector<std::shared_ptr<HttpConnection>> connections) noexcept {
+  if (connections.empty()) return;
+  HttpServer::Impl& server = *connections.front()->server_;  // a feed's streams are one server's
+  const size_t jobs = std::min(connections.size(), static_cast<size_t>(std::max(1, server.limits.io_threads)));
+  const size_t share = (connections.size() + jobs - 1) / jobs;
+  for (size_t first = 0; first < connections.size(); first += share) {
+    std::vector<std::shared_ptr<HttpConnection>> part(
+        std::make_move_iterator(connections.begin() + static_cast<std::ptrdiff_t>(first)),
+        std::make_move_iterator(connections.begin() +
+                                static_cast<std::ptrdiff_t>(std::min(first + share, connections.size()))));
+    try {
+      // On an I/O thread, a dispatch to a strand that runs nowhere else runs at once: no queue, no wake-up.
+      net::post(server.ioc, [part = std::move(part)] {
+        for (const auto& c : part) net::dispatch(c->socket_.get_executor(), [c] { c->pump_stream(); });
+      });
+    } catch (...) {
+      for (const auto& c : part)
+        if (c) c->close_async();
+    }
+  }
 }
 
 void HttpConnection::arm(std::chrono::milliseconds d) {

@@ -48,6 +48,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void stop_async();
   // From any thread: write what the stream's queue holds.
   void pump_async();
+  // From any thread: the same for many connections, in one job per I/O thread (each writes its share of them in
+  // turn, on their strands) instead of one wake-up each. Never throws: a connection it cannot reach is closed.
+  static void pump_all(std::vector<std::shared_ptr<HttpConnection>> connections) noexcept;
 
   // How the application answers one request: exactly one of send / start_stream / stream_body, from any
   // thread. Thread-safe.

@@ -4,6 +4,26 @@
 
 namespace agentrt::server {
 
+namespace {
+
+// The connections whose writes a StreamPushBatch on this thread holds back.
+struct HeldPumps {
+  int depth = 0;
+  std::vector<std::shared_ptr<HttpConnection>> connections;
+};
+thread_local HeldPumps t_held;
+
+}  // namespace
+
+StreamPushBatch::StreamPushBatch() { ++t_held.depth; }
+
+StreamPushBatch::~StreamPushBatch() {
+  if (--t_held.depth > 0 || t_held.connections.empty()) return;
+  std::vector<std::shared_ptr<HttpConnection>> held;
+  held.swap(t_held.connections);
+  HttpConnection::pump_all(std::move(held));
+}
+
 const SharedChunk& keepalive_chunk() {
   static const SharedChunk chunk = std::make_shared<const StreamChunk>(StreamChunk{": keep-alive\n\n", 0, {}, false});
   return chunk;
@@ -99,7 +119,13 @@ void StreamQueue::schedule() {
     if (scheduled_) return;
     scheduled_ = true;
   }
-  if (auto c = conn_.lock()) c->pump_async();
+  auto c = conn_.lock();
+  if (!c) return;
+  if (t_held.depth > 0) {
+    t_held.connections.push_back(std::move(c));
+    return;
+  }
+  c->pump_async();
 }
 
 }  // namespace agentrt::server
