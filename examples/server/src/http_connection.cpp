@@ -311,11 +311,14 @@ void HttpConnection::begin_stream(std::shared_ptr<StreamQueue> stream, Headers h
 // What a client sends meanwhile is kept for the next request (keep-alive), up to the buffer's size. Also
 // the lingering close's reader: after our last byte, read (and drop) until the client closes.
 void HttpConnection::watch_for_close() {
-  if (buffer_.size() + 512 > buffer_.max_size()) {
+  // A stream's client seldom sends anything; a lingering close may drop up to a megabyte of an unread body, read in
+  // pieces that do not cost a system call and a handler per 512 bytes.
+  const size_t piece = lingering_ ? std::min<size_t>(64u << 10, buffer_.max_size()) : 512;
+  if (buffer_.size() + piece > buffer_.max_size()) {
     if (!lingering_) return close();
     buffer_.consume(buffer_.size());
   }
-  socket_.async_read_some(buffer_.prepare(512), [self = shared_from_this()](const beast::error_code& ec, size_t n) {
+  socket_.async_read_some(buffer_.prepare(piece), [self = shared_from_this()](const beast::error_code& ec, size_t n) {
     self->buffer_.commit(n);
     if (ec == net::error::operation_aborted && self->resume_after_stream_ && self->state_ != State::closed) {
       self->resume_after_stream_ = false;
