@@ -3,9 +3,6 @@
 
 #include <string>
 
-#include <fmt/format.h>
-
-#include "agentrt/error.hpp"
 #include "sse_stream.hpp"
 
 namespace agentrt::server {
