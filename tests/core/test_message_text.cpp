@@ -16,8 +16,8 @@ namespace {
 // What reading `text` gives: the message as its JSON text, or the error as "<kind>: <message>".
 std::string outcome(bool dom, const std::string& text, size_t max_depth) {
   try {
-    const Message m = dom ? message_from_json_text(text, max_depth)
-                          : message_from_json(parse_json(text, max_depth), max_depth);
+    const Message m =
+        dom ? message_from_json_text(text, max_depth) : message_from_json(parse_json(text, max_depth), max_depth);
     return to_json_string(m) + (m.has_content ? " +content" : " -content");
   } catch (const Error& e) {
     return "Error " + std::to_string(static_cast<int>(e.code())) + ": " + e.message();
