@@ -177,22 +177,11 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         if (q.step()) seq = q.i64(0);
       }
       // Consecutive events of one run share a row.
-      size_t i = 0;
-      std::string body;
-      while (i < b.events.size()) {
-        const std::string& run = b.events[i].run_id;
-        const int64_t first = seq + 1;
-        body.clear();
-        for (; i < b.events.size() && b.events[i].run_id == run; ++i) {
-          auto& e = b.events[i];
-          if (e.json.find('\n') != std::string::npos)
-            throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
-          if (!body.empty()) body += '\n';
-          body += e.json;
-          e.seq = ++seq;
-        }
+      for (const auto& row : store_rows::event_rows(b.events, seq)) {
         auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
-        ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
+        ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
+        ins.bind(5, row.body).run();
+        seq = row.last_seq;
       }
       tail.seq = seq;
     }

@@ -1,0 +1,66 @@
+#include "store/record_rows.hpp"
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+namespace store_rows {
+
+std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t seq) {
+  std::vector<EventRow> rows;
+  size_t i = 0;
+  while (i < events.size()) {
+    EventRow row;
+    row.run_id = events[i].run_id;
+    row.first_seq = seq + 1;
+    for (; i < events.size() && events[i].run_id == row.run_id; ++i) {
+      auto& e = events[i];
+      if (e.json.find('\n') != std::string::npos)
+        throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
+      if (!row.body.empty()) row.body += '\n';
+      row.body += e.json;
+      e.seq = ++seq;
+    }
+    row.last_seq = seq;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void split_event_row(int64_t seq, const std::string& run_id, std::string_view body, int64_t after_seq, size_t limit,
+                     std::vector<StoredEvent>& out) {
+  while (!body.empty() && out.size() < limit) {
+    size_t nl = body.find('\n');
+    std::string_view line = body.substr(0, nl);
+    if (seq > after_seq) out.push_back(StoredEvent{seq, run_id, std::string(line)});
+    ++seq;
+    if (nl == std::string_view::npos) break;
+    body.remove_prefix(nl + 1);
+  }
+}
+
+Message stored_message(std::string_view thread_id, int64_t index, std::string_view body) {
+  json j;
+  try {
+    j = parse_json(body);
+  } catch (const Error& e) {  // nested deeper than any message this build stores
+    throw Error(ErrorCode::io,
+                fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, index, e.message()));
+  }
+  // The metadata (a tool message's index, an answer's WorkerAgentOutput) is moved, not copied, out of the
+  // parsed document; anything but an object stays for from_json to refuse as before.
+  json metadata;
+  if (auto it = j.find("metadata"); it != j.end() && it->is_object()) {
+    metadata = std::move(*it);
+    j.erase(it);
+  }
+  Message m = message_from_json(j, kMaxStoredJsonDepth);
+  if (metadata.is_object()) m.metadata = std::move(metadata);
+  return m;
+}
+
+}  // namespace store_rows
+}  // namespace v1
+}  // namespace agentrt
