@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -129,8 +130,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   if (store_type != "sqlite" && store_type != "postgres")
     wire::refuse("config", fmt::format("store type '{}' is not available (sqlite, postgres)", store_type));
   // Each type's own keys; another type's are a mistake worth saying.
-  for (const char* key : store_type == "sqlite" ? std::initializer_list<const char*>{"url", "pool_size"}
-                                                : std::initializer_list<const char*>{"path", "synchronous"})
+  static constexpr std::array<const char*, 2> kSqliteOnly{"path", "synchronous"}, kPostgresOnly{"url", "pool_size"};
+  for (const char* key : store_type == "sqlite" ? kPostgresOnly : kSqliteOnly)
     if (store.contains(key))
       wire::refuse("config", fmt::format("store.{} is not a key of store type {}", key, store_type));
   const std::string db_path = str(store, "path", (data / "agentrt.db").string());

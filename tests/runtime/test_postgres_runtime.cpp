@@ -24,9 +24,9 @@ std::unique_ptr<Runtime> runtime_on(const PgDatabase& db, std::shared_ptr<Postgr
   spec.name = "book_room";
   spec.parameters = json::parse(R"({"type":"object","properties":{"room":{"type":"string"}}})");
   spec.approval = ApprovalPolicy::always();
-  spec.handler = sync_tool([&runs](const ToolCallContext& c) {
+  spec.handler = sync_tool([&runs](const ToolCallContext& call) {
     ++runs;
-    return ToolResult{json{{"ok", true}, {"room", c.args.value("room", "")}}, std::nullopt};
+    return ToolResult{json{{"ok", true}, {"room", call.args.value("room", "")}}, std::nullopt};
   });
   rt->tools().add(spec);
   return rt;
@@ -91,6 +91,7 @@ TEST_CASE("postgres: a turn paused on one Runtime is resumed on another on the s
   auto ledger = store_a->ledger(h.turn_id);
   REQUIRE(ledger.size() == 1);
   CHECK(ledger[0].status == LedgerStatus::finished);
+  follow.reset();  // a subscription ends before its runtime
   b.reset();
   a.reset();
   auto diff = replay_difference(*store_a, "t-pg");

@@ -30,6 +30,14 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
+// The first line, without libpq's "FATAL:  " prefix.
+std::string first_line(std::string_view s) {
+  s = s.substr(0, s.find('\n'));
+  for (std::string_view prefix : {"FATAL:  ", "ERROR:  "})
+    if (s.starts_with(prefix)) s.remove_prefix(prefix.size());
+  return one_line(s);
+}
+
 using Options = std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)>;
 
 // The URL's connection options, or nullptr (and libpq's reason, which may quote the URL) when it is not one.
@@ -166,7 +174,9 @@ void Connection::fail(PGresult* res, std::string_view what) {
   const std::string state = field(res, PG_DIAG_SQLSTATE);
   std::string primary = one_line(field(res, PG_DIAG_MESSAGE_PRIMARY));
   const std::string constraint = field(res, PG_DIAG_CONSTRAINT_NAME);
-  if (primary.empty()) primary = one_line(PQerrorMessage(conn_));
+  // Without a result, libpq's own message: its first line says what happened ("server closed the connection
+  // unexpectedly", "terminating connection due to administrator command"); the rest is advice.
+  if (primary.empty()) primary = first_line(PQerrorMessage(conn_));
   PQclear(res);
   const bool lost = PQstatus(conn_) != CONNECTION_OK || state.starts_with("08") || state == "57P01" ||
                     state == "57P02" || state == "57P03";

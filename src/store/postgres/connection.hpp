@@ -26,7 +26,8 @@ void check_url(const std::string& url, std::string_view where);
 
 // An error of the server or the connection, as agentrt's: a unique or exclusion constraint is conflict, a value
 // the database cannot hold (bad encoding, a NUL) invalid_argument, anything else io. `lost`: the connection is
-// gone (the server stopped, restarted or ended the session), so nothing more can be sent on it.
+// gone (the server stopped, restarted or ended the session), so nothing more can be sent on it. Thread-safe once
+// thrown (not changed after).
 class DbError : public Error {
  public:
   DbError(ErrorCode code, std::string message, std::string sqlstate, bool lost)
@@ -41,7 +42,8 @@ class DbError : public Error {
 };
 
 // A statement's parameters. Strings go in binary form (their bytes, no copy, no terminator); numbers and flags
-// as text. Borrowed strings must outlive the statement's execution.
+// as text. Borrowed strings must outlive the statement's execution. Not thread-safe (one statement's, on one
+// thread).
 class Params {
  public:
   Params() = default;
@@ -68,7 +70,7 @@ class Params {
   std::deque<std::string> owned_;  // stable addresses
 };
 
-// One row of a Result, with the accessors store_rows' readers use.
+// One row of a Result, with the accessors store_rows' readers use. Valid while its Result lives; reads only.
 class Row {
  public:
   Row(const pg_result* r, int row) : r_(r), row_(row) {}
@@ -85,7 +87,7 @@ class Row {
   int row_;
 };
 
-// A statement's result (text format). Move-only; frees the libpq result.
+// A statement's result (text format). Move-only; frees the libpq result. Not thread-safe (its caller's).
 class Result {
  public:
   explicit Result(pg_result* r = nullptr) : r_(r) {}
@@ -118,7 +120,8 @@ auto read_rows(const Result& res, Read read) {
   return out;
 }
 
-// Not thread-safe: its pool lends it to one caller at a time.
+// One libpq connection and the statements prepared on it. Not thread-safe: its pool lends it to one caller at a
+// time.
 class Connection {
  public:
   // Connects (waiting at most connect_timeout_s). Error(io) naming `target` and libpq's reason when it cannot.

@@ -25,7 +25,7 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // A connection lent until this object ends.
+  // A connection lent until this object ends (then given back, or closed when broken). Not thread-safe.
   class Lease {
    public:
     Lease(Pool& pool, std::unique_ptr<Connection> c, bool reused)

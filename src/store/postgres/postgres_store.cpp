@@ -222,7 +222,7 @@ void PostgresStore::finish_commit(Connection& c, const std::string& xid) {
       // one way or the other as it goes): asked again for a while.
       for (int i = 0; i < 40 && (status.empty() || status == "in progress"); ++i) {
         if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-        status = probe.exec("SELECT pg_xact_status($1::xid8)", Params().add(xid), "ask whether a commit landed")
+        status = probe.exec("SELECT pg_xact_status($1::text::xid8)", Params().add(xid), "ask whether a commit landed")
                      .row(0)
                      .text(0);
       }
