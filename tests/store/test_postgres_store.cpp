@@ -47,6 +47,36 @@ std::string error_of(const std::function<void()>& f, ErrorCode expected) {
   return {};
 }
 
+// Ends the connections of the database at `url` that `waiting` (a condition on pg_stat_activity) picks, as an
+// administrator would, until `kills` were ended or `stop` is set. It polls the server's view of who waits.
+struct BackendKiller {
+  std::atomic<bool> stop{false};
+  std::atomic<int> killed{0};
+  std::thread thread;
+  BackendKiller(const std::string& url, const std::string& waiting, int kills) {
+    thread = std::thread([this, url, waiting, kills] {
+      std::unique_ptr<PGconn, decltype(&PQfinish)> admin(PQconnectdb(url.c_str()), &PQfinish);
+      const std::string sql =
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname=current_database() AND "
+          "pid<>pg_backend_pid() AND " +
+          waiting;
+      while (!stop && killed < kills) {
+        PGresult* r = PQexec(admin.get(), sql.c_str());
+        if (PQresultStatus(r) == PGRES_TUPLES_OK) killed += PQntuples(r);
+        PQclear(r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  }
+  // The number ended.
+  int join() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+    return killed;
+  }
+  ~BackendKiller() { join(); }
+};
+
 }  // namespace
 
 TEST_CASE("postgres: PostgresStore passes the store conformance suite (rows layout)") {
@@ -218,25 +248,11 @@ TEST_CASE("postgres: a connection killed mid-transaction is rolled back; the com
   REQUIRE(PQstatus(holder.get()) == CONNECTION_OK);
   PQclear(PQexec(holder.get(), "BEGIN"));
   PQclear(PQexec(holder.get(), "SELECT * FROM thread_tails WHERE thread_id='th_kill' FOR UPDATE"));
-  std::atomic<int> killed{0};
-  std::atomic<bool> stop{false};
   const int kills = 2;  // the first loss is retried on a new connection; the second is the caller's
-  std::thread killer([&] {
-    Conn admin(PQconnectdb(db.url.c_str()), &PQfinish);
-    while (!stop && killed < kills) {
-      PGresult* r = PQexec(admin.get(),
-                           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname=current_database() "
-                           "AND wait_event_type='Lock' AND pid<>pg_backend_pid()");
-      if (PQresultStatus(r) == PGRES_TUPLES_OK) killed += PQntuples(r);
-      PQclear(r);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polls the server's view of who waits
-    }
-  });
+  BackendKiller killer(db.url, "wait_event_type='Lock'", kills);
   auto b = event_batch("th_kill", 2);
   const std::string msg = error_of([&] { s.commit(b); }, ErrorCode::io);
-  stop = true;
-  killer.join();
-  CHECK(killed == kills);
+  CHECK(killer.join() == kills);
   CHECK(msg.find("was lost") != std::string::npos);
   PQclear(PQexec(holder.get(), "ROLLBACK"));
   auto again = event_batch("th_kill", 2);
@@ -298,25 +314,10 @@ CREATE CONSTRAINT TRIGGER agentrt_test_slow_commit AFTER INSERT ON events DEFERR
 FOR EACH ROW WHEN (NEW.thread_id = 'th_slow') EXECUTE FUNCTION agentrt_test_slow();
 )sql",
            db.url);
-  std::atomic<bool> stop{false};
-  std::atomic<int> killed{0};
-  std::thread killer([&] {
-    using Conn = std::unique_ptr<PGconn, decltype(&PQfinish)>;
-    Conn admin(PQconnectdb(db.url.c_str()), &PQfinish);
-    while (!stop && killed == 0) {
-      PGresult* r = PQexec(admin.get(),
-                           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname=current_database() "
-                           "AND wait_event='PgSleep'");
-      if (PQresultStatus(r) == PGRES_TUPLES_OK) killed += PQntuples(r);
-      PQclear(r);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polls the server's view of who waits
-    }
-  });
+  BackendKiller killer(db.url, "wait_event='PgSleep'", 2);  // would end a second attempt too, were there one
   auto b = event_batch("th_slow", 2);
   const std::string msg = error_of([&] { s.commit(b); }, ErrorCode::io);
-  stop = true;
-  killer.join();
-  CHECK(killed == 1);  // one attempt: a COMMIT without an answer is never sent again
+  CHECK(killer.join() == 1);  // one attempt: a COMMIT without an answer is never sent again
   CHECK_MESSAGE(msg.find("the commit was rolled back") != std::string::npos, msg);
   pg_admin("DROP TRIGGER agentrt_test_slow_commit ON events", db.url);
   CHECK(s.events_after("th_slow", 0, 100).size() == 1);

@@ -228,6 +228,14 @@ bool Connection::broken() const {
   return PQstatus(conn_) != CONNECTION_OK || PQtransactionStatus(conn_) != PQTRANS_IDLE;
 }
 
+int64_t swap_version(Connection& c, const char* sql, const Params& params, std::string_view kind, std::string_view id,
+                     int64_t expected) {
+  if (c.exec(sql, params, fmt::format("update a {}", kind)).affected() == 0)
+    throw Error(ErrorCode::conflict,
+                fmt::format("{} {} changed concurrently (expected version {})", kind, id, expected));
+  return expected + 1;
+}
+
 }  // namespace pg
 }  // namespace v1
 }  // namespace agentrt

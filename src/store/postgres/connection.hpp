@@ -111,6 +111,13 @@ void read_column(const Row& r, int i, int& v);
 void read_column(const Row& r, int i, bool& v);
 void read_column(const Row& r, int i, double& v);
 
+class Connection;
+// A compare-and-set: runs `sql`, an UPDATE of the row `id` WHERE its version is `expected` that bumps it, and
+// returns the new version. Error(conflict) "<kind> <id> changed concurrently (expected version N)" when the row
+// had another version (or none).
+int64_t swap_version(Connection& c, const char* sql, const Params& params, std::string_view kind, std::string_view id,
+                     int64_t expected);
+
 // Every row of the result, each read by `read`.
 template <class Read>
 auto read_rows(const Result& res, Read read) {

@@ -49,15 +49,12 @@ void PostgresStore::write_job(Connection& c, JobWrite& w, int64_t now) {
     return;
   }
   p.add(w.expected_version);
-  Result r = c.exec(
-      "UPDATE jobs SET status=$1,progress=$2,message=$3,result=$4,assets=$5,error_code=$6,error_message=$7,"
-      "metadata=$8,confirmation=$9,confirm_message=$10,timeout_ms=$11,expires_at=$12,delivered=$13,"
-      "version=version+1,updated_at=$14,finished_at=$15 WHERE id=$16 AND version=$17",
-      p, "update a job");
-  if (r.affected() == 0)
-    throw Error(ErrorCode::conflict,
-                fmt::format("job {} changed concurrently (expected version {})", j.id, w.expected_version));
-  j.version = w.expected_version + 1;
+  j.version = swap_version(c,
+                           "UPDATE jobs SET status=$1,progress=$2,message=$3,result=$4,assets=$5,error_code=$6,"
+                           "error_message=$7,metadata=$8,confirmation=$9,confirm_message=$10,timeout_ms=$11,"
+                           "expires_at=$12,delivered=$13,version=version+1,updated_at=$14,finished_at=$15 "
+                           "WHERE id=$16 AND version=$17",
+                           p, "job", j.id, w.expected_version);
 }
 
 std::optional<JobRecord> PostgresStore::get_job(std::string_view job_id) {

@@ -148,15 +148,11 @@ void PostgresStore::write_turn(Connection& c, CommitBatch& b, int64_t now) {
   p.add(t.steps).add(now).add(t.id);
   if (b.expected_version >= 0) {
     p.add(b.expected_version);
-    Result up = c.exec(
-        "UPDATE turns SET status=$1,run_id=$2,parent_run_id=$3,stage=$4,approval_request_id=$5,interrupts=$6,"
-        "expires_at=$7,owner=$8,intent=$9,error=$10,usage=$11,steps=$12,updated_at=$13,version=version+1 "
-        "WHERE id=$14 AND version=$15",
-        p, "update the turn");
-    if (up.affected() == 0)
-      throw Error(ErrorCode::conflict,
-                  fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
-    t.version = b.expected_version + 1;
+    t.version = swap_version(c,
+                             "UPDATE turns SET status=$1,run_id=$2,parent_run_id=$3,stage=$4,approval_request_id=$5,"
+                             "interrupts=$6,expires_at=$7,owner=$8,intent=$9,error=$10,usage=$11,steps=$12,"
+                             "updated_at=$13,version=version+1 WHERE id=$14 AND version=$15",
+                             p, "turn", t.id, b.expected_version);
     return;
   }
   t.version = 0;
