@@ -32,7 +32,7 @@ Conn connect(const std::string& url) {
 
 std::string pg_cluster_url() {
   const char* url = std::getenv("AGENTRT_TEST_PG_URL");
-  if (!url || !*url) FAIL(kNoServer);
+  if (!url || !*url) FAIL(std::string(kNoServer));
   return url;
 }
 
