@@ -13,6 +13,9 @@ inline namespace v1 {
 // Keys (all optional; unknown keys are refused with Error(invalid_argument)):
 //   data_dir              folder for the defaults below (default "./agentrt-data")
 //   store                 {type:"sqlite", path (default <data_dir>/agentrt.db), synchronous:"NORMAL"|"FULL"}
+//                         or {type:"postgres", url:"postgresql://user:password@host:port/db" (libpq's URL;
+//                          another is Error(invalid_argument)), pool_size (1..64, default 4)}; either with
+//                          layout:"rows"|"document", document_max_bytes, document_index_path
 //   objects               {type:"fs", root (default <data_dir>/objects), bucket ("agentrt"),
 //                          signing_secret_env (the secret's environment variable; default: a random key kept
 //                          in <data_dir>/signing.key, created 0600), public_base_url

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,8 @@
 #include "agentrt/scripted_model.hpp"
 #include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
+#include "store/postgres/connection.hpp"
+#include "store/postgres/postgres_store.hpp"
 #include "store/sqlite_store.hpp"
 #include "util/crypto.hpp"
 
@@ -120,14 +123,28 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   create_private_dir(data);
 
   json store = j.value("store", json::object());
-  only_keys(store, {"type", "path", "synchronous", "layout", "document_max_bytes", "document_index_path"}, "store");
-  if (str(store, "type", "sqlite") != "sqlite")
-    wire::refuse("config", fmt::format("store type '{}' is not available (sqlite)", str(store, "type", "")));
+  only_keys(store,
+            {"type", "path", "synchronous", "url", "pool_size", "layout", "document_max_bytes", "document_index_path"},
+            "store");
+  const std::string store_type = str(store, "type", "sqlite");
+  if (store_type != "sqlite" && store_type != "postgres")
+    wire::refuse("config", fmt::format("store type '{}' is not available (sqlite, postgres)", store_type));
+  // Each type's own keys; another type's are a mistake worth saying.
+  static constexpr std::array<const char*, 2> kSqliteOnly{"path", "synchronous"}, kPostgresOnly{"url", "pool_size"};
+  for (const char* key : store_type == "sqlite" ? kPostgresOnly : kSqliteOnly)
+    if (store.contains(key))
+      wire::refuse("config", fmt::format("store.{} is not a key of store type {}", key, store_type));
   const std::string db_path = str(store, "path", (data / "agentrt.db").string());
   const std::string sync = str(store, "synchronous", "NORMAL");
   const std::string layout = str(store, "layout", "rows");
   if (layout != "rows" && layout != "document")
     wire::refuse("config", fmt::format("store.layout must be \"rows\" or \"document\", not '{}'", layout));
+  PostgresStoreOptions postgres;
+  if (store_type == "postgres") {
+    postgres.url = str(store, "url", "");
+    pg::check_url(postgres.url, "config: store");
+    postgres.pool_size = static_cast<int>(num(store, "pool_size", postgres.pool_size, 1, 64));
+  }
 
   json objects = j.contains("objects") ? j["objects"] : json::object();
   if (!objects.is_null()) {
@@ -167,7 +184,10 @@ RuntimeConfig runtime_config_from_json(const json& j) {
     }
     messages = std::make_unique<DocumentLayout>(c.objects, d);
   }
-  c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db_path, sync}, std::move(messages));
+  if (store_type == "postgres")
+    c.store = std::make_shared<PostgresStore>(postgres, std::move(messages));
+  else
+    c.store = std::make_shared<SqliteStore>(SqliteStoreOptions{db_path, sync}, std::move(messages));
 
   json model = j.value("model", json::object());
   if (!model.is_object()) wire::refuse("config", "model must be an object");

@@ -137,15 +137,8 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
     const char* body = reinterpret_cast<const char*>(s.raw(3));
-    try {
-      m.message = message_from_json_text(std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))),
-                                         kMaxStoredJsonDepth);
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::invalid_argument) throw;
-      // Nested deeper than any message this build stores, or not a message at all.
-      throw Error(ErrorCode::io,
-                  fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, m.index, e.message()));
-    }
+    m.message = store_rows::stored_message(
+        thread_id, m.index, std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))));
     out.push_back(std::move(m));
   }
   return out;
@@ -160,18 +153,9 @@ std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, i
   s.bind(1, thread_id).bind(2, after_seq);
   std::vector<StoredEvent> out;
   while (out.size() < limit && s.step()) {
-    int64_t seq = s.i64(0);
-    std::string run = s.text(1);
     const char* p = reinterpret_cast<const char*>(s.raw(2));
-    std::string_view body = p ? std::string_view(p) : std::string_view();
-    while (!body.empty() && out.size() < limit) {
-      size_t nl = body.find('\n');
-      std::string_view line = body.substr(0, nl);
-      if (seq > after_seq) out.push_back(StoredEvent{seq, run, std::string(line)});
-      ++seq;
-      if (nl == std::string_view::npos) break;
-      body.remove_prefix(nl + 1);
-    }
+    store_rows::split_event_row(s.i64(0), s.text(1), p ? std::string_view(p) : std::string_view(), after_seq, limit,
+                                out);
   }
   return out;
 }

@@ -1,5 +1,4 @@
-// The SQLite store's records as rows: JSON columns, the column list a SELECT of each record type names, and
-// the one reader per record type that takes a row's columns in that order.
+// The SQLite store's records as rows: the shared readers of store/record_rows.hpp over a SQLite statement.
 #pragma once
 
 #include <string>
@@ -7,8 +6,8 @@
 
 #include "agentrt/events.hpp"
 #include "agentrt/storage.hpp"
+#include "store/record_rows.hpp"
 #include "store/sqlite/statement.hpp"
-#include "util/json_fast.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -20,31 +19,8 @@ namespace sqlite {
 // leaves the index alone.
 #define AGENTRT_ACTIVE "active=1"
 
-#define AGENTRT_THREAD_COLS "id,user_id,title,deleted,created_at,updated_at"
-
-#define AGENTRT_TURN_COLS                                                                                 \
-  "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
-  "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at"
-
-#define AGENTRT_LEDGER_COLS                                                                        \
-  "turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,needs_approval," \
-  "idempotent,interrupt_id,decision,output,updated_at"
-
-#define AGENTRT_JOB_COLS                                                                                    \
-  "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"       \
-  "error_code,error_message,metadata,confirmation,confirm_message,timeout_ms,expires_at,delivered,version," \
-  "created_at,updated_at,finished_at"
-
-inline json parse_or(const unsigned char* text, json fallback) {
-  if (!text || !*text) return fallback;
-  return parse_json_or_discarded(reinterpret_cast<const char*>(text));
-}
-
-inline std::string dump(const json& j) {
-  std::string out;
-  append_json(out, j);
-  return out;
-}
+using store_rows::dump;
+using store_rows::parse_or;
 
 // The row the statement stands on, in the column order of AGENTRT_*_COLS (a thread's last_seq is not a
 // column of its row).

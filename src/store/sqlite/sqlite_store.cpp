@@ -197,31 +197,13 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         q.bind(1, b.thread_id);
         if (q.step()) seq = q.i64(0);
       }
-      // Consecutive events of one run share a row. SQLite never splits a row across leaf pages: a row that
-      // fits a page but not the room left in the last one leaves that room empty, so events that fill less than
-      // a page go into rows of about kEventRowBytes (small rows pack pages). More than a page goes into one
-      // row, whose part past the page SQLite puts in overflow pages, which it fills.
-      size_t i = 0;
-      std::string body;
-      while (i < b.events.size()) {
-        const std::string& run = b.events[i].run_id;
-        size_t end = i, bytes = 0;
-        for (; end < b.events.size() && b.events[end].run_id == run; ++end) bytes += b.events[end].json.size() + 1;
-        const size_t row_bytes = bytes > kPageRowBytes ? bytes : kEventRowBytes;
-        while (i < end) {
-          const int64_t first = seq + 1;
-          body.clear();
-          for (; i < end && (body.empty() || body.size() + b.events[i].json.size() < row_bytes); ++i) {
-            auto& e = b.events[i];
-            if (e.json.find('\n') != std::string::npos)
-              throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
-            if (!body.empty()) body += '\n';
-            body += e.json;
-            e.seq = ++seq;
-          }
-          auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
-          ins.bind(1, b.thread_id).bind(2, first).bind(3, seq).bind(4, run).bind(5, body).run();
-        }
+      // Consecutive events of one run share rows of about kEventRowBytes, or one row for more than a page
+      // (store_rows::EventRowSizes says why).
+      for (const auto& row : store_rows::event_rows(b.events, seq, {kEventRowBytes, kPageRowBytes})) {
+        auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
+        ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
+        ins.bind(5, row.body).run();
+        seq = row.last_seq;
       }
       tail.seq = seq;
     }

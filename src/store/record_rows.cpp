@@ -1,0 +1,64 @@
+#include "store/record_rows.hpp"
+
+#include <fmt/format.h>
+
+#include "agentrt/content.hpp"
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+namespace store_rows {
+
+std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t seq, EventRowSizes sizes) {
+  std::vector<EventRow> rows;
+  size_t i = 0;
+  while (i < events.size()) {
+    const std::string& run = events[i].run_id;
+    size_t end = i, bytes = 0;
+    for (; end < events.size() && events[end].run_id == run; ++end) bytes += events[end].json.size() + 1;
+    const size_t row_bytes = sizes.small_row_bytes == 0 || bytes > sizes.page_row_bytes ? bytes : sizes.small_row_bytes;
+    while (i < end) {
+      EventRow row;
+      row.run_id = run;
+      row.first_seq = seq + 1;
+      for (; i < end && (row.body.empty() || row.body.size() + events[i].json.size() < row_bytes); ++i) {
+        auto& e = events[i];
+        if (e.json.find('\n') != std::string::npos)
+          throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
+        if (!row.body.empty()) row.body += '\n';
+        row.body += e.json;
+        e.seq = ++seq;
+      }
+      row.last_seq = seq;
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+void split_event_row(int64_t seq, const std::string& run_id, std::string_view body, int64_t after_seq, size_t limit,
+                     std::vector<StoredEvent>& out) {
+  while (!body.empty() && out.size() < limit) {
+    size_t nl = body.find('\n');
+    std::string_view line = body.substr(0, nl);
+    if (seq > after_seq) out.push_back(StoredEvent{seq, run_id, std::string(line)});
+    ++seq;
+    if (nl == std::string_view::npos) break;
+    body.remove_prefix(nl + 1);
+  }
+}
+
+Message stored_message(std::string_view thread_id, int64_t index, std::string_view body) {
+  try {
+    return message_from_json_text(body, kMaxStoredJsonDepth);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    // Nested deeper than any message this build stores, or not a message at all.
+    throw Error(ErrorCode::io,
+                fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, index, e.message()));
+  }
+}
+
+}  // namespace store_rows
+}  // namespace v1
+}  // namespace agentrt
