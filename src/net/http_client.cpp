@@ -259,8 +259,10 @@ HttpResponse HttpClient::send(const HttpRequest& request, const CancelToken& can
   } else if (request.method == "HEAD") {
     curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
   } else {
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+    const std::string_view body = request.body_view ? *request.body_view : std::string_view(request.body);
+    // CURLOPT_POSTFIELDS does not copy: libcurl reads the caller's buffer while it sends.
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.empty() ? "" : body.data());
     if (request.method != "POST") curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   }
 
