@@ -14,19 +14,19 @@ inline namespace v1 {
 
 namespace {
 
-std::string lower(std::string_view s) {
+[[noreturn]] void refuse(std::string_view why) {
+  throw Error(ErrorCode::invalid_argument, fmt::format("signed URL refused: {}", why));
+}
+
+}  // namespace
+
+std::string ascii_lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
   return out;
 }
-
-[[noreturn]] void refuse(std::string_view why) {
-  throw Error(ErrorCode::invalid_argument, fmt::format("signed URL refused: {}", why));
-}
-
-}  // namespace
 
 [[noreturn]] void bad_url(std::string_view why) {
   throw Error(ErrorCode::invalid_argument, fmt::format("not an acceptable URL: {}", why));
@@ -47,7 +47,7 @@ ParsedUrl parse_url(std::string_view url) {
       bad_url("the scheme is malformed");
     }
   }
-  out.scheme = lower(scheme);
+  out.scheme = ascii_lower(scheme);
   if (out.scheme == "http") out.port = 80;
   if (out.scheme == "https") out.port = 443;
 
@@ -76,7 +76,7 @@ ParsedUrl parse_url(std::string_view url) {
     port = authority.substr(colon + 1);
     if (port.empty()) bad_url("the port is empty");
   }
-  out.host = lower(host);
+  out.host = ascii_lower(host);
   if (!port.empty()) {
     if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
       bad_url("the port is not a number");

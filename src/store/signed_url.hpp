@@ -22,6 +22,9 @@ struct ParsedUrl {
   bool has_fragment = false;
 };
 
+// ASCII letters lower-cased, other bytes kept (schemes, hosts, header names).
+std::string ascii_lower(std::string_view s);
+
 // Throws Error(invalid_argument) "not an acceptable URL: <why>".
 [[noreturn]] void bad_url(std::string_view why);
 

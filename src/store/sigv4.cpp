@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "store/signed_url.hpp"
 #include "util/crypto.hpp"
 
 namespace agentrt {
@@ -13,14 +14,6 @@ inline namespace v1 {
 namespace sigv4 {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
 
 // Trimmed, with every run of spaces inside made one space (the suite's get-header-value-trim).
 std::string squeeze(std::string_view value) {
@@ -65,7 +58,7 @@ std::string canonical_query(const Params& query) {
 std::string canonical_headers(const Params& headers, std::string* signed_headers) {
   // Stable: the values of a repeated header keep the order they were sent in.
   std::vector<std::pair<std::string, std::string>> lines;
-  for (const auto& [name, value] : headers) lines.emplace_back(lower(name), squeeze(value));
+  for (const auto& [name, value] : headers) lines.emplace_back(ascii_lower(name), squeeze(value));
   std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string out;
   std::string names;
