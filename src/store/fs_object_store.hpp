@@ -23,7 +23,7 @@ struct FsObjectStoreOptions {
   bool fsync = false;           // fsync files and directories on every write: survives power loss, costs ~ms
   // Crash tests only: called at the named points of a write ("sidecar": the new metadata is in place, the
   // data file not yet). A test's child process _exit()s there to leave exactly the state a crash would.
-  std::function<void(std::string_view step)> crash_point;
+  std::function<void(std::string_view step)> crash_point = nullptr;
 };
 
 namespace fsfiles {

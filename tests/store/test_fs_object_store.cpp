@@ -276,7 +276,7 @@ TEST_CASE("sign_url produces base/bucket/percent-encoded key with expires and an
   CHECK(code_of([&] { store.sign_url("k", -1); }) == ErrorCode::invalid_argument);
 
   auto opts = options_for(dir.path);
-  opts.public_base_url = std::string(kBase) + "/";
+  opts.public_base_url = fmt::format("{}/", kBase);
   FsObjectStore slash(opts);
   CHECK(slash.sign_url("k", 5) == store.sign_url("k", 5));
 }
