@@ -76,6 +76,9 @@ void from_json(const json& j, Message& m);
 // A message from its JSON; Error(invalid_argument) for a malformed one or one nested deeper than max_depth
 // (the depth of the message's own JSON: 1 for {"id","role","content":"text"}).
 Message message_from_json(const json& j, size_t max_depth);
+// The same from the message's JSON text (as message_from_json(parse_json(text, max_depth), max_depth), errors
+// included), without building nlohmann values for the fields that are strings: the store's read path.
+Message message_from_json_text(std::string_view text, size_t max_depth);
 
 // The nesting depth of the message's JSON form (as json_depth of to_json(m)), without building it; counting
 // stops past `stop_after`.

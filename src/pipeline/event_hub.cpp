@@ -49,6 +49,17 @@ void EventHub::poke_all() {
   for (const auto& s : targets) s->poke();
 }
 
+void EventHub::tail_external(int64_t external_version) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool first = !seen_external_;
+    const bool same = seen_external_ && external_version >= 0 && external_version == *seen_external_;
+    seen_external_ = external_version;
+    if (first || same) return;
+  }
+  poke_all();
+}
+
 void SubscriptionImpl::poke() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

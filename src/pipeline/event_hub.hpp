@@ -28,9 +28,13 @@ class EventHub {
   void publish(const std::string& thread_id, const std::vector<StoredEvent>& events);
   // Tells every subscription to read the store again (events another process committed).
   void poke_all();
+  // The store's external version (Store::external_version) as last looked at: pokes every subscription when it
+  // moved, or when the store cannot tell (-1). The first look only remembers it.
+  void tail_external(int64_t external_version);
 
  private:
   std::mutex mutex_;
+  std::optional<int64_t> seen_external_;  // under mutex_
   std::map<std::string, std::vector<std::weak_ptr<SubscriptionImpl>>, std::less<>> subs_;
 };
 

@@ -12,12 +12,15 @@ namespace {
 
 constexpr std::string_view kFacts = "agentrt";
 
-// The event's metadata without the runtime's part: what a message keeps (null when nothing is left).
+// The event's metadata without the runtime's part: what a message keeps (null when nothing is left). Copied
+// member by member, the runtime's part left out, not copied whole and erased.
 json message_metadata(const json& metadata) {
-  if (!metadata.is_object() || metadata.empty()) return nullptr;
-  json out = metadata;
-  out.erase(std::string(kFacts));
-  return out.empty() ? json(nullptr) : out;
+  if (!metadata.is_object()) return nullptr;
+  json out = json::object();
+  auto& members = out.get_ref<json::object_t&>();
+  for (const auto& [key, value] : metadata.get_ref<const json::object_t&>())
+    if (key != kFacts) members.emplace_hint(members.end(), key, value);
+  return members.empty() ? json(nullptr) : out;
 }
 
 }  // namespace
@@ -72,7 +75,7 @@ void Projector::tool_call_args(std::string_view tool_call_id, std::string_view d
 // in order: an id, or {id, name?, arguments?} where the final answer differs from what was streamed, with the
 // ledger's facts), and content where the final text differs from what was streamed.
 std::optional<MessageRecord> Projector::complete(const std::string& run_id, const std::string& message_id,
-                                                 const json& facts, json metadata) {
+                                                 const json& facts, const json& metadata) {
   OpenMessage streamed;
   if (auto it = open_.find(message_id); it != open_.end()) {
     streamed = std::move(it->second);
@@ -176,7 +179,8 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
       auto m = message_of_call_.find(e.tool_call_id);
       if (m == message_of_call_.end()) return std::nullopt;
       const std::string message_id = m->second;
-      return complete(run_id, message_id, (*facts)["message"], nullptr);
+      static const json no_metadata;
+      return complete(run_id, message_id, (*facts)["message"], no_metadata);
     }
     case EventType::TOOL_CALL_RESULT: {
       auto result = outcome_of(e);

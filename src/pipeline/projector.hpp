@@ -106,7 +106,7 @@ class Projector {
   };
   OpenMessage& open(std::string_view message_id);
   std::optional<MessageRecord> complete(const std::string& run_id, const std::string& message_id, const json& facts,
-                                        json metadata);
+                                        const json& metadata);
   MessageRecord record(const std::string& run_id, Message m) const;
   std::string turn_of(const std::string& run_id) const;
   LedgerEntry* entry(const std::string& turn_id, const std::string& tool_call_id);

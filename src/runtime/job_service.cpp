@@ -150,18 +150,16 @@ std::pair<JobRecord, bool> JobService::early_outcome(std::string_view job_id, Jo
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(job_id);
   if (it == in_flight_.end()) throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
-  if (it->second.ended) {
-    if (it->second.ended_as.status == to && to == JobStatus::cancelled) return {it->second.ended_as, false};
-    throw Error(ErrorCode::invalid_state,
-                fmt::format("job {} has already {}", job_id, to_string(it->second.ended_as.status)));
+  if (const JobRecord* ended = it->second.ended_as.get()) {
+    if (ended->status == to && to == JobStatus::cancelled) return {*ended, false};
+    throw Error(ErrorCode::invalid_state, fmt::format("job {} has already {}", job_id, to_string(ended->status)));
   }
   JobRecord early = it->second.base(it->first);
   early.status = to;
   fill(early);
   early.finished_at = now_ms();
-  it->second.outcome = early;
-  it->second.ended = true;
-  it->second.ended_as = early;
+  it->second.outcome = std::make_unique<JobRecord>(early);
+  it->second.ended_as = std::make_unique<JobRecord>(early);
   return {early, true};
 }
 
@@ -287,8 +285,9 @@ JobRecord JobService::update(std::string_view job_id, const JobProgress& p) {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = in_flight_.find(job_id);
       if (it == in_flight_.end()) throw Error(ErrorCode::not_found, fmt::format("job {} not found", job_id));
-      if (it->second.ended) throw Error(ErrorCode::invalid_state, fmt::format("job {} has already ended", job_id));
-      JobProgress& acc = it->second.progress;
+      if (it->second.ended_as) throw Error(ErrorCode::invalid_state, fmt::format("job {} has already ended", job_id));
+      if (!it->second.progress) it->second.progress = std::make_unique<JobProgress>();
+      JobProgress& acc = *it->second.progress;
       if (p.status) acc.status = p.status;
       if (p.progress) acc.progress = p.progress;
       if (p.message) acc.message = p.message;
@@ -332,14 +331,15 @@ void JobService::begin_in_flight(const std::string& job_id, const TurnRecord& tu
 JobProgress JobService::in_flight_progress(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(job_id);
-  return it == in_flight_.end() ? JobProgress{} : it->second.progress;
+  return it == in_flight_.end() || !it->second.progress ? JobProgress{} : *it->second.progress;
 }
 
 std::optional<JobRecord> JobService::take_in_flight_outcome(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(job_id);
   if (it == in_flight_.end()) return std::nullopt;
-  std::optional<JobRecord> out = std::move(it->second.outcome);
+  if (!it->second.outcome) return std::nullopt;
+  std::optional<JobRecord> out = std::move(*it->second.outcome);
   it->second.outcome.reset();
   return out;
 }

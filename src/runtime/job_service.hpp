@@ -65,14 +65,16 @@ class JobService {
   void end_in_flight(const std::vector<std::string>& job_ids);
 
  private:
+  // Registered for every call a tool runs, so kept small: what a host reports is on the heap, apart (a node
+  // of over 1 KiB makes glibc's malloc consolidate its free small chunks first, once per call).
   struct InFlight {
     const TurnRecord* turn = nullptr;
     const LedgerEntry* call = nullptr;
     JobRecord base(const std::string& id) const;  // what is known before the tool answers
-    std::optional<JobRecord> outcome;             // reported, not yet applied
-    bool ended = false;    // an outcome was reported (a second one is refused; a second cancel is not)
-    JobRecord ended_as;    // that outcome
-    JobProgress progress;  // progress reported before the record existed
+    std::unique_ptr<JobRecord> outcome;           // reported, not yet applied
+    // An outcome was reported, and which (a second one is refused; a second cancel is not).
+    std::unique_ptr<JobRecord> ended_as;
+    std::unique_ptr<JobProgress> progress;  // progress reported before the record existed
   };
   // The outcome of a finished job as a run of its own, staged on `em` with the job row marked delivered.
   void stage_delivery(RunEmitter& em, JobRecord& job, int64_t expected_version);

@@ -136,5 +136,40 @@ void Recovery::record_unrecorded() {
   }
 }
 
+void Recovery::sweep(bool take_over_resuming) {
+  std::lock_guard<std::mutex> guard(sweep_mutex_);
+  const int64_t now = now_ms();
+  for (auto& t : rt_.cfg.store->turns_expired(now)) {
+    if (t.expires_at <= 0 || t.expires_at > now) continue;
+    try {
+      end_waiting_turn(t, TurnStatus::expired, "approval expired");
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::conflict) rt_.log(LogLevel::error, "sweeper", e.what());
+    }
+  }
+  for (auto status : {TurnStatus::running, TurnStatus::resuming}) {
+    if (status == TurnStatus::resuming && !take_over_resuming) continue;
+    for (auto& t : rt_.cfg.store->turns_in_status(status)) {
+      if (t.owner == rt_.cfg.instance_id) continue;
+      if (instance_alive(t.owner, now)) continue;
+      try {
+        recover_running_turn(t);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::conflict) rt_.log(LogLevel::error, "sweeper", e.what());
+      }
+    }
+  }
+  // Jobs past their deadline, and finished ones whose outcome is not in history yet (the thread was busy,
+  // or the process that finished them stopped first).
+  rt_.jobs.sweep(now);
+}
+
+bool Recovery::instance_alive(const std::string& owner, int64_t now) const {
+  if (owner.empty()) return false;
+  if (owner == rt_.cfg.instance_id) return true;
+  auto hb = rt_.cfg.store->instance_heartbeat(owner);
+  return hb && now - *hb < rt_.cfg.instance_lease.count();
+}
+
 }  // namespace v1
 }  // namespace agentrt

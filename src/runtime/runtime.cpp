@@ -56,22 +56,22 @@ Runtime::Impl::Impl(RuntimeConfig c)
   if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
   for (auto& t : cfg.tools) tools.add(std::move(t));
   cfg.tools.clear();
-  seen_external_version = cfg.store->external_version();
+  hub.tail_external(cfg.store->external_version());
   cfg.store->heartbeat(cfg.instance_id, now_ms());
   group_commit = std::make_unique<GroupCommit>(cfg.flush_interval);
   auto log_error = [this](std::string_view component) {
     return [this, component](std::string_view what) { log(LogLevel::error, component, what); };
   };
   workers = std::make_unique<WorkerPool>(cfg.workers, log_error("runtime"));
-  sweep(false);  // fail turns a dead process left running, expire overdue approvals
+  recovery.sweep(false);  // fail turns a dead process left running, expire overdue approvals
   sweeper = std::make_unique<Sweeper>(
       cfg.sweep_interval,
       std::vector<Sweeper::Step>{
-          {"live tail", [this] { tail_external_commits(); }},
+          {"live tail", [this] { hub.tail_external(cfg.store->external_version()); }},
           // Each step on its own: a failing heartbeat (a full disk) must not keep expiry or recovery from running.
           {"heartbeat", [this] { cfg.store->heartbeat(cfg.instance_id, now_ms()); }},
           {"failed runs", [this] { recovery.record_unrecorded(); }},
-          {"sweep", [this] { sweep(); }},
+          {"sweep", [this] { recovery.sweep(); }},
       },
       log_error("sweeper"));
 }
@@ -115,20 +115,6 @@ std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& threa
 
 void Runtime::Impl::on_commit(const CommitBatch& b) {
   if (b.turn) runs.turn_changed();
-}
-
-void Runtime::Impl::tail_external_commits() {
-  const int64_t v = cfg.store->external_version();
-  if (v >= 0 && v == seen_external_version) return;
-  seen_external_version = v;
-  hub.poke_all();
-}
-
-bool Runtime::Impl::instance_alive(const std::string& owner, int64_t now) {
-  if (owner.empty()) return false;
-  if (owner == cfg.instance_id) return true;
-  auto hb = cfg.store->instance_heartbeat(owner);
-  return hb && now - *hb < cfg.instance_lease.count();
 }
 
 TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_run) {
@@ -290,41 +276,13 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
       continue;
     }
     // RUNNING or RESUMING, but not in this runtime.
-    if (instance_alive(turn->owner, now_ms()))
+    if (recovery.instance_alive(turn->owner, now_ms()))
       throw Error(ErrorCode::invalid_state,
                   fmt::format("turn {} is running in another runtime instance ({})", turn->id, turn->owner));
     recovery.recover_running_turn(*turn);
     return;
   }
   throw Error(ErrorCode::conflict, fmt::format("turn {} kept changing while being cancelled", turn_id));
-}
-
-void Runtime::Impl::sweep(bool take_over_resuming) {
-  std::lock_guard<std::mutex> guard(sweep_run_mutex);
-  const int64_t now = now_ms();
-  for (auto& t : cfg.store->turns_expired(now)) {
-    if (t.expires_at <= 0 || t.expires_at > now) continue;
-    try {
-      recovery.end_waiting_turn(t, TurnStatus::expired, "approval expired");
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::conflict) log(LogLevel::error, "sweeper", e.what());
-    }
-  }
-  for (auto status : {TurnStatus::running, TurnStatus::resuming}) {
-    if (status == TurnStatus::resuming && !take_over_resuming) continue;
-    for (auto& t : cfg.store->turns_in_status(status)) {
-      if (t.owner == cfg.instance_id) continue;
-      if (instance_alive(t.owner, now)) continue;
-      try {
-        recovery.recover_running_turn(t);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::conflict) log(LogLevel::error, "sweeper", e.what());
-      }
-    }
-  }
-  // Jobs past their deadline, and finished ones whose outcome is not in history yet (the thread was busy,
-  // or the process that finished them stopped first).
-  jobs.sweep(now);
 }
 
 // ---------------------------------------------------------------------------------------------- Runtime
@@ -469,7 +427,7 @@ TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds tim
   }
 }
 
-void Runtime::sweep() { impl_->sweep(); }
+void Runtime::sweep() { impl_->recovery.sweep(); }
 
 RuntimeStats Runtime::stats() const {
   return RuntimeStats{impl_->model_calls.load(), impl_->tool_executions.load(), impl_->runs_started.load()};

@@ -109,7 +109,6 @@ struct Runtime::Impl {
   HistoryView history_view{*this};            // stored messages as hosts read them
   AttachmentFlow attachments{*this};          // user attachments: stored, re-signed, given to the model
   std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
-  std::mutex sweep_run_mutex;                 // one sweep at a time
 
   std::atomic<int64_t> model_calls{0}, tool_executions{0}, runs_started{0};
 
@@ -133,11 +132,6 @@ struct Runtime::Impl {
   TurnHandle repeated_start(const TurnRecord& t);           // a start whose client message id is known
   std::vector<Message> turn_messages(const TurnRecord& t);  // as history() shows them
   void cancel(std::string_view turn_id);
-  void sweep(bool take_over_resuming = true);
-  // Subscribers learn of events other processes committed (the sweeper looks every sweep_interval).
-  void tail_external_commits();
-  int64_t seen_external_version = -1;  // the constructor, then the sweeper thread only
-  bool instance_alive(const std::string& owner, int64_t now);
 
   // turn_runner.cpp, interrupts.cpp, recovery.cpp, history_view.cpp
   // `deferred`: the run's start is not committed yet (see DeferredStart); when it cannot be, the run

@@ -4,6 +4,7 @@
 // parses it, errors included.
 #include "util/json_fast.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include <simdjson.h>
 
 #include "agentrt/error.hpp"
+#include "util/json_dom.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -25,6 +27,10 @@ constexpr size_t kParserDepth = simdjson::DEFAULT_MAX_DEPTH;  // a parser's own 
 static_assert(kMaxStoredJsonDepth <= kParserDepth);
 
 struct TooDeep {};
+
+[[noreturn]] void throw_too_deep(size_t max_depth) {
+  throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
+}
 
 // The DOM as nlohmann's value; a container nested deeper than `max_depth` throws TooDeep. The recursion is
 // bounded by kParserDepth.
@@ -104,9 +110,31 @@ json parse_json(std::string_view text, size_t max_depth) {
   json out;
   const Outcome o = parse(text, max_depth, out);
   if (o == Outcome::parsed) return out;
-  if (too_deep(o, text, max_depth))
-    throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
+  if (too_deep(o, text, max_depth)) throw_too_deep(max_depth);
   return json::parse(text);
+}
+
+std::optional<simdjson::dom::element> parse_dom(std::string_view text, size_t max_depth) {
+  if (max_depth >= kParserDepth || text.size() > kReusedParserBytes) return std::nullopt;
+  // The parser's own limit is the caller's, so a text nested too deep anywhere, in a member nobody reads too,
+  // fails as parse_json fails it.
+  // (simdjson's depth counts one more than the containers: the document itself.)
+  thread_local simdjson::dom::parser parser;
+  if (parser.max_depth() != max_depth + 1 && parser.allocate(std::max<size_t>(text.size(), 4096), max_depth + 1))
+    return std::nullopt;  // out of memory: parse_json decides
+  simdjson::dom::element root;
+  const auto error = parser.parse(text.data(), text.size()).get(root);
+  if (error == simdjson::DEPTH_ERROR) throw_too_deep(max_depth);
+  if (error != simdjson::SUCCESS || may_hold_negative_zero(text)) return std::nullopt;
+  return root;
+}
+
+json dom_to_json(simdjson::dom::element e, size_t depth, size_t max_depth) {
+  try {
+    return copy(e, depth, max_depth);
+  } catch (const TooDeep&) {
+    throw_too_deep(max_depth);
+  }
 }
 
 json parse_json_or_discarded(std::string_view text, size_t max_depth) {

@@ -1,4 +1,4 @@
-// The AG-UI decoders of host input (src/runtime/runtime.cpp, src/runtime/content.cpp): any JSON value, nested
+// The AG-UI decoders of host input (src/runtime/runtime.cpp, src/core/content.cpp): any JSON value, nested
 // as deep as it comes (the value is built by nlohmann's iterative parser, as a host would), through
 // turn_input_from_agui, decisions_from_agui_resume, Decision and Message from_json. They refuse with
 // Error only; a decoded message writes (to_json and the store's to_json_string) the same JSON, which decodes

@@ -176,6 +176,15 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
       CHECK(e.message() == "thread th1: stored message 0 is unreadable: JSON text is nested deeper than 512 levels");
     }
   }
+  // A row that is JSON but not a message is unreadable too (io: the store's fault, not the caller's).
+  set_body(R"({"id":5,"role":"user","content":"hi"})");
+  try {
+    store->messages("th1");
+    FAIL("a message row with a numeric id was read");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(e.message() == "thread th1: stored message 0 is unreadable: message: 'id' must be a string");
+  }
   set_body(body(kMaxStoredJsonDepth - 2));
   auto msgs = store->messages("th1");
   REQUIRE(msgs.size() == 1);

@@ -1,4 +1,4 @@
-// MockOpenAIServer: an in-process OpenAI-compatible HTTP server for tests (cpp-httplib on 127.0.0.1).
+// MockOpenAIServer: an in-process OpenAI-compatible HTTP server for tests (Boost.Beast on 127.0.0.1).
 #pragma once
 
 #include <chrono>
@@ -55,7 +55,7 @@ struct RecordedRequest {
 
 // Serves POST /v1/chat/completions and POST /v1/audio/transcriptions from two queues of scripted
 // responses (an empty queue answers 500 with x-should-retry: false) and records every request.
-// Thread-safe: script and inspect from the test thread while the server's threads answer.
+// Thread-safe: script and inspect from the test's threads while the server's I/O thread answers.
 class MockOpenAIServer {
  public:
   MockOpenAIServer();  // binds 127.0.0.1 on a free port and starts serving

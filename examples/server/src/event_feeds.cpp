@@ -28,8 +28,25 @@ bool is_terminal_event(const std::string& event_json) {
   return type == "RUN_FINISHED" || type == "RUN_ERROR";
 }
 
-constexpr int kPumpBatch = 512;    // events per pump before the feed goes to the back of the work queue
-constexpr int64_t kNearLive = 64;  // a new feed starts this close behind the live end for its first stream
+// The bytes of `frames` in one chunk (its seq the last frame's, terminal if any is; no single run), or null when
+// they are more than `max` bytes (such a batch goes frame by frame, and a stream's buffer limit applies to each).
+SharedChunk join_frames(const std::vector<SharedChunk>& frames, size_t max) {
+  size_t size = 0;
+  for (const auto& f : frames) size += f->bytes.size();
+  if (size > max) return nullptr;
+  auto c = std::make_shared<StreamChunk>();
+  c->bytes.reserve(size);
+  for (const auto& f : frames) {
+    c->bytes += f->bytes;
+    c->terminal = c->terminal || f->terminal;
+  }
+  c->seq = frames.back()->seq;
+  return c;
+}
+
+constexpr size_t kMaxJoinedBytes = 64 << 10;  // a pump's frames joined into one chunk up to this size
+constexpr int kPumpBatch = 512;               // events per pump before the feed goes to the back of the work queue
+constexpr int64_t kNearLive = 64;             // a new feed starts this close behind the live end for its first stream
 
 }  // namespace
 
@@ -118,7 +135,7 @@ void EventFeeds::attach_locked(const std::shared_ptr<Feed>& f, const std::shared
   std::lock_guard<std::mutex> ml(m->mutex);
   if (m->left) return;
   for (const auto& c : f->cache)
-    if (c->seq > after) m->sub->deliver(&c, 1);
+    if (c->seq > after) m->sub->deliver(&c, 1, nullptr);
   f->members.push_back(Feed::Entry{m, std::max(after, f->last)});
   m->feed = f;
 }
@@ -244,7 +261,9 @@ void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
     batch.push_back(frame(*e, f->internal_id, f->client_id));
   }
   if (batch.empty()) return;
+  const SharedChunk joined = batch.size() > 1 ? join_frames(batch, kMaxJoinedBytes) : nullptr;
   {
+    StreamPushBatch writes;  // the streams' writes go to the I/O threads together, after the feed's lock
     std::lock_guard<std::mutex> fl(f->mutex);
     if (f->closed) return;
     for (const auto& fr : batch) {
@@ -262,7 +281,7 @@ void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
       while (from < batch.size() && batch[from]->seq <= entry.after) ++from;
       if (from == batch.size()) continue;
       entry.after = batch.back()->seq;
-      entry.member->sub->deliver(batch.data() + from, batch.size() - from);
+      entry.member->sub->deliver(batch.data() + from, batch.size() - from, from == 0 && joined ? &joined : nullptr);
     }
   }
   if (batch.size() == static_cast<size_t>(kPumpBatch) && !f->wake->scheduled.exchange(true)) {
@@ -304,7 +323,7 @@ void EventFeeds::pump(const std::shared_ptr<CatchUp>& c) {
       auto e = c->sub->next(std::chrono::milliseconds(0));
       if (!e) break;
       const SharedChunk fr = frame(*e, m->internal_id, m->client_id);
-      m->sub->deliver(&fr, 1);
+      m->sub->deliver(&fr, 1, nullptr);
       c->delivered = e->seq;
     }
     if (c->done) finished = std::move(c->sub);

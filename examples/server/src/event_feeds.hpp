@@ -17,13 +17,14 @@
 namespace agentrt::server {
 
 // One stream's side of a feed. deliver() is called with the thread's frames in sequence order, each once (a
-// batch at a time),
-// starting after the sequence number the stream joined at; from a work thread, under the feed's lock: it must
-// be quick (queue the bytes) and must not call the feeds back.
+// batch at a time), starting after the sequence number the stream joined at; from a work thread, under the feed's
+// lock: it must be quick (queue the bytes) and must not call the feeds back. `joined`, when not null, is the same
+// bytes as frames[0..n) in one chunk, made once for every stream that takes the whole batch: one buffer to queue
+// and write instead of n.
 class FeedSubscriber {
  public:
   virtual ~FeedSubscriber() = default;
-  virtual void deliver(const SharedChunk* frames, size_t n) = 0;
+  virtual void deliver(const SharedChunk* frames, size_t n, const SharedChunk* joined) = 0;
   // A stream behind the live tail reads the store at its own pace: no more while this is false (then
   // EventFeeds::wake() goes on). The live tail does not wait: a stream too slow for it is the writer's to drop.
   virtual bool has_room() { return true; }

@@ -85,6 +85,18 @@ class EventStreamWriter {
   virtual bool has_room() = 0;
 };
 
+// While one lives on a thread, the writes that pushes to event streams start from that thread are held back, and
+// handed to the I/O threads together when the outermost one goes: a few jobs (one per I/O thread) that each write
+// many streams, instead of one wake-up of an I/O thread per stream. For a feed handing one batch of frames to many
+// streams. Not thread-safe: it belongs to the thread that made it (nested ones are part of the outermost).
+class StreamPushBatch {
+ public:
+  StreamPushBatch();
+  ~StreamPushBatch();
+  StreamPushBatch(const StreamPushBatch&) = delete;
+  StreamPushBatch& operator=(const StreamPushBatch&) = delete;
+};
+
 // The application's side of one event stream: told when the stream must say something and when it is over.
 // Called on the connection's I/O thread; must not block (post runtime work elsewhere).
 class EventStreamListener {

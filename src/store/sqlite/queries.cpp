@@ -137,22 +137,15 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
     const char* body = reinterpret_cast<const char*>(s.raw(3));
-    json j;
     try {
-      j = parse_json(std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))));
-    } catch (const Error& e) {  // nested deeper than any message this build stores
+      m.message = message_from_json_text(std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))),
+                                         kMaxStoredJsonDepth);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      // Nested deeper than any message this build stores, or not a message at all.
       throw Error(ErrorCode::io,
                   fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, m.index, e.message()));
     }
-    // The metadata (a tool message's index, an answer's WorkerAgentOutput) is moved, not copied, out of
-    // the parsed document; anything but an object stays for from_json to refuse as before.
-    json metadata;
-    if (auto it = j.find("metadata"); it != j.end() && it->is_object()) {
-      metadata = std::move(*it);
-      j.erase(it);
-    }
-    m.message = message_from_json(j, kMaxStoredJsonDepth);
-    if (metadata.is_object()) m.message.metadata = std::move(metadata);
     out.push_back(std::move(m));
   }
   return out;

@@ -8,6 +8,8 @@
 #include "agentrt/events.hpp"
 #include "agentrt/json_limits.hpp"
 #include "agentrt/json_reader.hpp"
+#include "util/json_dom.hpp"
+#include "util/json_fast.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -144,15 +146,142 @@ void to_json(json& j, const ToolCall& c) {
   j = json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
-void from_json(const json& j, ToolCall& c) {
-  const wire::JsonReader in(j, "tool call");
+namespace {
+
+// A message is read from one of two sources, with one set of rules (decode_tool_call, decode_message): nlohmann's
+// value (inputs, the document layout) or simdjson's DOM (stored rows, read without building nlohmann values for
+// the fields that are strings). Each source says what its values are and how to take them.
+struct JsonSource : wire::JsonReader {
+  using Value = const json*;
+  JsonSource(const json& j, std::string_view where, size_t /*depth*/ = 0, size_t /*max_depth*/ = 0)
+      : wire::JsonReader(j, where) {}
+  static bool is_null(Value v) { return v->is_null(); }
+  static bool is_string(Value v) { return v->is_string(); }
+  static bool is_array(Value v) { return v->is_array(); }
+  static bool is_object(Value v) { return v->is_object(); }
+  static std::string string_of(Value v) { return v->get<std::string>(); }
+  template <class F>
+  static void for_each(Value v, F&& f) {
+    for (const auto& item : *v) f(&item);
+  }
+  static const json& object_of(Value v) { return *v; }
+};
+
+class DomSource {
+ public:
+  using Value = std::optional<simdjson::dom::element>;
+  // `depth`: the containers around `e`'s members (1 for the message itself); `max_depth` bounds what is
+  // copied out of them.
+  DomSource(simdjson::dom::element e, std::string_view where, size_t depth, size_t max_depth)
+      : where_(where), depth_(depth), max_depth_(max_depth) {
+    if (e.get_object().get(object_) != simdjson::SUCCESS)
+      throw Error(ErrorCode::invalid_argument, fmt::format("{} must be a JSON object", where_));
+  }
+  // The last of repeated keys, as nlohmann's parser keeps it.
+  Value find(std::string_view key) const {
+    Value found;
+    for (auto field : object_)
+      if (field.key == key) found = field.value;
+    return found;
+  }
+  std::string required_string(std::string_view key) const {
+    Value v = find(key);
+    if (!v) fail(fmt::format("'{}' is required", key));
+    if (!v->is_string()) wrong_type(key, "a string");
+    return string_of(v);
+  }
+  std::string optional_string(std::string_view key) const {
+    Value v = find(key);
+    if (!v) return {};
+    if (!v->is_string()) wrong_type(key, "a string");
+    return string_of(v);
+  }
+  json optional_object(std::string_view key) const {
+    Value v = find(key);
+    if (!v) return nullptr;
+    if (!v->is_object()) wrong_type(key, "a JSON object");
+    return dom_to_json(*v, depth_, max_depth_);
+  }
+  [[noreturn]] void fail(std::string_view what) const { wire::refuse(where_, what); }
+  [[noreturn]] void wrong_type(std::string_view key, std::string_view kind) const {
+    fail(fmt::format("'{}' must be {}", key, kind));
+  }
+  static bool is_null(const Value& v) { return v->is_null(); }
+  static bool is_string(const Value& v) { return v->is_string(); }
+  static bool is_array(const Value& v) { return v->is_array(); }
+  static bool is_object(const Value& v) { return v->is_object(); }
+  static std::string string_of(const Value& v) { return std::string(std::string_view(*v)); }
+  template <class F>
+  static void for_each(const Value& v, F&& f) {
+    for (auto item : simdjson::dom::array(*v)) f(Value(item));
+  }
+  static simdjson::dom::element object_of(const Value& v) { return *v; }
+  json member_json(const Value& v) const { return dom_to_json(*v, depth_, max_depth_); }
+
+ private:
+  simdjson::dom::object object_;
+  std::string_view where_;
+  size_t depth_, max_depth_;
+};
+
+template <class Source>
+ToolCall decode_tool_call(const Source& in) {
+  ToolCall c;
   c.id = in.required_string("id");
-  const json& f = in.required("function");
-  if (!f.is_object()) in.wrong_type("function", "a JSON object");
-  const wire::JsonReader function(f, "tool call function");
+  auto f = in.find("function");
+  if (!f) in.fail("'function' is required");
+  if (!Source::is_object(f)) in.wrong_type("function", "a JSON object");
+  const Source function(Source::object_of(f), "tool call function", 0, 0);
   c.name = function.required_string("name");
   c.arguments = function.required_string("arguments");
+  return c;
 }
+
+// The message's content, a string or a part list; parts are read from nlohmann's value (they are rare in
+// stored rows, and their rules live in part_from_json).
+void decode_content(const JsonSource&, const json* c, Message& m) { parse_content_checked(*c, m); }
+void decode_content(const DomSource& in, const DomSource::Value& c, Message& m) {
+  if (c->is_string()) {
+    m.parts.clear();
+    m.has_content = true;
+    m.content = DomSource::string_of(c);
+    return;
+  }
+  parse_content_checked(in.member_json(c), m);
+}
+
+template <class Source>
+Message decode_message(const Source& in) {
+  Message m;
+  m.id = in.required_string("id");
+  m.role = role_from_string(in.required_string("role"));
+  auto c = in.find("content");
+  if (c && !Source::is_null(c)) {
+    if (m.role != Role::user && m.role != Role::tool && !Source::is_string(c))
+      in.wrong_type("content", fmt::format("a string (role {})", to_string(m.role)));
+    decode_content(in, c, m);
+  } else if (m.role == Role::assistant) {
+    m.has_content = false;
+  } else if (m.role != Role::activity) {
+    in.fail(fmt::format("'content' is required (role {})", to_string(m.role)));
+  }
+  if (auto tc = in.find("toolCalls")) {
+    if (!Source::is_array(tc)) in.wrong_type("toolCalls", "an array");
+    Source::for_each(tc, [&](const typename Source::Value& item) {
+      m.tool_calls.push_back(decode_tool_call(Source(Source::object_of(item), "tool call", 0, 0)));
+    });
+  }
+  m.tool_call_id = in.optional_string("toolCallId");
+  if (m.role == Role::tool && m.tool_call_id.empty()) in.fail("'toolCallId' is required (role tool)");
+  m.name = in.optional_string("name");
+  m.error = in.optional_string("error");
+  m.metadata = in.optional_object("metadata");
+  return m;
+}
+
+}  // namespace
+
+void from_json(const json& j, ToolCall& c) { c = decode_tool_call(JsonSource(j, "tool call")); }
 
 void parse_content(const json& content, Message& out) {
   check_json_depth(content, kDefaultMaxJsonDepth, "message content");
@@ -233,30 +362,14 @@ std::string to_json_string(const Message& m) {
 
 Message message_from_json(const json& j, size_t max_depth) {
   check_json_depth(j, max_depth, "message");
-  const wire::JsonReader in(j, "message");
-  Message m;
-  m.id = in.required_string("id");
-  m.role = role_from_string(in.required_string("role"));
-  auto c = j.find("content");
-  if (c != j.end() && !c->is_null()) {
-    if (m.role != Role::user && m.role != Role::tool && !c->is_string())
-      in.wrong_type("content", fmt::format("a string (role {})", to_string(m.role)));
-    parse_content_checked(*c, m);
-  } else if (m.role == Role::assistant) {
-    m.has_content = false;
-  } else if (m.role != Role::activity) {
-    in.fail(fmt::format("'content' is required (role {})", to_string(m.role)));
-  }
-  if (auto tc = j.find("toolCalls"); tc != j.end()) {
-    if (!tc->is_array()) in.wrong_type("toolCalls", "an array");
-    for (const auto& c2 : *tc) m.tool_calls.push_back(c2.get<ToolCall>());
-  }
-  m.tool_call_id = in.optional_string("toolCallId");
-  if (m.role == Role::tool && m.tool_call_id.empty()) in.fail("'toolCallId' is required (role tool)");
-  m.name = in.optional_string("name");
-  m.error = in.optional_string("error");
-  m.metadata = in.optional_object("metadata");
-  return m;
+  return decode_message(JsonSource(j, "message"));
+}
+
+Message message_from_json_text(std::string_view text, size_t max_depth) {
+  // A message's tool calls lie 4 levels down: a smaller limit is checked on nlohmann's value.
+  if (max_depth >= 4)
+    if (auto root = parse_dom(text, max_depth)) return decode_message(DomSource(*root, "message", 1, max_depth));
+  return message_from_json(parse_json(text, max_depth), max_depth);
 }
 
 void from_json(const json& j, Message& m) { m = message_from_json(j, kDefaultMaxJsonDepth); }

@@ -1,0 +1,49 @@
+#include "route_table.hpp"
+
+#include <initializer_list>
+#include <vector>
+
+namespace agentrt::server {
+
+RouteMatch match_route(std::string_view method, std::string_view path) {
+  if (path.substr(0, kObjectsPath.size() + 1) == std::string(kObjectsPath) + "/" &&
+      path.size() > kObjectsPath.size() + 1)
+    return {method == "GET" ? Route::object : Route::none, {}};
+  if (path.substr(0, kApi.size()) != kApi) return {};
+  std::string_view rest = path.substr(kApi.size());
+  std::vector<std::string_view> seg;
+  while (!rest.empty()) {
+    if (rest.front() != '/') return {};
+    rest.remove_prefix(1);
+    const size_t slash = rest.find('/');
+    seg.push_back(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  }
+  for (const auto& s : seg)
+    if (s.empty()) return {};
+  auto is = [&](std::initializer_list<std::string_view> want, std::string_view m) {
+    if (method != m || seg.size() != want.size()) return false;
+    size_t i = 0;
+    for (auto w : want) {
+      if (w != "*" && w != seg[i]) return false;
+      ++i;
+    }
+    return true;
+  };
+  if (is({"health"}, "GET")) return {Route::health, {}};
+  if (is({"agent", "runs"}, "POST")) return {Route::runs, {}};
+  if (is({"agent", "runs", "*", "events"}, "GET")) return {Route::events, std::string(seg[2])};
+  if (is({"agent", "runs", "*", "resume"}, "POST")) return {Route::resume, std::string(seg[2])};
+  if (is({"agent", "runs", "*", "cancel"}, "POST")) return {Route::cancel, std::string(seg[2])};
+  if (is({"agent", "runs", "*", "history"}, "GET")) return {Route::history, std::string(seg[2])};
+  if (is({"agent", "threads"}, "GET")) return {Route::threads, {}};
+  if (is({"agent", "threads", "*"}, "DELETE")) return {Route::delete_thread, std::string(seg[2])};
+  if (is({"agent", "threads", "*", "jobs"}, "GET")) return {Route::thread_jobs, std::string(seg[2])};
+  if (is({"agent", "jobs", "*"}, "GET")) return {Route::job, std::string(seg[2])};
+  if (is({"agent", "jobs", "*", "cancel"}, "POST")) return {Route::cancel_job, std::string(seg[2])};
+  if (is({"agent", "uploads"}, "POST")) return {Route::uploads, {}};
+  if (is({"asr", "transcriptions"}, "POST")) return {Route::transcriptions, {}};
+  return {};
+}
+
+}  // namespace agentrt::server

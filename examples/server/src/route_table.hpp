@@ -1,0 +1,39 @@
+// The routes of agentrt-server's API: which handler a method and path name, and the {id} in the path.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace agentrt::server {
+
+inline constexpr std::string_view kApi = "/api/v1";
+inline constexpr std::string_view kObjectsPath = "/api/v1/objects";
+
+enum class Route {
+  none,
+  health,
+  runs,
+  events,
+  resume,
+  cancel,
+  history,
+  threads,
+  delete_thread,
+  thread_jobs,
+  job,
+  cancel_job,
+  uploads,
+  object,
+  transcriptions,
+};
+
+// A request path's route (Route::none: no such endpoint) and the id it names, if any.
+struct RouteMatch {
+  Route route = Route::none;
+  std::string id;
+};
+
+// `path` without its query.
+RouteMatch match_route(std::string_view method, std::string_view path);
+
+}  // namespace agentrt::server

@@ -1,0 +1,37 @@
+// The route handlers of agentrt-server's API, one file per route group. Each runs on a work thread, answers
+// through the call (at once, or a stream that goes on) and throws ApiError or agentrt::Error for a failure
+// answered before any event.
+#pragma once
+
+#include "api_call.hpp"
+#include "server_context.hpp"
+
+namespace agentrt::server {
+
+// run_routes.cpp: POST /agent/runs (start or resume; a stream, or JSON with Accept: application/json),
+// POST /agent/runs/{threadId}/resume, POST /agent/runs/{threadId}/cancel.
+void post_run(ServerContext& s, ApiCall& c);
+void post_resume(ServerContext& s, ApiCall& c);
+void post_cancel(ServerContext& s, ApiCall& c);
+
+// event_routes.cpp: GET /agent/runs/{threadId}/events.
+void get_events(ServerContext& s, ApiCall& c);
+
+// thread_routes.cpp: GET /agent/runs/{threadId}/history, GET /agent/threads, DELETE /agent/threads/{id}.
+void get_history(ServerContext& s, ApiCall& c);
+void get_threads(ServerContext& s, ApiCall& c);
+void delete_thread(ServerContext& s, ApiCall& c);
+
+// job_routes.cpp: GET /agent/jobs/{jobId}, POST /agent/jobs/{jobId}/cancel, GET /agent/threads/{threadId}/jobs.
+void get_job(ServerContext& s, ApiCall& c);
+void post_cancel_job(ServerContext& s, ApiCall& c);
+void get_thread_jobs(ServerContext& s, ApiCall& c);
+
+// object_routes.cpp: POST /agent/uploads, GET /objects/{bucket}/{key}.
+void post_upload(ServerContext& s, ApiCall& c);
+void get_object(ServerContext& s, ApiCall& c);
+
+// asr_routes.cpp: POST /asr/transcriptions.
+void post_transcription(ServerContext& s, ApiCall& c);
+
+}  // namespace agentrt::server

@@ -1,0 +1,188 @@
+// The run routes: a run started, resumed or cancelled.
+#include "routes.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+#include "agentrt/records.hpp"
+#include "sse_stream.hpp"
+
+namespace agentrt::server {
+
+namespace {
+
+// True when the Accept header prefers application/json to text/event-stream (a missing or wildcard Accept
+// keeps the stream). Media ranges are compared by their q values; a range without one has q=1.
+bool prefers_json(std::string_view accept) {
+  double json_q = -1, sse_q = -1;
+  size_t pos = 0;
+  while (pos <= accept.size()) {
+    size_t end = accept.find(',', pos);
+    if (end == std::string_view::npos) end = accept.size();
+    std::string range(accept.substr(pos, end - pos));
+    pos = end + 1;
+    double q = 1;
+    std::string type = range.substr(0, range.find(';'));
+    for (size_t semi = range.find(';'); semi != std::string::npos; semi = range.find(';', semi + 1)) {
+      std::string param = range.substr(semi + 1, range.find(';', semi + 1) - semi - 1);
+      param.erase(0, param.find_first_not_of(" \t"));
+      if (param.rfind("q=", 0) == 0) q = std::atof(param.c_str() + 2);
+    }
+    type.erase(0, type.find_first_not_of(" \t"));
+    type.erase(type.find_last_not_of(" \t") + 1);
+    for (auto& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (type == "application/json") json_q = std::max(json_q, q);
+    if (type == "text/event-stream") sse_q = std::max(sse_q, q);
+  }
+  return json_q > 0 && json_q > sse_q;
+}
+
+TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* message_id = nullptr) {
+  // Media parts are the runtime's business: it accepts only this server's own signed upload URLs (and
+  // upload ids, inline data) for the same user and thread, stores them as bucket/path, and never fetches.
+  TurnInput input = turn_input_from_agui(in, c.user);
+  if (message_id) *message_id = input.client_message_id;
+  s.rate_limit(c);
+  try {
+    TurnHandle h = s.rt->start_turn(input);  // a repeated message id answers with its turn (existing), even paused
+    if (!h.existing) s.recent_turns.note(h.turn_id);
+    return h;
+  } catch (const Error& e) {
+    auto active = e.code() == ErrorCode::conflict ? s.rt->active_turn(c.internal_thread) : std::nullopt;
+    if (!active || active->status != TurnStatus::waiting_approval) throw;
+    std::string ids;
+    for (const auto& i : active->interrupts) ids += (ids.empty() ? "" : ", ") + i.value("id", std::string());
+    throw ApiError{409, "pending_interrupts",
+                   fmt::format("thread {} has {} pending interrupt(s) not addressed by resume: {}", c.client_thread,
+                               active->interrupts.size(), ids)};
+  }
+}
+
+// Ownership was checked by the caller (post_run). Returns the sequence number to stream after.
+int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume) {
+  auto decisions = decisions_from_agui_resume(resume);
+  std::string turn_id;
+  std::string approval_id;
+  bool replay = false;
+  auto active = s.rt->active_turn(c.internal_thread);
+  if (active && active->status == TurnStatus::waiting_approval) {
+    turn_id = active->id;
+    approval_id = active->approval_request_id;
+  } else {
+    // The same request again (a retry after the first was accepted): answer with the first run.
+    auto last = s.rt->last_turn(c.internal_thread);
+    if (last && !last->approval_request_id.empty())
+      if (auto prior = s.rt->approval(last->approval_request_id); prior && prior->answer.value("runId", "") == run_id) {
+        turn_id = last->id;
+        approval_id = last->approval_request_id;
+        replay = true;
+      }
+    if (!replay)
+      throw ApiError{409, "no_pending_interrupts",
+                     fmt::format("thread {} has no interrupt waiting for an answer", c.client_thread)};
+  }
+  if (!replay) s.rate_limit(c);
+  const int64_t before = replay ? 0 : s.rt->thread(c.internal_thread)->last_seq;
+  json answer = s.rt->resume(turn_id, approval_id, decisions, run_id);
+  s.recent_turns.note(turn_id);
+  if (answer.value("runId", "") != run_id)
+    throw ApiError{409, "already_resumed",
+                   fmt::format("the interrupts were already answered by run {}", answer.value("runId", ""))};
+  return before;
+}
+
+}  // namespace
+
+// POST /agent/runs: AG-UI RunAgentInput in, this run's events out. With `Accept: application/json` (preferred
+// to text/event-stream) a start is answered in JSON instead of a stream: a repeated message id with the turn
+// it already started and the messages that turn added (200, existing:true), a new one with the started
+// turn's ids (202, existing:false) to follow on /events.
+void post_run(ServerContext& s, ApiCall& c) {
+  json in = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
+  for (const char* k : {"threadId", "runId"})
+    if (!in.contains(k) || !in[k].is_string())
+      throw ApiError{422, "invalid_argument", fmt::format("RunAgentInput: '{}' must be a string", k)};
+  const std::string run_id = in["runId"].get<std::string>();
+  s.usable_thread(c, in["threadId"].get<std::string>());
+  in["threadId"] = c.internal_thread;  // the runtime's name of it
+  const json resume = in.value("resume", json());
+  if (!resume.is_null() && !resume.is_array())
+    throw ApiError{422, "invalid_argument", "RunAgentInput: 'resume' must be an array"};
+  if (resume.is_array() && !resume.empty()) {
+    auto slot = s.stream_slots.take(c.user);
+    const int64_t after = resume_run(s, c, run_id, resume);
+    open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after);
+    return;
+  }
+  if (prefers_json(c.req.header("Accept"))) {
+    const TurnHandle h = start_run(s, c, in);
+    std::string status;
+    if (h.existing)
+      if (auto t = s.rt->turn(h.turn_id)) status = to_string(t->status);
+    json out = turn_handle_to_json(h, status);
+    out["threadId"] = c.client_thread;
+    c.send_json(h.existing ? 200 : 202, out);
+    return;
+  }
+  auto slot = s.stream_slots.take(c.user);  // a free stream slot before anything starts
+  std::string message_id;
+  const TurnHandle h = start_run(s, c, in, &message_id);
+  if (h.existing && h.run_id != run_id)
+    throw ApiError{409, "already_answered",
+                   fmt::format("message {} was already answered by run {}; send a new user message (or ask "
+                               "with 'Accept: application/json' for the messages of that turn)",
+                               message_id, h.run_id)};
+  // A repeat replays its run from the start (only that run's events: one_run filters by run id).
+  open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1));
+}
+
+// POST /agent/runs/{threadId}/resume {approvalRequestId, decisions, runId?} -> 202 {status:"accepted", ...}
+void post_resume(ServerContext& s, ApiCall& c) {
+  s.own_thread(c, c.match.id);
+  json body = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
+  if (!body.contains("approvalRequestId") || !body["approvalRequestId"].is_string())
+    throw ApiError{422, "invalid_argument", "'approvalRequestId' must be a string"};
+  if (!body.contains("decisions") || !body["decisions"].is_array())
+    throw ApiError{422, "invalid_argument", "'decisions' must be an array"};
+  const std::string approval_id = body["approvalRequestId"].get<std::string>();
+  std::vector<Decision> decisions;
+  for (const auto& d : body["decisions"]) decisions.push_back(d.get<Decision>());
+  const std::string run_id = body.value("runId", "");
+  std::string turn_id;
+  if (auto prior = s.rt->approval(approval_id)) {
+    if (prior->thread_id != c.internal_thread)
+      throw ApiError{404, "not_found", fmt::format("approval request {} not found", approval_id)};
+    turn_id = prior->turn_id;
+  } else {
+    auto active = s.rt->active_turn(c.internal_thread);
+    if (!active || active->approval_request_id != approval_id)
+      throw ApiError{404, "not_found",
+                     fmt::format("approval request {} is not open on thread {}", approval_id, c.client_thread)};
+    s.rate_limit(c);
+    turn_id = active->id;
+  }
+  json answer = s.rt->resume(turn_id, approval_id, decisions, run_id);
+  s.recent_turns.note(turn_id);
+  c.send_json(202, answer);
+}
+
+// POST /agent/runs/{threadId}/cancel -> 202 {status:"accepted", turnId, runId}
+void post_cancel(ServerContext& s, ApiCall& c) {
+  s.own_thread(c, c.match.id);
+  if (!c.req.body.empty())
+    parse_json_body(c.req, s.cfg.limits.max_body_bytes);  // optional body, but not a malformed one
+  auto active = s.rt->active_turn(c.internal_thread);
+  if (!active)
+    throw ApiError{409, "no_active_turn", fmt::format("thread {} has no running or waiting turn", c.client_thread)};
+  s.rt->cancel(active->id);
+  c.send_json(
+      202,
+      json{{"status", "accepted"}, {"threadId", c.client_thread}, {"turnId", active->id}, {"runId", active->run_id}});
+}
+
+}  // namespace agentrt::server

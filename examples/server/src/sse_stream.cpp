@@ -1,0 +1,130 @@
+#include "sse_stream.hpp"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "server_context.hpp"
+
+namespace agentrt::server {
+
+void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* joined) {
+  auto w = writer();
+  if (!w || n == 0) return;
+  // The whole batch as one chunk, unless one_run must leave some of it out: another run's frames, or frames
+  // after the terminal one that ends the stream.
+  bool whole = joined != nullptr;
+  for (size_t i = 0; whole && mode_ == Mode::one_run && i < n; ++i)
+    whole = frames[i]->run_id == run_id_ && (!frames[i]->terminal || i + 1 == n);
+  bool terminal = false;
+  if (whole) {
+    terminal = (*joined)->terminal;
+    if (!w->push(*joined)) return;
+  } else {
+    // This run's frames only (one_run), up to and with the first terminal one that ends the stream.
+    std::vector<SharedChunk> mine;
+    mine.reserve(n);
+    for (size_t i = 0; i < n && !(terminal && mode_ == Mode::one_run); ++i) {
+      if (mode_ == Mode::one_run && frames[i]->run_id != run_id_) continue;
+      mine.push_back(frames[i]);
+      terminal = terminal || frames[i]->terminal;
+    }
+    if (!mine.empty() && !w->push(mine.data(), mine.size())) return;
+  }
+  delivered_ = frames[n - 1]->seq;
+  if (!terminal) return;
+  if (mode_ == Mode::one_run) w->finish();
+  if (mode_ == Mode::until_idle) end_sse_stream_if_idle(owner_, shared_from_this());
+}
+
+void SseStream::on_tick() {
+  if (mode_ == Mode::until_idle) end_sse_stream_if_idle(owner_, shared_from_this());
+}
+
+bool SseStream::has_room() {
+  auto w = writer();
+  return w && !w->ended() && w->has_room();
+}
+
+void SseStream::on_drained() {
+  std::shared_ptr<EventFeeds::Member> m;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    m = member_;
+  }
+  owner_.feeds->wake(m);
+}
+
+void SseStream::on_closed() {
+  std::shared_ptr<EventFeeds::Member> m;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+    m = std::move(member_);
+  }
+  owner_.feeds->leave(m);
+  owner_.stream_slots.release(user_);
+}
+
+bool SseStream::attach(std::shared_ptr<EventStreamWriter> writer, std::shared_ptr<EventFeeds::Member> member) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  writer_ = std::move(writer);
+  if (closed_) return false;
+  member_ = std::move(member);
+  return true;
+}
+
+void SseStream::set_writer(std::shared_ptr<EventStreamWriter> w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  writer_ = std::move(w);
+}
+
+std::shared_ptr<EventStreamWriter> SseStream::writer() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return writer_;
+}
+
+void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
+                     int64_t after) {
+  auto st = std::make_shared<SseStream>(s, c.user, c.internal_thread, mode, std::move(run_id), after);
+  Headers headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  for (auto& h : c.extra) headers.push_back(h);
+  log_access(c.access_log, c.req, 200);
+  const auto tick =
+      mode == SseStream::Mode::until_idle ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(0);
+  auto writer = c.out->start_stream(std::move(headers), st, s.cfg.limits.keepalive, tick);
+  slot.owner = nullptr;  // the stream gives it back (on_closed)
+  st->set_writer(writer);
+  std::shared_ptr<EventFeeds::Member> member;
+  try {
+    member = s.feeds->join(c.internal_thread, c.client_thread, after, st);
+  } catch (const std::exception& e) {
+    s.log(LogLevel::error, fmt::format("stream on thread {}: {}", c.client_thread, e.what()));
+    writer->finish();
+    return;
+  }
+  if (!st->attach(writer, member)) {
+    s.feeds->leave(member);
+    return;
+  }
+  if (mode == SseStream::Mode::until_idle) end_sse_stream_if_idle(s, st);
+}
+
+void end_sse_stream_if_idle(ServerContext& s, const std::shared_ptr<SseStream>& st) {
+  std::weak_ptr<SseStream> w = st;
+  s.pool->post([&s, w] {
+    auto stream = w.lock();
+    if (!stream) return;
+    auto writer = stream->writer();
+    if (!writer || writer->ended()) return;
+    const int64_t delivered = stream->delivered();
+    auto t = s.rt->thread(stream->internal_id());
+    if (t && t->last_seq > delivered) return;
+    auto a = s.rt->active_turn(stream->internal_id());
+    if (a && (a->status == TurnStatus::running || a->status == TurnStatus::resuming)) return;
+    writer->finish();
+  });
+}
+
+}  // namespace agentrt::server

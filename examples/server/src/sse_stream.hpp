@@ -1,0 +1,76 @@
+// SseStream: one SSE stream of a thread's events (POST /agent/runs, GET .../events) — a feed's subscriber that
+// filters, ends and gives back its slot — and how one is opened on an API call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "api_call.hpp"
+#include "event_feeds.hpp"
+#include "http_server.hpp"
+#include "stream_slots.hpp"
+
+namespace agentrt::server {
+
+struct ServerContext;
+
+// A feed's subscriber that filters (one run), ends (after its run, or once the thread is idle) and gives back its
+// slot when the connection is over. Thread-safe.
+class SseStream final : public FeedSubscriber,
+                        public EventStreamListener,
+                        public std::enable_shared_from_this<SseStream> {
+ public:
+  enum class Mode {
+    one_run,     // this run's events until its RUN_FINISHED / RUN_ERROR (POST /agent/runs)
+    until_idle,  // the thread's events until nothing runs and everything committed was sent
+    follow,      // the thread's events until the client leaves
+  };
+  SseStream(ServerContext& owner, std::string user, std::string internal_id, Mode mode, std::string run_id,
+            int64_t after)
+      : owner_(owner),
+        user_(std::move(user)),
+        internal_id_(std::move(internal_id)),
+        mode_(mode),
+        run_id_(std::move(run_id)),
+        delivered_(after) {}
+
+  void deliver(const SharedChunk* frames, size_t n, const SharedChunk* joined) override;
+  void on_tick() override;
+  bool has_room() override;
+  void on_drained() override;
+  void on_closed() override;
+
+  // After start_stream and join: false when the connection was already over (the member must go).
+  bool attach(std::shared_ptr<EventStreamWriter> writer, std::shared_ptr<EventFeeds::Member> member);
+  void set_writer(std::shared_ptr<EventStreamWriter> w);
+  std::shared_ptr<EventStreamWriter> writer() const;
+
+  const std::string& internal_id() const { return internal_id_; }
+  int64_t delivered() const { return delivered_; }
+
+ private:
+  ServerContext& owner_;
+  const std::string user_;
+  const std::string internal_id_;
+  const Mode mode_;
+  const std::string run_id_;
+  std::atomic<int64_t> delivered_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<EventStreamWriter> writer_;
+  std::shared_ptr<EventFeeds::Member> member_;
+  bool closed_ = false;
+};
+
+// Answers 200 text/event-stream and joins the thread's feed after `after`: the stream's events as
+// `id: <seq>` + `data: <json>` frames (LF only), ": keep-alive" during silence. The stream takes over `slot`.
+void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
+                     int64_t after);
+
+// Nothing runs on the thread and every committed event up to what the stream was given was sent: ends it (checked
+// on a work thread).
+void end_sse_stream_if_idle(ServerContext& s, const std::shared_ptr<SseStream>& st);
+
+}  // namespace agentrt::server

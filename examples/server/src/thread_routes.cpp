@@ -1,0 +1,38 @@
+// The thread routes: history, the caller's threads, deletion.
+#include "routes.hpp"
+
+#include "agentrt/records.hpp"
+#include "thread_namespace.hpp"
+
+namespace agentrt::server {
+
+// GET /agent/runs/{threadId}/history -> {threadId, messages}
+void get_history(ServerContext& s, ApiCall& c) {
+  s.own_thread(c, c.match.id);
+  json messages = json::array();
+  for (auto& m : s.rt->history(c.internal_thread)) messages.push_back(m);  // attachments re-signed by the runtime
+  c.send_json(200, json{{"threadId", c.client_thread}, {"messages", std::move(messages)}});
+}
+
+// GET /agent/threads -> {threads:[{id, title, createdAt, updatedAt, lastSeq}]}: the caller's namespace only.
+void get_threads(ServerContext& s, ApiCall& c) {
+  json out = json::array();
+  for (const auto& t : s.rt->threads(c.user)) {
+    auto id = client_thread_id(c.user, t.id);
+    if (!id) continue;  // not made through this server's namespaces
+    json record = thread_to_json(t);
+    record["id"] = *id;
+    out.push_back(std::move(record));
+  }
+  c.send_json(200, json{{"threads", std::move(out)}});
+}
+
+// DELETE /agent/threads/{id}: soft delete (a running or waiting turn is cancelled first).
+void delete_thread(ServerContext& s, ApiCall& c) {
+  s.own_thread(c, c.match.id);
+  // The runtime cancels an active turn first; the store refuses a start on the deleted thread.
+  s.rt->delete_thread(c.internal_thread, c.user);
+  c.send_json(200, json{{"id", c.client_thread}, {"deleted", true}});
+}
+
+}  // namespace agentrt::server
