@@ -19,7 +19,14 @@ inline namespace v1 {
 //   objects               {type:"fs", root (default <data_dir>/objects), bucket ("agentrt"),
 //                          signing_secret_env (the secret's environment variable; default: a random key kept
 //                          in <data_dir>/signing.key, created 0600), public_base_url
-//                          (default "http://127.0.0.1:8080/api/v1/objects")} or null for none
+//                          (default "http://127.0.0.1:8080/api/v1/objects"), fsync (false)}
+//                         or {type:"s3", bucket (required), endpoint (default "https://s3.<region>.amazonaws.com"),
+//                          region ("us-east-1"), prefix ("" or "<key>/"), access_key_env ("AWS_ACCESS_KEY_ID"),
+//                          secret_key_env ("AWS_SECRET_ACCESS_KEY"), session_token_env (none), path_style (false),
+//                          url_signing ("s3": presigned GET URLs; "server": this deployment's own, with
+//                          signing_secret_env and public_base_url as for fs), conditional_writes ("probe" |
+//                          "native" | "emulated"), max_attempts (4)}
+//                         or null for none
 //   model                 {type:"auto"} (default: "openai" when OPENAI_API_KEY or OPENAI_BASE_URL is set,
 //                          else "demo"), {type:"demo"}, or {type:"openai", ...openai_config_from_json keys}
 //   stages                StagePolicies JSON

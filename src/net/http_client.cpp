@@ -109,9 +109,26 @@ size_t on_write(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-size_t on_header(char*, size_t size, size_t count, void* user) {
-  static_cast<Transfer*>(user)->last_activity = Clock::now();
-  return size * count;
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * count;
+  t->last_activity = Clock::now();
+  // The blank line that ends the final response's headers: the head is complete before any body byte, so a
+  // streaming caller sees it even when the body never comes (an empty or cut one).
+  const std::string_view line(data, n);
+  if (!t->head_done && (line == "\r\n" || line == "\n")) {
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200) {
+      try {
+        t->capture_head();
+      } catch (...) {
+        t->error = std::current_exception();
+        return 0;  // aborts the transfer; the error is rethrown
+      }
+    }
+  }
+  return n;
 }
 
 int on_progress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
@@ -259,8 +276,10 @@ HttpResponse HttpClient::send(const HttpRequest& request, const CancelToken& can
   } else if (request.method == "HEAD") {
     curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
   } else {
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+    const std::string_view body = request.body_view ? *request.body_view : std::string_view(request.body);
+    // CURLOPT_POSTFIELDS does not copy: libcurl reads the caller's buffer while it sends.
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.empty() ? "" : body.data());
     if (request.method != "POST") curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   }
 

@@ -47,7 +47,10 @@ struct HttpRequest {
   std::string method = "GET";
   std::string url;
   HttpHeaders headers;
-  std::string body;                      // sent as is (set Content-Type yourself)
+  std::string body;  // sent as is (set Content-Type yourself)
+  // Instead of `body`: bytes the caller keeps alive until send() returns, sent from its buffer without a
+  // copy (how a large upload goes out once, however often it is retried).
+  std::optional<std::string_view> body_view;
   std::vector<MultipartPart> multipart;  // when non-empty: a multipart/form-data body instead of `body`
 
   std::chrono::milliseconds connect_timeout{10'000};

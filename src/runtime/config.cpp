@@ -22,6 +22,7 @@
 #include "store/fs_object_store.hpp"
 #include "store/postgres/connection.hpp"
 #include "store/postgres/postgres_store.hpp"
+#include "store/s3_object_store.hpp"
 #include "store/sqlite_store.hpp"
 #include "util/crypto.hpp"
 
@@ -91,6 +92,73 @@ bool env_set(const char* name) {
   return v && *v;
 }
 
+// The value of the environment variable named by `key` (or `dflt` when the key is absent), which must be set.
+std::string env_value(const wire::JsonReader& r, const json& objects, const char* key, const char* dflt,
+                      std::string_view what) {
+  const std::string name = str(objects, key, dflt);
+  if (name.empty()) r.fail(fmt::format("'{}' must name an environment variable", key));
+  const char* v = std::getenv(name.c_str());
+  if (!v || !*v) r.fail(fmt::format("environment variable {} ({}) is not set", name, what));
+  return v;
+}
+
+// The secret of this deployment's own signed URLs: shared by the processes of a deployment through
+// signing_secret_env, else a random key kept in the data directory (one machine).
+std::string url_signing_secret(const wire::JsonReader& r, const json& objects, const std::filesystem::path& data) {
+  if (str(objects, "signing_secret_env", "").empty()) return load_or_create_secret(data);
+  return env_value(r, objects, "signing_secret_env", "", "signing secret");
+}
+
+std::shared_ptr<ObjectStore> object_store_from_json(const json& objects, const std::filesystem::path& data) {
+  const wire::JsonReader r(objects, "config: objects");
+  const std::string type = str(objects, "type", "fs");
+  if (type == "fs") {
+    r.only_keys({"type", "root", "bucket", "signing_secret_env", "public_base_url", "fsync"});
+    FsObjectStoreOptions o;
+    o.root = str(objects, "root", (data / "objects").string());
+    o.bucket = str(objects, "bucket", "agentrt");
+    o.signing_secret = url_signing_secret(r, objects, data);
+    o.public_base_url = str(objects, "public_base_url", "http://127.0.0.1:8080/api/v1/objects");
+    o.fsync = r.optional_bool("fsync").value_or(false);
+    return std::make_shared<FsObjectStore>(std::move(o));
+  }
+  if (type != "s3") r.fail(fmt::format("type '{}' is not available (fs, s3)", type));
+  r.only_keys({"type", "endpoint", "region", "bucket", "prefix", "access_key_env", "secret_key_env",
+               "session_token_env", "path_style", "url_signing", "signing_secret_env", "public_base_url",
+               "conditional_writes", "max_attempts"});
+  S3ObjectStoreOptions o;
+  o.region = str(objects, "region", "us-east-1");
+  o.endpoint = str(objects, "endpoint", fmt::format("https://s3.{}.amazonaws.com", o.region));
+  o.bucket = r.required_string("bucket");
+  o.prefix = str(objects, "prefix", "");
+  o.access_key = env_value(r, objects, "access_key_env", "AWS_ACCESS_KEY_ID", "S3 access key");
+  o.secret_key = env_value(r, objects, "secret_key_env", "AWS_SECRET_ACCESS_KEY", "S3 secret key");
+  if (!str(objects, "session_token_env", "").empty())
+    o.session_token = env_value(r, objects, "session_token_env", "", "S3 session token");
+  o.path_style = r.optional_bool("path_style").value_or(false);
+  const std::string signing = str(objects, "url_signing", "s3");
+  if (signing != "s3" && signing != "server")
+    r.wrong_value("url_signing", "\"s3\" or \"server\"", objects["url_signing"]);
+  o.url_signing = signing == "s3" ? UrlSigning::s3 : UrlSigning::server;
+  if (o.url_signing == UrlSigning::server) {
+    o.signing_secret = url_signing_secret(r, objects, data);
+    o.public_base_url = str(objects, "public_base_url", "http://127.0.0.1:8080/api/v1/objects");
+  }
+  const std::string conditional = str(objects, "conditional_writes", "probe");
+  if (conditional != "probe" && conditional != "native" && conditional != "emulated")
+    r.wrong_value("conditional_writes", "\"probe\", \"native\" or \"emulated\"", objects["conditional_writes"]);
+  o.conditional_writes = conditional == "native"     ? ConditionalWrites::native
+                         : conditional == "emulated" ? ConditionalWrites::emulated
+                                                     : ConditionalWrites::probe;
+  o.max_attempts = static_cast<int>(r.optional_integer("max_attempts", 1, 20).value_or(o.max_attempts));
+  try {
+    return std::make_shared<S3ObjectStore>(std::move(o));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    r.fail(e.message());
+  }
+}
+
 }  // namespace
 
 RuntimeConfig runtime_config_from_json(const json& j) {
@@ -146,27 +214,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
     postgres.pool_size = static_cast<int>(num(store, "pool_size", postgres.pool_size, 1, 64));
   }
 
-  json objects = j.contains("objects") ? j["objects"] : json::object();
-  if (!objects.is_null()) {
-    only_keys(objects, {"type", "root", "bucket", "signing_secret_env", "public_base_url", "fsync"}, "objects");
-    if (str(objects, "type", "fs") != "fs")
-      wire::refuse("config", fmt::format("objects type '{}' is not available (fs)", str(objects, "type", "")));
-    FsObjectStoreOptions o;
-    o.root = str(objects, "root", (data / "objects").string());
-    o.bucket = str(objects, "bucket", "agentrt");
-    std::string env = str(objects, "signing_secret_env", "");
-    if (!env.empty()) {
-      const char* v = std::getenv(env.c_str());
-      if (!v || !*v)
-        wire::refuse("config", fmt::format("objects: environment variable {} (signing secret) is not set", env));
-      o.signing_secret = v;
-    } else {
-      o.signing_secret = load_or_create_secret(data);
-    }
-    o.public_base_url = str(objects, "public_base_url", "http://127.0.0.1:8080/api/v1/objects");
-    o.fsync = objects.value("fsync", false);
-    c.objects = std::make_shared<FsObjectStore>(o);
-  }
+  const json objects = j.contains("objects") ? j["objects"] : json::object();
+  if (!objects.is_null()) c.objects = object_store_from_json(objects, data);
 
   std::unique_ptr<MessageLayout> messages;  // nullptr: the rows layout, the store's own messages table
   if (layout == "document") {

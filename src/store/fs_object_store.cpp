@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,314 +14,160 @@
 #include <utility>
 
 #include "agentrt/error.hpp"
-#include "agentrt/json.hpp"
-#include "store/object_keys.hpp"
-#include "store/signed_url.hpp"
+#include "store/fs_files.hpp"
+#include "store/fs_object_meta.hpp"
 #include "util/crypto.hpp"
 #include "util/printable.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 
+using fsfiles::DirLock;
+using fsfiles::Fd;
+using fsfiles::open_regular;
+using fsfiles::open_subdir;
+using fsfiles::throw_io;
+
 namespace {
 
-constexpr std::string_view kMagic = "AGENTRT-OBJECT/1\n";
 constexpr std::string_view kDefaultContentType = "application/octet-stream";
-constexpr size_t kMaxHeaderBytes = 4096;
+constexpr size_t kMaxSidecarBytes = 64 * 1024;
 // Each attempt of a write re-walks the path; a concurrent remove() may prune a directory between our
 // mkdir and our create, which is rare and resolves on the next attempt.
 constexpr int kWriteAttempts = 8;
-
-// Owns one file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
-[[noreturn]] void throw_io(std::string_view what, std::string_view path, int err) {
-  throw Error(ErrorCode::io, fmt::format("{} '{}': {}", what, path, errno_text(err)));
-}
-
-void validate_content_type(std::string_view content_type) {
-  if (content_type.size() > 255) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("content type of {} bytes is longer than 255 bytes", content_type.size()));
-  }
-  for (unsigned char c : content_type) {
-    if (c < 0x20 || c > 0x7e) {
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("content type '{}' must be printable ASCII", printable(content_type, 120)));
-    }
-  }
-}
-
-int64_t mtime_ms(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + static_cast<int64_t>(st.st_mtim.tv_nsec) / 1000000;
-}
-
-// The directories leading to a key's last segment, each opened with O_NOFOLLOW relative to the previous one.
-struct DirChain {
-  std::vector<Fd> dirs;
-  int parent(int root_fd) const { return dirs.empty() ? root_fd : dirs.back().get(); }
-};
-
-// Opens segments[0 .. n) as directories below root_fd. Returns nullopt when one is missing (or is an object,
-// so nothing can live below it) and `create` is false, or when `create` is true and a directory vanished
-// under us (a concurrent prune; the caller retries). A symlink on the way is refused with Error(io).
-std::optional<DirChain> open_dirs(int root_fd, std::string_view root, const std::vector<std::string>& segments,
-                                  size_t n, bool create) {
-  DirChain chain;
-  std::string path(root);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string& name = segments[i];
-    path += '/';
-    path += name;
-    const int at = chain.parent(root_fd);
-    bool made = false;
-    while (true) {
-      const int fd = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd >= 0) {
-        chain.dirs.emplace_back(fd);
-        break;
-      }
-      const int err = errno;
-      if (err == ENOENT) {
-        if (!create || made) return std::nullopt;
-        if (::mkdirat(at, name.c_str(), 0700) != 0) {
-          const int mkdir_err = errno;
-          if (mkdir_err == ENOENT) return std::nullopt;
-          if (mkdir_err != EEXIST) throw_io("cannot create directory", path, mkdir_err);
-        }
-        made = true;
-        continue;
-      }
-      if (err == ENOTDIR || err == ELOOP) {
-        struct stat st {};
-        if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-          throw Error(ErrorCode::io, fmt::format("refusing to follow the symlink '{}'", path));
-        }
-        if (!create) return std::nullopt;
-        throw Error(ErrorCode::io, fmt::format("cannot create a directory at '{}': an object is stored there", path));
-      }
-      throw_io("cannot open directory", path, err);
-    }
-  }
-  return chain;
-}
-
-void write_all(int fd, std::string_view data, std::string_view path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), std::min<size_t>(data.size(), size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_io("cannot write", path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-// Reads up to `limit` bytes from the start of the file (all of it when limit is the file size).
-std::string read_prefix(int fd, size_t limit, std::string_view path) {
-  std::string out(limit, '\0');
-  size_t done = 0;
-  while (done < limit) {
-    const ssize_t n = ::pread(fd, out.data() + done, limit - done, static_cast<off_t>(done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_io("cannot read", path, errno);
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  out.resize(done);
-  return out;
-}
-
-struct Header {
-  std::string content_type;
-  std::string sha256;
-  uint64_t size = 0;
-  size_t length = 0;  // bytes before the object's data
-};
-
-std::optional<Header> parse_header(std::string_view buffer) {
-  if (buffer.substr(0, kMagic.size()) != kMagic) return std::nullopt;
-  const size_t end = buffer.find('\n', kMagic.size());
-  if (end == std::string_view::npos) return std::nullopt;
-  const json meta = json::parse(buffer.substr(kMagic.size(), end - kMagic.size()), nullptr, false);
-  if (!meta.is_object()) return std::nullopt;
-  const auto type = meta.find("content_type");
-  const auto sha = meta.find("sha256");
-  const auto size = meta.find("size");
-  if (type == meta.end() || !type->is_string() || sha == meta.end() || !sha->is_string() || size == meta.end() ||
-      !size->is_number_unsigned()) {
-    return std::nullopt;
-  }
-  return Header{type->get<std::string>(), sha->get<std::string>(), size->get<uint64_t>(), end + 1};
-}
-
-struct OpenObject {
-  Fd fd;
-  struct stat st {};
-};
-
-// Opens an object file without following a symlink; nullopt when there is no object by that name.
-std::optional<OpenObject> open_object_at(int dir_fd, const std::string& name, std::string_view path) {
-  // O_NONBLOCK: a FIFO planted in the store must not hang the caller; regular files ignore it.
-  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (!fd) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return std::nullopt;
-    if (err == ELOOP) throw Error(ErrorCode::io, fmt::format("refusing to follow the symlink '{}'", path));
-    throw_io("cannot open", path, err);
-  }
-  OpenObject object{std::move(fd), {}};
-  if (::fstat(object.fd.get(), &object.st) != 0) throw_io("cannot stat", path, errno);
-  if (S_ISDIR(object.st.st_mode)) return std::nullopt;  // a key prefix of other objects, not an object
-  if (!S_ISREG(object.st.st_mode)) {
-    throw Error(ErrorCode::io, fmt::format("'{}' is not a regular file", path));
-  }
-  return object;
-}
-
-// The object `key` names, its directories opened one by one below the root without following a symlink;
-// nullopt when there is none.
-std::optional<OpenObject> open_object(int root_fd, std::string_view root, std::string_view key, std::string_view path) {
-  const std::vector<std::string> segments = split_key(key);
-  const auto chain = open_dirs(root_fd, root, segments, segments.size() - 1, false);
-  if (!chain) return std::nullopt;
-  return open_object_at(chain->parent(root_fd), segments.back(), path);
-}
-
-Header read_header(const OpenObject& object, std::string_view path) {
-  const auto file_size = static_cast<uint64_t>(object.st.st_size);
-  const std::string prefix =
-      read_prefix(object.fd.get(), static_cast<size_t>(std::min<uint64_t>(file_size, kMaxHeaderBytes)), path);
-  auto header = parse_header(prefix);
-  if (!header || header->length + header->size != file_size) {
-    throw Error(ErrorCode::io, fmt::format("'{}' is not an agentrt object or is damaged", path));
-  }
-  return std::move(*header);
-}
-
-ObjectInfo info_of(std::string key, const OpenObject& object, Header header) {
-  ObjectInfo info;
-  info.key = std::move(key);
-  info.size = header.size;
-  info.content_type = std::move(header.content_type);
-  info.sha256 = std::move(header.sha256);
-  info.modified_at = mtime_ms(object.st);
-  return info;
-}
+const std::string kMetaDir(kMetaDirName);
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-void list_dir(int dir_fd, const std::string& dir_key, std::string_view prefix, std::string_view root,
-              std::vector<ObjectInfo>& out) {
-  std::vector<std::string> names;
-  {
-    // fdopendir takes ownership of its descriptor, so give it its own.
-    const int own = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (own < 0) throw_io("cannot open directory", fmt::format("{}/{}", root, dir_key), errno);
-    DIR* dir = ::fdopendir(own);
-    if (dir == nullptr) {
-      const int err = errno;
-      ::close(own);
-      throw_io("cannot read directory", fmt::format("{}/{}", root, dir_key), err);
-    }
-    while (const dirent* entry = ::readdir(dir)) names.emplace_back(entry->d_name);
-    ::closedir(dir);
+// Removes a temporary file on every path but the one that published it.
+struct TmpGuard {
+  int dir;
+  const std::string& name;
+  bool armed = true;
+  ~TmpGuard() {
+    if (armed) ::unlinkat(dir, name.c_str(), 0);
   }
-  for (const std::string& name : names) {
-    if (name == "." || name == ".." || starts_with(name, kReservedPrefix)) continue;
-    const std::string key = dir_key + name;
-    // Files a host dropped in by hand under names no key can have are not objects.
-    if (object_key_problem(key) != nullptr) continue;
-    const std::string path = fmt::format("{}/{}", root, key);
-    struct stat st {};
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;  // removed while we list
-      throw_io("cannot stat", path, errno);
-    }
-    if (S_ISDIR(st.st_mode)) {
-      const std::string sub_key = key + "/";
-      if (!starts_with(sub_key, prefix) && !starts_with(prefix, sub_key)) continue;
-      Fd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!sub) {
-        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) continue;  // replaced while we list
-        throw_io("cannot open directory", path, errno);
-      }
-      list_dir(sub.get(), sub_key, prefix, root, out);
-    } else if (S_ISREG(st.st_mode) && starts_with(key, prefix)) {
-      auto object = open_object_at(dir_fd, name, path);
-      if (!object) continue;
-      out.push_back(info_of(key, *object, read_header(*object, path)));
-    }
-    // Symlinks and special files are never objects.
-  }
+};
+
+std::string sha256_of_file(int fd, uint64_t size, std::string_view path) {
+  if (size == 0) return crypto::sha256_hex("");
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED) throw_io("cannot map", path, errno);
+  const std::string sha = crypto::sha256_hex(std::string_view(static_cast<const char*>(map), size));
+  ::munmap(map, size);
+  return sha;
 }
 
-const char* bucket_problem(std::string_view bucket) {
-  if (bucket.empty() || bucket.size() > 63) return "must be 1 to 63 characters";
-  if (bucket == "." || bucket == "..") return "must not be '.' or '..'";
-  for (char c : bucket) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (!ok) return "may only hold [A-Za-z0-9._-]";
+// The sidecar of `name` in meta_fd, or nullopt when it has none or an unreadable one.
+std::optional<Sidecar> read_sidecar(int meta_fd, const std::string& name, std::string_view path) {
+  const auto side = open_regular(meta_fd, name, path);
+  if (!side) return std::nullopt;
+  const auto size = static_cast<uint64_t>(side->st.st_size);
+  if (size > kMaxSidecarBytes) return std::nullopt;
+  return decode_sidecar(fsfiles::read_at(side->fd.get(), 0, static_cast<size_t>(size), path));
+}
+
+// What the sidecar says about the data file `file` (its size and time, else its bytes' sha256), or nullopt
+// when nothing describes it. Call with the directory's lock held (shared at least).
+std::optional<ObjectMeta> describe(int meta_fd, const std::string& name, const fsfiles::OpenFile& file,
+                                   std::string_view path) {
+  if (meta_fd < 0) return std::nullopt;
+  const auto sidecar = read_sidecar(meta_fd, name, path);
+  if (!sidecar) return std::nullopt;
+  SidecarMatch match = match_sidecar(*sidecar, file.st);
+  if (match.meta) return std::move(match.meta);
+  const auto size = static_cast<uint64_t>(file.st.st_size);
+  return match_sidecar_by_hash(*sidecar, size, sha256_of_file(file.fd.get(), size, path));
+}
+
+ObjectInfo info_of(std::string key, const ObjectMeta& meta) {
+  ObjectInfo info;
+  info.key = std::move(key);
+  info.size = meta.size;
+  info.content_type = meta.content_type;
+  info.sha256 = meta.sha256;
+  info.modified_at = meta.mtime_ns / 1'000'000;
+  return info;
+}
+
+[[noreturn]] void not_an_object(std::string_view path) {
+  throw Error(
+      ErrorCode::io,
+      fmt::format("'{}' is not an agentrt object: it has no metadata, or its bytes changed outside the store", path));
+}
+
+std::vector<std::string> dir_names(int dir_fd, std::string_view path) {
+  std::vector<std::string> names;
+  // fdopendir takes ownership of its descriptor, so give it its own.
+  const int own = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (own < 0) throw_io("cannot open directory", path, errno);
+  DIR* dir = ::fdopendir(own);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(own);
+    throw_io("cannot read directory", path, err);
   }
-  return nullptr;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == ".." || starts_with(name, kReservedPrefix)) continue;
+    names.emplace_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+// Lists the objects of one directory and its subdirectories whose keys start with `prefix`.
+void list_dir(int dir_fd, const std::string& dir_key, std::string_view prefix, std::string_view root,
+              std::vector<ObjectInfo>& out) {
+  const std::string dir_path = fmt::format("{}/{}", root, dir_key);
+  const std::vector<std::string> names = dir_names(dir_fd, dir_path);
+  std::vector<std::string> subdirs;
+  {
+    const auto meta = open_subdir(dir_fd, kMetaDir, dir_path, false);
+    std::optional<DirLock> lock;
+    if (meta) lock.emplace(meta->get(), false, dir_path);
+    for (const std::string& name : names) {
+      const std::string key = dir_key + name;
+      // Files a host dropped in by hand under names no key can have are not objects.
+      if (object_key_problem(key) != nullptr) continue;
+      const std::string path = fmt::format("{}/{}", root, key);
+      struct stat st {};
+      if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // removed while we list
+        throw_io("cannot stat", path, errno);
+      }
+      if (S_ISDIR(st.st_mode)) {
+        const std::string sub_key = key + "/";
+        if (starts_with(sub_key, prefix) || starts_with(prefix, sub_key)) subdirs.push_back(name);
+      } else if (S_ISREG(st.st_mode) && starts_with(key, prefix)) {
+        const auto file = open_regular(dir_fd, name, path);
+        if (!file) continue;
+        const auto described = describe(meta ? meta->get() : -1, name, *file, path);
+        if (!described) not_an_object(path);
+        out.push_back(info_of(key, *described));
+      }
+      // Symlinks and special files are never objects.
+    }
+  }
+  for (const std::string& name : subdirs) {
+    Fd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) {
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) continue;  // replaced while we list
+      throw_io("cannot open directory", fmt::format("{}/{}{}", root, dir_key, name), errno);
+    }
+    list_dir(sub.get(), dir_key + name + "/", prefix, root, out);
+  }
 }
 
 }  // namespace
 
-void validate_object_key(std::string_view key) {
-  if (const char* problem = object_key_problem(key)) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid object key '{}': it {}", printable(key, 120), problem));
-  }
-}
+struct FsObjectStore::Found {
+  fsfiles::OpenFile file;
+  ObjectMeta meta;
+};
 
-FsObjectStore::FsObjectStore(FsObjectStoreOptions options) : options_(std::move(options)) {
-  if (options_.signing_secret.empty()) {
-    throw Error(ErrorCode::invalid_argument, "the object store's signing secret must not be empty");
-  }
-  if (const char* problem = bucket_problem(options_.bucket)) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid bucket '{}': it {}", printable(options_.bucket, 120), problem));
-  }
-  base_url_ = options_.public_base_url;
-  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
-  try {
-    ParsedUrl base = parse_url(base_url_);
-    if (base.scheme != "http" && base.scheme != "https") bad_url("the scheme must be http or https");
-    if (base.host.empty() || base.host == "[]") bad_url("it has no host");
-    if (base.has_userinfo || base.query || base.has_fragment) bad_url("it has user info, a query or a fragment");
-    origin_ = Origin{std::move(base.scheme), std::move(base.host), base.port, std::move(base.path)};
-  } catch (const Error& e) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid public base URL '{}': {}", printable(options_.public_base_url, 120), e.message()));
-  }
-
+FsObjectStore::FsObjectStore(FsObjectStoreOptions options)
+    : options_(std::move(options)), urls_(options_.bucket, options_.signing_secret, options_.public_base_url) {
   if (options_.root.empty()) throw Error(ErrorCode::invalid_argument, "the object store's root must not be empty");
   std::error_code ec;
   const bool existed = std::filesystem::exists(options_.root, ec);
@@ -333,6 +180,12 @@ FsObjectStore::FsObjectStore(FsObjectStoreOptions options) : options_(std::move(
   }
   root_fd_ = ::open(options_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root_fd_ < 0) throw_io("cannot open the object store root", options_.root, errno);
+  try {
+    open_layout();
+  } catch (...) {
+    ::close(root_fd_);
+    throw;
+  }
 }
 
 FsObjectStore::~FsObjectStore() {
@@ -343,62 +196,105 @@ std::string FsObjectStore::bucket() const { return options_.bucket; }
 
 std::string FsObjectStore::display_path(std::string_view key) const { return fmt::format("{}/{}", options_.root, key); }
 
+std::string FsObjectStore::sign_url(std::string_view key, int64_t expires_at_ms) const {
+  return urls_.sign(key, expires_at_ms);
+}
+
+std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) const { return urls_.verify(url, now_ms); }
+
 void FsObjectStore::put(std::string_view key, std::string_view bytes, std::string_view content_type) {
-  write_object(key, bytes, content_type, false);
+  validate_object_key(key);
+  validate_content_type(content_type);
+  const ObjectMeta meta{std::string(content_type.empty() ? kDefaultContentType : content_type),
+                        crypto::sha256_hex(bytes), bytes.size(), 0};
+  write_object(key, Source{bytes}, meta, false);
 }
 
 bool FsObjectStore::put_if_absent(std::string_view key, std::string_view bytes, std::string_view content_type) {
-  return write_object(key, bytes, content_type, true);
-}
-
-bool FsObjectStore::write_object(std::string_view key, std::string_view bytes, std::string_view content_type,
-                                 bool only_if_absent) {
   validate_object_key(key);
   validate_content_type(content_type);
+  const ObjectMeta meta{std::string(content_type.empty() ? kDefaultContentType : content_type),
+                        crypto::sha256_hex(bytes), bytes.size(), 0};
+  return write_object(key, Source{bytes}, meta, true);
+}
+
+bool FsObjectStore::write_object(std::string_view key, const Source& source, ObjectMeta meta, bool only_if_absent) {
   const std::string path = display_path(key);
   const std::vector<std::string> segments = split_key(key);
   const std::string& name = segments.back();
-  const std::string header =
-      fmt::format("{}{}\n", kMagic,
-                  json{{"content_type", content_type.empty() ? kDefaultContentType : content_type},
-                       {"sha256", crypto::sha256_hex(bytes)},
-                       {"size", static_cast<uint64_t>(bytes.size())}}
-                      .dump());
 
   for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
-    const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size() - 1, true);
+    const auto chain = fsfiles::open_dirs(root_fd_, options_.root, segments, segments.size() - 1, true);
     if (!chain) continue;
     const int dir = chain->parent(root_fd_);
-    const std::string tmp = fmt::format("{}tmp-{}", kReservedPrefix, crypto::random_hex(12));
+    // 1. The bytes, under a temporary name, outside the lock (the slow part).
+    const std::string tmp = fsfiles::temp_name();
     Fd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd) {
       if (errno == ENOENT) continue;  // the directory was pruned after we opened it
       throw_io("cannot create a temporary file next to", path, errno);
     }
-    // The temporary file goes away on every path except a successful rename.
-    struct TmpGuard {
-      int dir;
-      const std::string& name;
-      bool armed = true;
-      ~TmpGuard() {
-        if (armed) ::unlinkat(dir, name.c_str(), 0);
-      }
-    } guard{dir, tmp};
+    TmpGuard data_guard{dir, tmp};
+    if (source.legacy_fd >= 0) {
+      fsfiles::copy_range(source.legacy_fd, source.legacy_offset, meta.size, fd.get(), path);
+    } else {
+      fsfiles::write_all(fd.get(), source.bytes, path);
+    }
 
-    write_all(fd.get(), header, path);
-    write_all(fd.get(), bytes, path);
+    // 2. Under the directory's lock: what is there now, the sidecar, then the data file.
+    const auto meta_dir = open_subdir(dir, kMetaDir, path, true);
+    if (!meta_dir) continue;
+    DirLock lock(meta_dir->get(), true, path);
+    Sidecar sidecar{meta, std::nullopt};
+    if (auto existing = open_regular(dir, name, path)) {
+      if (only_if_absent) return false;
+      // Kept as the previous version: what a crash before the data file's rename leaves readable.
+      if (source.legacy_fd < 0) sidecar.previous = describe(meta_dir->get(), name, *existing, path);
+    } else {
+      struct stat st {};
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISDIR(st.st_mode))
+          throw Error(ErrorCode::io, fmt::format("cannot store '{}': other objects live under it", path));
+        if (only_if_absent) return false;  // a symlink or special file has the name
+      }
+    }
+    // The data file's time ties the sidecar entry to it: now, and always after the version it replaces.
+    int64_t mtime = meta.mtime_ns > 0 ? meta.mtime_ns : fsfiles::now_ns();
+    if (sidecar.previous && mtime <= sidecar.previous->mtime_ns) mtime = sidecar.previous->mtime_ns + 1;
+    const timespec times[2] = {{0, UTIME_OMIT}, {mtime / 1'000'000'000, mtime % 1'000'000'000}};
+    if (::futimens(fd.get(), times) != 0) throw_io("cannot set the time of", path, errno);
     if (options_.fsync && ::fsync(fd.get()) != 0) throw_io("cannot fsync", path, errno);
+    struct stat written {};
+    if (::fstat(fd.get(), &written) != 0) throw_io("cannot stat", path, errno);
     if (::close(fd.release()) != 0) throw_io("cannot close", path, errno);
+    sidecar.current.mtime_ns = fsfiles::mtime_ns(written);  // as the filesystem keeps it
+    sidecar.current.size = static_cast<uint64_t>(written.st_size);
+
+    const std::string side_tmp = fsfiles::temp_name();
+    Fd side(::openat(meta_dir->get(), side_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!side) {
+      if (errno == ENOENT) continue;  // .agentrt-meta was pruned before we locked it
+      throw_io("cannot create a temporary file for the metadata of", path, errno);
+    }
+    TmpGuard side_guard{meta_dir->get(), side_tmp};
+    fsfiles::write_all(side.get(), encode_sidecar(sidecar), path);
+    if (options_.fsync && ::fsync(side.get()) != 0) throw_io("cannot fsync the metadata of", path, errno);
+    if (::close(side.release()) != 0) throw_io("cannot close the metadata of", path, errno);
+    if (::renameat(meta_dir->get(), side_tmp.c_str(), meta_dir->get(), name.c_str()) != 0)
+      throw_io("cannot rename the metadata of", path, errno);
+    side_guard.armed = false;
+    // Durable before the data file moves: a power loss never leaves new bytes under an old description.
+    if (options_.fsync && ::fsync(meta_dir->get()) != 0)
+      throw_io("cannot fsync the metadata directory of", path, errno);
+    if (options_.crash_point) options_.crash_point("sidecar");
 
     if (only_if_absent) {
       // link() fails with EEXIST when the name exists, atomically, in every process: no check-then-write.
       if (::linkat(dir, tmp.c_str(), dir, name.c_str(), 0) != 0) {
         const int err = errno;
         if (err != EEXIST) throw_io("cannot link", path, err);
-        struct stat st {};
-        if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-          throw Error(ErrorCode::io, fmt::format("cannot store '{}': other objects live under it", path));
-        }
+        // Only a writer that ignores our lock gets here; its file is no object of ours.
+        ::unlinkat(meta_dir->get(), name.c_str(), 0);
         return false;
       }
     } else {
@@ -409,7 +305,7 @@ bool FsObjectStore::write_object(std::string_view key, std::string_view bytes, s
         }
         throw_io("cannot rename into", path, err);
       }
-      guard.armed = false;
+      data_guard.armed = false;
     }
     if (options_.fsync && ::fsync(dir) != 0) throw_io("cannot fsync the directory of", path, errno);
     return true;
@@ -417,104 +313,166 @@ bool FsObjectStore::write_object(std::string_view key, std::string_view bytes, s
   throw Error(ErrorCode::io, fmt::format("cannot store '{}': its directory kept disappearing", path));
 }
 
+std::optional<FsObjectStore::Found> FsObjectStore::find(std::string_view key, const std::string& path) const {
+  const std::vector<std::string> segments = split_key(key);
+  const auto chain = fsfiles::open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
+  if (!chain) return std::nullopt;
+  const int dir = chain->parent(root_fd_);
+  const std::string& name = segments.back();
+  const auto meta_dir = open_subdir(dir, kMetaDir, path, false);
+  std::optional<DirLock> lock;
+  if (meta_dir) lock.emplace(meta_dir->get(), false, path);
+  auto file = open_regular(dir, name, path);
+  if (!file) return std::nullopt;
+  auto meta = describe(meta_dir ? meta_dir->get() : -1, name, *file, path);
+  if (!meta) not_an_object(path);
+  return Found{std::move(*file), std::move(*meta)};
+}
+
 std::optional<std::string> FsObjectStore::get(std::string_view key) {
   validate_object_key(key);
   const std::string path = display_path(key);
-  const auto object = open_object(root_fd_, options_.root, key, path);
-  if (!object) return std::nullopt;
-  // Published files are never modified in place (writes replace them), so the size from fstat holds.
-  std::string data = read_prefix(object->fd.get(), static_cast<size_t>(object->st.st_size), path);
-  const auto header = parse_header(std::string_view(data).substr(0, kMaxHeaderBytes));
-  if (!header || header->length + header->size != data.size()) {
-    throw Error(ErrorCode::io, fmt::format("'{}' is not an agentrt object or is damaged", path));
-  }
-  data.erase(0, header->length);
+  const auto found = find(key, path);
+  if (!found) return std::nullopt;
+  // Published files are never modified in place (writes replace them), so the size holds.
+  std::string data = fsfiles::read_at(found->file.fd.get(), 0, static_cast<size_t>(found->meta.size), path);
+  if (data.size() != found->meta.size) throw Error(ErrorCode::io, fmt::format("'{}' is shorter than its size", path));
   return data;
 }
 
 std::optional<std::string> FsObjectStore::read(std::string_view key, uint64_t offset, size_t max_bytes) {
   validate_object_key(key);
   const std::string path = display_path(key);
-  const auto object = open_object(root_fd_, options_.root, key, path);
-  if (!object) return std::nullopt;
-  const Header header = read_header(*object, path);
-  if (offset >= header.size) return std::string();
-  const size_t want = static_cast<size_t>(std::min<uint64_t>(max_bytes, header.size - offset));
-  std::string out(want, '\0');
-  size_t done = 0;
-  while (done < want) {
-    const ssize_t n =
-        ::pread(object->fd.get(), out.data() + done, want - done, static_cast<off_t>(header.length + offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_io("cannot read", path, errno);
-    }
-    if (n == 0) throw Error(ErrorCode::io, fmt::format("'{}' is shorter than its header says", path));
-    done += static_cast<size_t>(n);
-  }
+  const auto found = find(key, path);
+  if (!found) return std::nullopt;
+  if (offset >= found->meta.size) return std::string();
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(max_bytes, found->meta.size - offset));
+  std::string out = fsfiles::read_at(found->file.fd.get(), offset, want, path);
+  if (out.size() != want) throw Error(ErrorCode::io, fmt::format("'{}' is shorter than its size", path));
   return out;
 }
 
 std::optional<ObjectInfo> FsObjectStore::head(std::string_view key) {
   validate_object_key(key);
   const std::string path = display_path(key);
-  const auto object = open_object(root_fd_, options_.root, key, path);
-  if (!object) return std::nullopt;
-  return info_of(std::string(key), *object, read_header(*object, path));
+  const auto found = find(key, path);
+  if (!found) return std::nullopt;
+  return info_of(std::string(key), found->meta);
 }
 
 bool FsObjectStore::remove(std::string_view key) {
   validate_object_key(key);
   const std::string path = display_path(key);
   const std::vector<std::string> segments = split_key(key);
-  const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
+  const std::string& name = segments.back();
+  const auto chain = fsfiles::open_dirs(root_fd_, options_.root, segments, segments.size() - 1, false);
   if (!chain) return false;
   const int dir = chain->parent(root_fd_);
-  if (::unlinkat(dir, segments.back().c_str(), 0) != 0) {
-    const int err = errno;
-    if (err == ENOENT) return false;
-    struct stat st {};
-    if ((err == EISDIR || err == EPERM) && ::fstatat(dir, segments.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISDIR(st.st_mode)) {
-      return false;  // a prefix of other keys, not an object
+  const auto meta_dir = open_subdir(dir, kMetaDir, path, false);
+  {
+    std::optional<DirLock> lock;
+    if (meta_dir) lock.emplace(meta_dir->get(), true, path);
+    if (::unlinkat(dir, name.c_str(), 0) != 0) {
+      const int err = errno;
+      if (err == ENOENT) return false;
+      struct stat st {};
+      if ((err == EISDIR || err == EPERM) && ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISDIR(st.st_mode)) {
+        return false;  // a prefix of other keys, not an object
+      }
+      throw_io("cannot remove", path, err);
     }
-    throw_io("cannot remove", path, err);
+    // The data file was the object; a sidecar left by a crash here describes nothing and is replaced later.
+    if (meta_dir) ::unlinkat(meta_dir->get(), name.c_str(), 0);
   }
-  // Prune directories this left empty, deepest first; the first non-empty one (ENOTEMPTY) stops it.
-  for (size_t i = chain->dirs.size(); i-- > 0;) {
-    const int above = i == 0 ? root_fd_ : chain->dirs[i - 1].get();
-    if (::unlinkat(above, segments[i].c_str(), AT_REMOVEDIR) != 0) break;
+  // Prune directories this left empty, deepest first (each one's .agentrt-meta before it); the first
+  // non-empty one (ENOTEMPTY) stops it.
+  for (size_t i = chain->dirs.size() + 1; i-- > 0;) {
+    const int here = i == 0 ? root_fd_ : chain->dirs[i - 1].get();
+    if (::unlinkat(here, kMetaDir.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) break;
+    if (i == 0) break;
+    const int above = i == 1 ? root_fd_ : chain->dirs[i - 2].get();
+    if (::unlinkat(above, segments[i - 1].c_str(), AT_REMOVEDIR) != 0) break;
   }
   return true;
 }
 
 std::vector<ObjectInfo> FsObjectStore::list(std::string_view prefix) {
-  if (prefix.size() > kMaxKeyBytes || (!prefix.empty() && prefix.front() == '/') ||
-      std::any_of(prefix.begin(), prefix.end(),
-                  [](char c) { return c == '\\' || is_control_byte(static_cast<unsigned char>(c)); })) {
-    throw Error(ErrorCode::invalid_argument, fmt::format("invalid object key prefix '{}'", printable(prefix, 120)));
-  }
+  validate_key_prefix(prefix);
   // Only the directory part must be walkable; the last, partial segment is matched as a string prefix.
   const size_t last_slash = prefix.rfind('/');
   const std::string_view dir_part =
       last_slash == std::string_view::npos ? std::string_view{} : prefix.substr(0, last_slash);
-  std::vector<std::string> segments;
-  if (last_slash != std::string_view::npos) {
-    segments = split_key(dir_part);
-    for (const std::string& segment : segments) {
-      if (const char* problem = key_segment_problem(segment)) {
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("invalid object key prefix '{}': it {}", printable(prefix, 120), problem));
-      }
-    }
-  }
+  const std::vector<std::string> segments =
+      last_slash == std::string_view::npos ? std::vector<std::string>{} : split_key(dir_part);
   std::vector<ObjectInfo> out;
-  const auto chain = open_dirs(root_fd_, options_.root, segments, segments.size(), false);
+  const auto chain = fsfiles::open_dirs(root_fd_, options_.root, segments, segments.size(), false);
   if (!chain) return out;
   const std::string dir_key = segments.empty() ? std::string{} : std::string(dir_part) + "/";
   list_dir(chain->parent(root_fd_), dir_key, prefix, options_.root, out);
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   return out;
+}
+
+void FsObjectStore::open_layout() {
+  const std::string marker_path = fmt::format("{}/{}", options_.root, kLayoutMarkerName);
+  const std::string marker_name(kLayoutMarkerName);
+  auto marker = [&]() -> bool {
+    const auto file = open_regular(root_fd_, marker_name, marker_path);
+    if (!file) return false;
+    const std::string text = fsfiles::read_at(file->fd.get(), 0, 4096, marker_path);
+    if (text != kLayoutMarker) {
+      throw Error(ErrorCode::unsupported, fmt::format("the object store root '{}' has a layout this build does not "
+                                                      "know ({} says '{}')",
+                                                      options_.root, marker_path, printable(text, 120)));
+    }
+    return true;
+  };
+  if (marker()) return;
+  DirLock lock(root_fd_, true, options_.root);
+  if (marker()) return;  // another process converted it while we waited
+  convert_legacy_dir(root_fd_, "");
+  const std::string tmp = fsfiles::temp_name();
+  Fd fd(::openat(root_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) throw_io("cannot create", marker_path, errno);
+  TmpGuard guard{root_fd_, tmp};
+  fsfiles::write_all(fd.get(), kLayoutMarker, marker_path);
+  if (options_.fsync && ::fsync(fd.get()) != 0) throw_io("cannot fsync", marker_path, errno);
+  if (::close(fd.release()) != 0) throw_io("cannot close", marker_path, errno);
+  if (::renameat(root_fd_, tmp.c_str(), root_fd_, marker_name.c_str()) != 0)
+    throw_io("cannot rename into", marker_path, errno);
+  guard.armed = false;
+  if (options_.fsync && ::fsync(root_fd_) != 0) throw_io("cannot fsync", options_.root, errno);
+}
+
+void FsObjectStore::convert_legacy_dir(int dir_fd, const std::string& dir_key) {
+  const std::string dir_path = fmt::format("{}/{}", options_.root, dir_key);
+  for (const std::string& name : dir_names(dir_fd, dir_path)) {
+    const std::string key = dir_key + name;
+    if (object_key_problem(key) != nullptr) continue;
+    const std::string path = display_path(key);
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (auto sub = open_subdir(dir_fd, name, path, false)) convert_legacy_dir(sub->get(), key + "/");
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;  // symlinks and special files are never objects
+    const auto file = open_regular(dir_fd, name, path);
+    if (!file) continue;
+    const auto size = static_cast<uint64_t>(file->st.st_size);
+    // Converted already by a run cut short: its sidecar ties it to this file.
+    if (const auto meta_dir = open_subdir(dir_fd, kMetaDir, path, false)) {
+      if (const auto sidecar = read_sidecar(meta_dir->get(), name, path);
+          sidecar && match_sidecar(*sidecar, file->st).meta)
+        continue;
+    }
+    const std::string prefix = fsfiles::read_at(file->fd.get(), 0, kLegacyHeaderMaxBytes, path);
+    auto header = parse_legacy_header(prefix, size);
+    if (!header) continue;                                // not one of ours: it reads as an error, as before
+    header->meta.mtime_ns = fsfiles::mtime_ns(file->st);  // the object keeps its modification time
+    write_object(key, Source{{}, file->fd.get(), header->offset}, header->meta, false);
+  }
 }
 
 }  // namespace v1

@@ -1,13 +1,16 @@
-// FsObjectStore: the embedded default ObjectStore, one file per object under a root directory (internal).
+// FsObjectStore: the embedded default ObjectStore, one plain file per object under a root directory (internal).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agentrt/storage.hpp"
+#include "store/object_keys.hpp"
+#include "store/signed_url.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -17,30 +20,44 @@ struct FsObjectStoreOptions {
   std::string bucket;           // the name this store answers to in URLs: [A-Za-z0-9._-]{1,63}
   std::string signing_secret;   // HMAC key for signed URLs (any bytes, must not be empty)
   std::string public_base_url;  // e.g. "http://127.0.0.1:8080/api/v1/objects"; no query, fragment or user
-  bool fsync = false;           // fsync file and directory on every write: survives power loss, costs ~ms
+  bool fsync = false;           // fsync files and directories on every write: survives power loss, costs ~ms
+  // Crash tests only: called at the named points of a write ("sidecar": the new metadata is in place, the
+  // data file not yet). A test's child process _exit()s there to leave exactly the state a crash would.
+  std::function<void(std::string_view step)> crash_point = nullptr;
 };
 
-// Throws Error(invalid_argument) saying which rule `key` breaks: empty, longer than 1024 bytes, absolute,
-// a backslash, NUL or other control character, invalid UTF-8, an empty, ".", ".." or >255-byte segment, or a
-// segment starting with ".agentrt-" (reserved for the store's temporary files).
-void validate_object_key(std::string_view key);
-// The rule `key` breaks, in words ("is empty", ...), or nullptr when it is a valid key.
-const char* object_key_problem(std::string_view key) noexcept;
+namespace fsfiles {
+struct OpenFile;
+}
+struct ObjectMeta;
 
-// Stores each object as one regular file at <root>/<key>, holding a small header (magic line, then one JSON
-// line with content_type, sha256 and size) followed by the bytes. Data and metadata live in the same file so
-// one rename() publishes both: there is no moment where one is new and the other old, and no sidecar for
-// list() to filter. Writes go to a private temporary file in the target's directory, then rename() (put) or
-// link() (put_if_absent, which fails atomically if the name exists, also against other processes). Paths are
-// walked with openat(O_NOFOLLOW) from a descriptor of the root, so a symlink planted inside the root can
-// never lead outside it: it is refused with Error(io). Foreign or damaged files under the root give
-// Error(io) rather than being passed off as objects. Directories emptied by remove() are pruned.
+// Stores each object's bytes as a plain regular file at <root>/<key>, so the folder holds what a bucket
+// would, and its metadata (content type, sha256, size, modification time) in a sidecar,
+// <dir>/.agentrt-meta/<name> (fs_object_meta.hpp). A write makes the data file under a temporary name
+// (fsync), then, holding the directory's lock (flock on .agentrt-meta: writers exclusive, readers shared, so
+// two writers of a key never interleave their renames), renames the sidecar into place and then the data
+// file: rename() for put, link() for put_if_absent (which fails atomically if the name exists, also against
+// other processes). The data file is the object: a crash before its rename leaves the old object (or none),
+// described by the sidecar's previous entry; after it, the new one. Each sidecar entry is tied to its data
+// file by size and modification time (set by the store, distinct between versions), so a reader never reads
+// a stale description; when neither entry fits (a copy that lost the times), the bytes' sha256 decides.
+// Paths are walked with openat(O_NOFOLLOW) from a descriptor of the root, so a symlink planted inside the
+// root never leads outside it: it is refused with Error(io). A file without metadata (dropped in by hand) or
+// whose bytes no longer match it gives Error(io) rather than being passed off as an object. Directories
+// emptied by remove() are pruned.
+//
+// Legacy roots: files of the earlier single-file layout (an "AGENTRT-OBJECT/1" header line, a JSON line, the
+// bytes) are converted when a store opens a root that lacks the layout marker .agentrt-layout, once, under
+// an exclusive flock on the root (other processes opening it wait), each file with the same crash-safe write
+// as put; the marker is written last, so a conversion cut short resumes at the next open. Converting on open
+// rather than on read keeps one read path and one on-disk format (a folder half in each would not be what a
+// bucket holds), and a file whose own bytes begin with the old header is never mistaken for one.
 //
 // Thread-safe, and safe to share one root between processes: the only state is the root's descriptor.
 class FsObjectStore final : public ObjectStore {
  public:
   // Throws Error(invalid_argument) for an empty secret, a bad bucket or base URL, Error(io) when the root
-  // cannot be created or opened.
+  // cannot be created, opened or converted, Error(unsupported) for a root of a newer layout.
   explicit FsObjectStore(FsObjectStoreOptions options);
   ~FsObjectStore() override;
   FsObjectStore(const FsObjectStore&) = delete;
@@ -52,34 +69,36 @@ class FsObjectStore final : public ObjectStore {
   // names a directory ("a/b" exists, put "a").
   void put(std::string_view key, std::string_view bytes, std::string_view content_type) override;
   bool put_if_absent(std::string_view key, std::string_view bytes, std::string_view content_type) override;
-  // The bytes as stored (the size is checked against the header; the sha256 is not recomputed).
+  // The bytes as stored (the size is checked against the metadata; the sha256 is not recomputed).
   std::optional<std::string> get(std::string_view key) override;
-  // A part of the bytes, read with pread() from the object's file (the size is the header's).
+  // A part of the bytes, read with pread() from the object's file.
   std::optional<std::string> read(std::string_view key, uint64_t offset, size_t max_bytes) override;
   std::optional<ObjectInfo> head(std::string_view key) override;
   bool remove(std::string_view key) override;
   // Objects whose key starts with `prefix` (a plain string prefix, as in S3), sorted by key bytes.
   std::vector<ObjectInfo> list(std::string_view prefix) override;
-  // "{base}/{bucket}/{percent-encoded key}?expires={ms}&sig={hex}", sig = HMAC-SHA-256 over
-  // "GET\n{bucket}\n{key}\n{expires}". Valid while now < expires_at_ms.
+  // "{base}/{bucket}/{percent-encoded key}?expires={ms}&sig={hex}" (ServerUrlSigner). Valid while
+  // now < expires_at_ms.
   std::string sign_url(std::string_view key, int64_t expires_at_ms) const override;
   std::string verify_url(std::string_view url, int64_t now_ms) const override;
 
  private:
-  struct Origin {
-    std::string scheme;  // lower-case
-    std::string host;    // lower-case; IPv6 literals keep their brackets
-    int port = 0;        // explicit, or the scheme's default
-    std::string path;    // without a trailing '/'
+  struct Found;
+  // Where a write's bytes come from: the caller's, or a legacy file's (converted in place).
+  struct Source {
+    std::string_view bytes;
+    int legacy_fd = -1;
+    uint64_t legacy_offset = 0;
   };
 
-  std::string signature(std::string_view key, std::string_view expires) const;
   std::string display_path(std::string_view key) const;
-  bool write_object(std::string_view key, std::string_view bytes, std::string_view content_type, bool only_if_absent);
+  std::optional<Found> find(std::string_view key, const std::string& path) const;
+  bool write_object(std::string_view key, const Source& source, ObjectMeta meta, bool only_if_absent);
+  void open_layout();
+  void convert_legacy_dir(int dir_fd, const std::string& dir_key);
 
   FsObjectStoreOptions options_;
-  Origin origin_;
-  std::string base_url_;  // options_.public_base_url without a trailing '/'
+  ServerUrlSigner urls_;
   int root_fd_ = -1;
 };
 

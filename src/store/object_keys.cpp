@@ -1,7 +1,12 @@
-// The rules for object keys (see fs_object_store.hpp: validate_object_key).
+// The rules for object keys (object_keys.hpp).
 #include "store/object_keys.hpp"
 
-#include "store/fs_object_store.hpp"
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "agentrt/error.hpp"
+#include "util/printable.hpp"
 #include "util/utf8.hpp"
 
 namespace agentrt {
@@ -35,6 +40,42 @@ const char* object_key_problem(std::string_view key) noexcept {
     if (const char* problem = key_segment_problem(key.substr(start, slash - start))) return problem;
     if (slash == std::string_view::npos) return nullptr;
     start = slash + 1;
+  }
+}
+
+void validate_object_key(std::string_view key) {
+  if (const char* problem = object_key_problem(key)) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("invalid object key '{}': it {}", printable(key, 120), problem));
+  }
+}
+
+void validate_content_type(std::string_view content_type) {
+  if (content_type.size() > 255) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("content type of {} bytes is longer than 255 bytes", content_type.size()));
+  }
+  for (unsigned char c : content_type) {
+    if (c < 0x20 || c > 0x7e) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("content type '{}' must be printable ASCII", printable(content_type, 120)));
+    }
+  }
+}
+
+void validate_key_prefix(std::string_view prefix) {
+  if (prefix.size() > kMaxKeyBytes || (!prefix.empty() && prefix.front() == '/') ||
+      std::any_of(prefix.begin(), prefix.end(),
+                  [](char c) { return c == '\\' || is_control_byte(static_cast<unsigned char>(c)); })) {
+    throw Error(ErrorCode::invalid_argument, fmt::format("invalid object key prefix '{}'", printable(prefix, 120)));
+  }
+  const size_t last_slash = prefix.rfind('/');
+  if (last_slash == std::string_view::npos) return;
+  for (const std::string& segment : split_key(prefix.substr(0, last_slash))) {
+    if (const char* problem = key_segment_problem(segment)) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("invalid object key prefix '{}': it {}", printable(prefix, 120), problem));
+    }
   }
 }
 

@@ -1,5 +1,5 @@
-// Signed URLs of the filesystem object store: HMAC-SHA256 over method, bucket, key and expiry; verify_url
-// takes back only this store's own URLs, unexpired and unaltered.
+// This deployment's own signed object URLs (signed_url.hpp): HMAC-SHA256 over method, bucket, key and expiry;
+// verify takes back only this deployment's own URLs, unexpired and unaltered.
 #include "store/signed_url.hpp"
 
 #include <fmt/format.h>
@@ -14,19 +14,19 @@ inline namespace v1 {
 
 namespace {
 
-std::string lower(std::string_view s) {
+[[noreturn]] void refuse(std::string_view why) {
+  throw Error(ErrorCode::invalid_argument, fmt::format("signed URL refused: {}", why));
+}
+
+}  // namespace
+
+std::string ascii_lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
   return out;
 }
-
-[[noreturn]] void refuse(std::string_view why) {
-  throw Error(ErrorCode::invalid_argument, fmt::format("signed URL refused: {}", why));
-}
-
-}  // namespace
 
 [[noreturn]] void bad_url(std::string_view why) {
   throw Error(ErrorCode::invalid_argument, fmt::format("not an acceptable URL: {}", why));
@@ -47,7 +47,7 @@ ParsedUrl parse_url(std::string_view url) {
       bad_url("the scheme is malformed");
     }
   }
-  out.scheme = lower(scheme);
+  out.scheme = ascii_lower(scheme);
   if (out.scheme == "http") out.port = 80;
   if (out.scheme == "https") out.port = 443;
 
@@ -76,7 +76,7 @@ ParsedUrl parse_url(std::string_view url) {
     port = authority.substr(colon + 1);
     if (port.empty()) bad_url("the port is empty");
   }
-  out.host = lower(host);
+  out.host = ascii_lower(host);
   if (!port.empty()) {
     if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
       bad_url("the port is not a number");
@@ -96,22 +96,55 @@ ParsedUrl parse_url(std::string_view url) {
   return out;
 }
 
-std::string FsObjectStore::signature(std::string_view key, std::string_view expires) const {
-  return crypto::hmac_sha256_hex(options_.signing_secret,
-                                 fmt::format("GET\n{}\n{}\n{}", options_.bucket, key, expires));
+const char* bucket_problem(std::string_view bucket) {
+  if (bucket.empty() || bucket.size() > 63) return "must be 1 to 63 characters";
+  if (bucket == "." || bucket == "..") return "must not be '.' or '..'";
+  for (char c : bucket) {
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) return "may only hold [A-Za-z0-9._-]";
+  }
+  return nullptr;
 }
 
-std::string FsObjectStore::sign_url(std::string_view key, int64_t expires_at_ms) const {
+ServerUrlSigner::ServerUrlSigner(std::string bucket, std::string secret, std::string public_base_url)
+    : bucket_(std::move(bucket)), secret_(std::move(secret)), base_url_(std::move(public_base_url)) {
+  if (secret_.empty()) {
+    throw Error(ErrorCode::invalid_argument, "the object store's signing secret must not be empty");
+  }
+  if (const char* problem = bucket_problem(bucket_)) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("invalid bucket '{}': it {}", printable(bucket_, 120), problem));
+  }
+  const std::string given = base_url_;
+  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
+  try {
+    ParsedUrl base = parse_url(base_url_);
+    if (base.scheme != "http" && base.scheme != "https") bad_url("the scheme must be http or https");
+    if (base.host.empty() || base.host == "[]") bad_url("it has no host");
+    if (base.has_userinfo || base.query || base.has_fragment) bad_url("it has user info, a query or a fragment");
+    origin_ = Origin{std::move(base.scheme), std::move(base.host), base.port, std::move(base.path)};
+  } catch (const Error& e) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("invalid public base URL '{}': {}", printable(given, 120), e.message()));
+  }
+}
+
+std::string ServerUrlSigner::signature(std::string_view key, std::string_view expires) const {
+  return crypto::hmac_sha256_hex(secret_, fmt::format("GET\n{}\n{}\n{}", bucket_, key, expires));
+}
+
+std::string ServerUrlSigner::sign(std::string_view key, int64_t expires_at_ms) const {
   validate_object_key(key);
   if (expires_at_ms < 0) {
     throw Error(ErrorCode::invalid_argument, fmt::format("expiry {} ms must not be negative", expires_at_ms));
   }
   const std::string expires = std::to_string(expires_at_ms);
-  return fmt::format("{}/{}/{}?expires={}&sig={}", base_url_, crypto::percent_encode(options_.bucket),
+  return fmt::format("{}/{}/{}?expires={}&sig={}", base_url_, crypto::percent_encode(bucket_),
                      crypto::percent_encode(key, true), expires, signature(key, expires));
 }
 
-std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) const {
+std::string ServerUrlSigner::verify(std::string_view url, int64_t now_ms) const {
   const ParsedUrl parsed = parse_url(url);
   if (parsed.scheme != origin_.scheme) {
     refuse(fmt::format("scheme '{}' is not '{}'", printable(parsed.scheme, 120), origin_.scheme));
@@ -136,8 +169,7 @@ std::string FsObjectStore::verify_url(std::string_view url, int64_t now_ms) cons
   } catch (const Error&) {
     refuse("the path has a malformed percent-escape");
   }
-  if (bucket != options_.bucket)
-    refuse(fmt::format("bucket '{}' is not '{}'", printable(bucket, 120), options_.bucket));
+  if (bucket != bucket_) refuse(fmt::format("bucket '{}' is not '{}'", printable(bucket, 120), bucket_));
   if (const char* problem = object_key_problem(key))
     refuse(fmt::format("the key '{}' {}", printable(key, 120), problem));
 

@@ -1,6 +1,7 @@
 // Every entry point of agentrt.h with bad arguments: the status code and the thread's last-error message.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "capi_fixture.hpp"
@@ -99,6 +100,42 @@ TEST_CASE("agentrt_runtime_open refuses NULL, malformed JSON and unknown keys") 
               "agentrt_tool_register", "book_room");
   agentrt_runtime_free(rt);
   agentrt_runtime_free(nullptr);
+}
+
+TEST_CASE("agentrt_runtime_open reads the objects section of the config: s3 keys, refused bad values") {
+  TempDir dir;
+  agentrt_runtime* rt = nullptr;
+  ::setenv("AGENTRT_CAPI_TEST_S3_KEY", "AKIDEXAMPLE", 1);
+  ::setenv("AGENTRT_CAPI_TEST_S3_SECRET", "not-printed", 1);
+  auto s3 = [&](json extra) {
+    json cfg = test_config(dir);
+    json o = {{"type", "s3"},
+              {"endpoint", "http://127.0.0.1:9"},
+              {"bucket", "agentrt-test"},
+              {"path_style", true},
+              {"access_key_env", "AGENTRT_CAPI_TEST_S3_KEY"},
+              {"secret_key_env", "AGENTRT_CAPI_TEST_S3_SECRET"}};
+    o.update(extra);
+    cfg["objects"] = o;
+    return cfg.dump();
+  };
+  // Opening makes no request: a store whose endpoint nobody serves opens.
+  REQUIRE(agentrt_runtime_open(&rt, s3(json::object()).c_str()) == AGENTRT_OK);
+  agentrt_runtime_free(rt);
+  rt = nullptr;
+  check_error(agentrt_runtime_open(&rt, s3({{"url_signing", "cdn"}}).c_str()), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_runtime_open", "config: objects: 'url_signing' must be \"s3\" or \"server\"");
+  check_error(agentrt_runtime_open(&rt, s3({{"bucket", "Bad_Bucket"}}).c_str()), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_runtime_open", "config: objects: invalid S3 bucket 'Bad_Bucket'");
+  check_error(agentrt_runtime_open(&rt, s3({{"secret_key_env", "AGENTRT_CAPI_TEST_UNSET"}}).c_str()),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_runtime_open",
+              "config: objects: environment variable AGENTRT_CAPI_TEST_UNSET (S3 secret key) is not set");
+  check_error(agentrt_runtime_open(&rt, s3({{"path_style", "yes"}}).c_str()), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_runtime_open", "'path_style' must be a boolean");
+  check_error(agentrt_runtime_open(&rt, s3({{"root", "/tmp"}}).c_str()), AGENTRT_E_INVALID_ARGUMENT,
+              "agentrt_runtime_open", "unknown key 'root'");
+  CHECK(last_error().find("not-printed") == std::string::npos);
+  CHECK(rt == nullptr);
 }
 
 TEST_CASE("agentrt_runtime_open_with_model calls destroy exactly once, also when it fails") {

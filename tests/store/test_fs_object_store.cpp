@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,16 +10,21 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agentrt/error.hpp"
+#include "agentrt/json.hpp"
 #include "store/fs_object_store.hpp"
+#include "store/object_store_conformance.hpp"
 #include "util/crypto.hpp"
 
 using namespace agentrt;
+using agentrt::testing::keys_of;
+using agentrt::testing::run_object_store_conformance;
 namespace fs = std::filesystem;
 
 namespace {
@@ -75,12 +82,6 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-std::vector<std::string> keys_of(const std::vector<ObjectInfo>& infos) {
-  std::vector<std::string> keys;
-  for (const auto& i : infos) keys.push_back(i.key);
-  return keys;
-}
-
 // Every regular file and directory under root, relative, sorted: what the store left on disk.
 std::vector<std::string> tree(const fs::path& root) {
   std::vector<std::string> out;
@@ -89,88 +90,27 @@ std::vector<std::string> tree(const fs::path& root) {
   return out;
 }
 
-std::string all_bytes() {
-  std::string s;
-  for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 256; ++i) s.push_back(static_cast<char>(i));
+// The same without the store's own files (.agentrt-*): what a bucket would hold.
+std::vector<std::string> visible_tree(const fs::path& root) {
+  std::vector<std::string> out;
+  for (const auto& entry : tree(root)) {
+    if (entry.find(".agentrt-") == std::string::npos) out.push_back(entry);
   }
-  return s;
+  return out;
 }
 
 }  // namespace
 
-TEST_CASE("put then get returns exactly the bytes, including NUL and high bytes") {
+TEST_CASE("FsObjectStore passes the ObjectStore conformance suite") {
   TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  const std::string bytes = all_bytes();
-  store.put("a/b/c.bin", bytes, "application/octet-stream");
-  CHECK(store.get("a/b/c.bin") == bytes);
-  store.put("empty", "", "text/plain");
-  CHECK(store.get("empty") == std::string());
-  std::string big(3 * 1024 * 1024 + 7, '\0');
-  for (size_t i = 0; i < big.size(); i += 997) big[i] = static_cast<char>(i);
-  store.put("big", big, "application/octet-stream");
-  CHECK(store.get("big") == big);
-  CHECK(store.bucket() == "agent-files");
+  int n = 0;
+  run_object_store_conformance(
+      [&] { return std::make_shared<FsObjectStore>(options_for(dir.path / std::to_string(++n))); });
 }
 
-TEST_CASE("read returns the part of an object asked for: from an offset, at most so many bytes") {
+TEST_CASE("an FsObjectStore answers to its bucket name") {
   TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  std::string big(1024 * 1024 + 13, '\0');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7) & 0xff);
-  store.put("r/big", big, "application/octet-stream");
-  CHECK(store.read("r/big", 0, 10) == big.substr(0, 10));
-  CHECK(store.read("r/big", 65536, 65536) == big.substr(65536, 65536));
-  CHECK(store.read("r/big", big.size() - 5, 65536) == big.substr(big.size() - 5));  // fewer only at the end
-  CHECK(store.read("r/big", big.size(), 10) == std::string());
-  CHECK(store.read("r/big", big.size() + 100, 10) == std::string());
-  std::string joined;
-  for (uint64_t off = 0; off < big.size(); off += 4096) joined += *store.read("r/big", off, 4096);
-  CHECK(joined == big);
-  CHECK_FALSE(store.read("r/nope", 0, 10));
-  store.put("r/empty", "", "text/plain");
-  CHECK(store.read("r/empty", 0, 10) == std::string());
-}
-
-TEST_CASE("put replaces an existing object") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  store.put("k", "first", "text/plain");
-  store.put("k", "second!", "application/json");
-  CHECK(store.get("k") == "second!");
-  CHECK(store.head("k")->content_type == "application/json");
-  CHECK(store.head("k")->size == 7);
-}
-
-TEST_CASE("head reports size, content type, sha256 and modification time") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  const auto before =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  store.put("docs/report.pdf", "abc", "application/pdf");
-  const auto info = store.head("docs/report.pdf");
-  REQUIRE(info);
-  CHECK(info->key == "docs/report.pdf");
-  CHECK(info->size == 3);
-  CHECK(info->content_type == "application/pdf");
-  CHECK(info->sha256 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  CHECK(info->modified_at >= before - 1000);
-  store.put("untyped", "x", "");
-  CHECK(store.head("untyped")->content_type == "application/octet-stream");
-}
-
-TEST_CASE("missing objects are nullopt for get and head, and false for remove") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  store.put("a/b", "x", "text/plain");
-  CHECK_FALSE(store.get("nope"));
-  CHECK_FALSE(store.head("a/nope"));
-  CHECK_FALSE(store.get("a"));      // a directory, not an object
-  CHECK_FALSE(store.get("a/b/c"));  // below an object
-  CHECK_FALSE(store.remove("nope/x"));
-  CHECK_FALSE(store.remove("a"));
+  CHECK(FsObjectStore(options_for(dir.path)).bucket() == "agent-files");
 }
 
 TEST_CASE("remove deletes the object and prunes the directories it emptied") {
@@ -181,21 +121,12 @@ TEST_CASE("remove deletes the object and prunes the directories it emptied") {
   CHECK(store.remove("x/y/z/1"));
   CHECK_FALSE(store.get("x/y/z/1"));
   CHECK_FALSE(store.remove("x/y/z/1"));
-  CHECK(tree(dir.path / "objects") == std::vector<std::string>{"x", "x/2"});
+  CHECK(tree(dir.path / "objects") ==
+        std::vector<std::string>{".agentrt-layout", "x", "x/.agentrt-meta", "x/.agentrt-meta/2", "x/2"});
   CHECK(store.remove("x/2"));
-  CHECK(tree(dir.path / "objects").empty());
+  CHECK(tree(dir.path / "objects") == std::vector<std::string>{".agentrt-layout"});
   store.put("x/y/z/1", "again", "text/plain");  // the pruned path can be used again
   CHECK(store.get("x/y/z/1") == "again");
-}
-
-TEST_CASE("put_if_absent writes only when the key is free and never changes an existing object") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  CHECK(store.put_if_absent("doc", "v1", "text/plain"));
-  CHECK_FALSE(store.put_if_absent("doc", "v2", "application/json"));
-  CHECK(store.get("doc") == "v1");
-  CHECK(store.head("doc")->content_type == "text/plain");
-  CHECK(tree(dir.path / "objects") == std::vector<std::string>{"doc"});  // no temporary file left behind
 }
 
 TEST_CASE("put_if_absent has exactly one winner among racing processes") {
@@ -236,100 +167,36 @@ TEST_CASE("put_if_absent has exactly one winner among racing processes") {
   CHECK(losers == kChildren - 1);
   FsObjectStore store(opts);
   CHECK(store.get("race/doc") == "writer " + std::to_string(winner_index));
-  CHECK(tree(dir.path / "objects") == std::vector<std::string>{"race", "race/doc"});
+  CHECK(visible_tree(dir.path / "objects") == std::vector<std::string>{"race", "race/doc"});
+  CHECK(tree(dir.path / "objects/race") == std::vector<std::string>{".agentrt-meta", ".agentrt-meta/doc", "doc"});
 }
 
-TEST_CASE("put_if_absent has exactly one winner among racing threads") {
+TEST_CASE("list never reports temporary files, symlinks, sidecars or names no key can have") {
   TempDir dir;
   FsObjectStore store(options_for(dir.path));
-  std::atomic<int> winners{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 8; ++i) {
-    threads.emplace_back([&, i] {
-      if (store.put_if_absent("t/doc", std::to_string(i), "text/plain")) ++winners;
-    });
-  }
-  for (auto& t : threads) t.join();
-  CHECK(winners.load() == 1);
-}
-
-TEST_CASE("list returns the objects under a prefix sorted by key, and nothing else") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  for (const char* key : {"b", "a/2", "a/b/3", "ab", "a/1", "a/b/c/4"}) store.put(key, key, "text/plain");
-  // Files the store must never report: a leftover temporary, a symlink, a name no key can have.
+  for (const char* key : {"b", "a/2", "a/1"}) store.put(key, key, "text/plain");
   std::ofstream(dir.path / "objects/a/.agentrt-tmp-deadbeef") << "partial";
   fs::create_symlink(dir.path / "objects/b", dir.path / "objects/a/link");
   std::ofstream(dir.path / "objects/a/bad\\name") << "x";
-
-  CHECK(keys_of(store.list("a/")) == std::vector<std::string>{"a/1", "a/2", "a/b/3", "a/b/c/4"});
-  CHECK(keys_of(store.list("a")) == std::vector<std::string>{"a/1", "a/2", "a/b/3", "a/b/c/4", "ab"});
-  CHECK(keys_of(store.list("")) == std::vector<std::string>{"a/1", "a/2", "a/b/3", "a/b/c/4", "ab", "b"});
-  CHECK(keys_of(store.list("a/b")) == std::vector<std::string>{"a/b/3", "a/b/c/4"});
-  CHECK(keys_of(store.list("a/b/c/")) == std::vector<std::string>{"a/b/c/4"});
-  CHECK(store.list("zzz/").empty());
+  CHECK(keys_of(store.list("")) == std::vector<std::string>{"a/1", "a/2", "b"});
+  CHECK(keys_of(store.list("a/")) == std::vector<std::string>{"a/1", "a/2"});
   CHECK(store.list("b/").empty());  // "b" is an object, nothing lies below it
-
-  const auto infos = store.list("a/b/3");
-  REQUIRE(infos.size() == 1);
-  CHECK(infos[0].size == 5);
-  CHECK(infos[0].content_type == "text/plain");
-  CHECK(infos[0].sha256 == crypto::sha256_hex("a/b/3"));
 }
 
-TEST_CASE("list refuses prefixes that could escape the root") {
+TEST_CASE("a refused key leaves nothing on disk; a 1024-byte key of 255-byte segments is a file like any other") {
   TempDir dir;
   FsObjectStore store(options_for(dir.path));
-  for (const char* prefix : {"/", "/etc", "../", "a/../", "./", "a//", "a\\b"}) {
-    CAPTURE(prefix);
-    CHECK(code_of([&] { store.list(prefix); }) == ErrorCode::invalid_argument);
-  }
-  CHECK(code_of([&] { store.list(std::string_view("a\0", 2)); }) == ErrorCode::invalid_argument);
-  CHECK(code_of([&] { store.list(".."); }) == ErrorCode::ok);  // a partial name: matches "..x" keys only
-}
-
-TEST_CASE("keys that could escape the root or are malformed are refused by every operation") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  const std::vector<std::string> bad = {
-      "",
-      "/abs",
-      "..",
-      "../x",
-      "a/../../x",
-      "a/./b",
-      ".",
-      "a/",
-      "a//b",
-      "a\\b",
-      "..\\x",
-      "a\nb",
-      "a\x7f",
-      std::string("a\0b", 3),
-      "\xff",
-      "\xc0\xaf",
-      ".agentrt-tmp-1",
-      "a/.agentrt-x/b",
-      std::string(1025, 'k'),
-      std::string(256, 's'),
-  };
-  for (const auto& key : bad) {
-    CAPTURE(key);
+  for (const std::string key : {"../x", "a/./b", "a//b", ".agentrt-tmp-1"}) {
     CHECK(code_of([&] { store.put(key, "x", "text/plain"); }) == ErrorCode::invalid_argument);
-    CHECK(code_of([&] { store.put_if_absent(key, "x", "text/plain"); }) == ErrorCode::invalid_argument);
-    CHECK(code_of([&] { store.get(key); }) == ErrorCode::invalid_argument);
-    CHECK(code_of([&] { store.head(key); }) == ErrorCode::invalid_argument);
-    CHECK(code_of([&] { store.remove(key); }) == ErrorCode::invalid_argument);
-    CHECK(code_of([&] { store.sign_url(key, 1); }) == ErrorCode::invalid_argument);
   }
-  CHECK(tree(dir.path) == std::vector<std::string>{"objects"});
+  CHECK(tree(dir.path) == std::vector<std::string>{"objects", "objects/.agentrt-layout"});
   CHECK(message_of([&] { store.get("a/../b"); }) == "invalid object key 'a/../b': it has a '.' or '..' segment");
-  // Long but legal: 1024 bytes in segments of 255 or fewer.
   const std::string longest = std::string(255, 'a') + "/" + std::string(255, 'b') + "/" + std::string(255, 'c') + "/" +
                               std::string(253, 'd') + "/ee";
   CHECK(longest.size() == 1024);
   CHECK(code_of([&] { store.put(longest, "x", "text/plain"); }) == ErrorCode::ok);
-  CHECK(code_of([&] { store.put("ok", "x", "text/plain\n"); }) == ErrorCode::invalid_argument);
+  CHECK(read_file(dir.path / "objects" / longest) == "x");
+  CHECK(store.get(longest) == "x");
 }
 
 TEST_CASE("a symlink inside the root never leads a key outside it") {
@@ -409,20 +276,9 @@ TEST_CASE("sign_url produces base/bucket/percent-encoded key with expires and an
   CHECK(code_of([&] { store.sign_url("k", -1); }) == ErrorCode::invalid_argument);
 
   auto opts = options_for(dir.path);
-  opts.public_base_url = std::string(kBase) + "/";
+  opts.public_base_url = fmt::format("{}/", kBase);
   FsObjectStore slash(opts);
   CHECK(slash.sign_url("k", 5) == store.sign_url("k", 5));
-}
-
-TEST_CASE("verify_url round-trips keys with spaces, UTF-8 and reserved characters") {
-  TempDir dir;
-  FsObjectStore store(options_for(dir.path));
-  for (const std::string key : {"a b/c d", "文件/照片 1.jpg", "q?x=1&y#z", "100%/~tilde+plus", "emoji/😀.txt"}) {
-    CAPTURE(key);
-    const std::string url = store.sign_url(key, 2000);
-    CHECK(url.find(' ') == std::string::npos);
-    CHECK(store.verify_url(url, 1000) == key);
-  }
 }
 
 TEST_CASE("verify_url refuses tampered, foreign and malformed URLs with invalid_argument") {
@@ -508,4 +364,185 @@ TEST_CASE("verify_url ignores case in scheme and host and accepts the default po
   CHECK(store.verify_url("HTTPS://files.example.COM:443" + rest, 1000) == "k");
   CHECK(code_of([&] { store.verify_url("https://files.example.com:8443" + rest, 1000); }) ==
         ErrorCode::invalid_argument);
+}
+
+namespace {
+
+int64_t file_mtime_ns(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+void set_mtime(const fs::path& p, int64_t seconds, long nanos) {
+  const timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(seconds), nanos}};
+  REQUIRE(::utimensat(AT_FDCWD, p.c_str(), times, 0) == 0);
+}
+
+// Runs `write` in a child process whose store _exit()s at the crash point `step`: the state a crash leaves.
+void crash_at(const FsObjectStoreOptions& base, std::string_view step,
+              const std::function<void(FsObjectStore&)>& write) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    FsObjectStoreOptions o = base;
+    const std::string at(step);
+    o.crash_point = [at](std::string_view s) {
+      if (s == at) ::_exit(42);
+    };
+    try {
+      FsObjectStore store(o);
+      write(store);
+    } catch (...) {
+    }
+    ::_exit(1);  // never reached the crash point
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE_MESSAGE(WEXITSTATUS(status) == 42, "the child did not reach the crash point " << step);
+}
+
+// A file of the earlier single-file layout: header line, JSON line, bytes.
+void write_legacy(const fs::path& p, std::string_view bytes, std::string_view type) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary)
+      << "AGENTRT-OBJECT/1\n"
+      << json{{"content_type", type}, {"sha256", crypto::sha256_hex(bytes)}, {"size", bytes.size()}}.dump() << "\n"
+      << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("the folder holds what a bucket would: the bytes as a plain file, the metadata in a sidecar beside it") {
+  TempDir dir;
+  FsObjectStore store(options_for(dir.path));
+  const fs::path root = dir.path / "objects";
+  store.put("agent-outputs/u1/t1/p.json", "{\"a\":1}", "application/json");
+  CHECK(read_file(root / "agent-outputs/u1/t1/p.json") == "{\"a\":1}");
+  CHECK(visible_tree(root) == std::vector<std::string>{"agent-outputs", "agent-outputs/u1", "agent-outputs/u1/t1",
+                                                       "agent-outputs/u1/t1/p.json"});
+  const json side = json::parse(read_file(root / "agent-outputs/u1/t1/.agentrt-meta/p.json"));
+  CHECK(side["content_type"] == "application/json");
+  CHECK(side["sha256"] == crypto::sha256_hex("{\"a\":1}"));
+  CHECK(side["size"] == 7);
+  CHECK(side["mtime_ns"] == file_mtime_ns(root / "agent-outputs/u1/t1/p.json"));
+  CHECK_FALSE(side.contains("previous"));
+  CHECK(store.head("agent-outputs/u1/t1/p.json")->modified_at ==
+        file_mtime_ns(root / "agent-outputs/u1/t1/p.json") / 1'000'000);
+  // A replacement keeps the version it replaced as "previous", at an earlier time.
+  store.put("agent-outputs/u1/t1/p.json", "{\"a\":2}", "application/json");
+  const json again = json::parse(read_file(root / "agent-outputs/u1/t1/.agentrt-meta/p.json"));
+  CHECK(again["sha256"] == crypto::sha256_hex("{\"a\":2}"));
+  CHECK(again["previous"]["sha256"] == crypto::sha256_hex("{\"a\":1}"));
+  CHECK(again["previous"]["mtime_ns"].get<int64_t>() < again["mtime_ns"].get<int64_t>());
+  CHECK((fs::status(root / "agent-outputs/u1/t1/p.json").permissions() & fs::perms::group_read) == fs::perms::none);
+}
+
+TEST_CASE("a crash after the sidecar and before the data file leaves the old object whole") {
+  TempDir dir;
+  const auto opts = options_for(dir.path);
+  {
+    FsObjectStore store(opts);
+    store.put("k", "old", "text/old");
+  }
+  crash_at(opts, "sidecar", [](FsObjectStore& s) { s.put("k", "new bytes", "text/new"); });
+  FsObjectStore store(opts);
+  CHECK(store.get("k") == "old");
+  const auto info = store.head("k");
+  REQUIRE(info);
+  CHECK(info->content_type == "text/old");
+  CHECK(info->sha256 == crypto::sha256_hex("old"));
+  CHECK(info->size == 3);
+  CHECK(store.read("k", 1, 10) == "ld");
+  CHECK(keys_of(store.list("")) == std::vector<std::string>{"k"});
+  CHECK(store.list("")[0].content_type == "text/old");
+  // The next write goes through as usual.
+  store.put("k", "newer", "text/newer");
+  CHECK(store.get("k") == "newer");
+  CHECK(store.head("k")->content_type == "text/newer");
+}
+
+TEST_CASE("a crash after the sidecar of a new key leaves no object, and the key is still free") {
+  TempDir dir;
+  const auto opts = options_for(dir.path);
+  crash_at(opts, "sidecar", [](FsObjectStore& s) { s.put_if_absent("fresh/doc", "v1", "text/plain"); });
+  FsObjectStore store(opts);
+  CHECK_FALSE(store.get("fresh/doc"));
+  CHECK_FALSE(store.head("fresh/doc"));
+  CHECK(store.list("").empty());
+  CHECK_FALSE(store.remove("fresh/doc"));
+  CHECK(store.put_if_absent("fresh/doc", "v2", "application/json"));
+  CHECK(store.get("fresh/doc") == "v2");
+  CHECK(store.head("fresh/doc")->content_type == "application/json");
+}
+
+TEST_CASE("bytes changed outside the store are refused; bytes whose times a copy lost are still described") {
+  TempDir dir;
+  FsObjectStore store(options_for(dir.path));
+  const fs::path file = dir.path / "objects/k";
+  store.put("k", "hello", "text/plain");
+  set_mtime(file, 1'600'000'000, 0);  // a copy that kept whole seconds only
+  CHECK(store.head("k")->content_type == "text/plain");
+  CHECK(store.get("k") == "hello");
+  std::ofstream(file, std::ios::binary) << "HELLO";  // same size, other bytes
+  CHECK(code_of([&] { store.get("k"); }) == ErrorCode::io);
+  CHECK(contains(message_of([&] { store.head("k"); }), "its bytes changed outside the store"));
+  CHECK(code_of([&] { store.list(""); }) == ErrorCode::io);
+  store.put("k", "fixed", "text/plain");  // a put replaces it whatever it was
+  CHECK(store.get("k") == "fixed");
+}
+
+TEST_CASE("a root of the legacy single-file layout is converted when a store opens it") {
+  TempDir dir;
+  const fs::path root = dir.path / "objects";
+  std::string binary("a\0b\xff", 4);
+  write_legacy(root / "agent-inputs/u1/t1/uploads/up_1", binary, "image/png");
+  write_legacy(root / "doc.json", "{}", "application/json");
+  set_mtime(root / "doc.json", 1'600'000'000, 123'000'000);
+  std::ofstream(root / "foreign") << "hello";                             // not one of ours: stays an error
+  std::ofstream(root / "short") << "AGENTRT-OBJECT/1\n{\"size\":9}\nab";  // a damaged one: left alone
+  FsObjectStore store(options_for(dir.path));
+  CHECK(read_file(root / "agent-inputs/u1/t1/uploads/up_1") == binary);  // plain bytes now
+  CHECK(store.get("agent-inputs/u1/t1/uploads/up_1") == binary);
+  const auto info = store.head("agent-inputs/u1/t1/uploads/up_1");
+  REQUIRE(info);
+  CHECK(info->content_type == "image/png");
+  CHECK(info->sha256 == crypto::sha256_hex(binary));
+  CHECK(info->size == 4);
+  CHECK(store.head("doc.json")->modified_at == 1'600'000'000'123);  // the object keeps its time
+  CHECK(read_file(root / "doc.json") == "{}");
+  CHECK(read_file(root / ".agentrt-layout").rfind("agentrt object layout 2", 0) == 0);
+  CHECK(code_of([&] { store.get("foreign"); }) == ErrorCode::io);
+  CHECK(code_of([&] { store.get("short"); }) == ErrorCode::io);
+  CHECK(read_file(root / "short") == "AGENTRT-OBJECT/1\n{\"size\":9}\nab");
+}
+
+TEST_CASE("a conversion cut short by a crash is finished by the next store that opens the root") {
+  TempDir dir;
+  const fs::path root = dir.path / "objects";
+  write_legacy(root / "a/one", "first", "text/one");
+  write_legacy(root / "b/two", "second", "text/two");
+  crash_at(options_for(dir.path), "sidecar", [](FsObjectStore&) {});  // dies converting the first file
+  CHECK_FALSE(fs::exists(root / ".agentrt-layout"));
+  FsObjectStore store(options_for(dir.path));
+  CHECK(fs::exists(root / ".agentrt-layout"));
+  CHECK(store.get("a/one") == "first");
+  CHECK(store.head("a/one")->content_type == "text/one");
+  CHECK(store.get("b/two") == "second");
+  CHECK(store.head("b/two")->content_type == "text/two");
+  CHECK(keys_of(store.list("")) == std::vector<std::string>{"a/one", "b/two"});
+}
+
+TEST_CASE("an object whose own bytes begin with the legacy header is never taken for a legacy file") {
+  TempDir dir;
+  const std::string tricky = "AGENTRT-OBJECT/1\n{\"content_type\":\"x/y\",\"sha256\":\"00\",\"size\":2}\nab";
+  {
+    FsObjectStore store(options_for(dir.path));
+    store.put("tricky", tricky, "text/plain");
+  }
+  fs::remove(dir.path / "objects/.agentrt-layout");  // as if a conversion ran again
+  FsObjectStore store(options_for(dir.path));
+  CHECK(store.get("tricky") == tricky);
+  CHECK(store.head("tricky")->content_type == "text/plain");
 }

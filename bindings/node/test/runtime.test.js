@@ -200,6 +200,26 @@ test('a JS model that throws fails the turn; a cancelled turn makes the stream t
   assert.ok(cancelledWith instanceof agentrt.Cancelled, String(cancelledWith));
 });
 
+test('the config takes an S3 object store and refuses its bad values', async () => {
+  process.env.AGENTRT_NODE_TEST_S3_KEY = 'AKIDEXAMPLE';
+  process.env.AGENTRT_NODE_TEST_S3_SECRET = 'secret';
+  const s3 = {
+    type: 's3', endpoint: 'http://127.0.0.1:9', bucket: 'agentrt-test', path_style: true,
+    access_key_env: 'AGENTRT_NODE_TEST_S3_KEY', secret_key_env: 'AGENTRT_NODE_TEST_S3_SECRET',
+  };
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrt-node-s3-'));
+  try {
+    await agentrt.Runtime.open({ data_dir: dataDir, model: { type: 'demo' }, objects: s3 }).close();  // no request made
+    assert.throws(() => agentrt.Runtime.open({ data_dir: dataDir, objects: { ...s3, bucket: 'Bad_Bucket' } }), (e) => {
+      assert.ok(e instanceof agentrt.InvalidArgument);
+      assert.match(e.message, /config: objects: invalid S3 bucket 'Bad_Bucket'/);
+      return true;
+    });
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 test('status codes map to error classes with the library message', async () => {
   assert.throws(() => agentrt.Runtime.open({ colour: 'blue' }), (e) => {
     assert.ok(e instanceof agentrt.InvalidArgument);

@@ -234,6 +234,20 @@ class Models(RuntimeCase):
 
 
 class Errors(RuntimeCase):
+    def test_the_config_takes_an_s3_object_store_and_refuses_its_bad_values(self):
+        os.environ["AGENTRT_PY_TEST_S3_KEY"] = "AKIDEXAMPLE"
+        os.environ["AGENTRT_PY_TEST_S3_SECRET"] = "secret"
+        s3 = {"type": "s3", "endpoint": "http://127.0.0.1:9", "bucket": "agentrt-test", "path_style": True,
+              "access_key_env": "AGENTRT_PY_TEST_S3_KEY", "secret_key_env": "AGENTRT_PY_TEST_S3_SECRET"}
+        with agentrt.Runtime(self.config(objects=s3)):
+            pass  # opening makes no request
+        with self.assertRaises(agentrt.InvalidArgument) as ctx:
+            agentrt.Runtime(self.config(objects=dict(s3, secret_key_env="AGENTRT_PY_TEST_UNSET")))
+        self.assertIn("config: objects: environment variable AGENTRT_PY_TEST_UNSET (S3 secret key) is not set",
+                      str(ctx.exception))
+        with self.assertRaises(agentrt.InvalidArgument):
+            agentrt.Runtime(self.config(objects=dict(s3, url_signing="cdn")))
+
     def test_status_codes_map_to_exception_classes_with_the_library_message(self):
         with self.assertRaises(agentrt.InvalidArgument) as ctx:
             agentrt.Runtime(self.config(colour="blue"))
