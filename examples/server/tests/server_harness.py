@@ -45,8 +45,11 @@ class Server:
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=full_env)
         line = self.proc.stdout.readline()
         if "port" not in line:
+            if not line:  # it exited: its message is complete once it has
+                self.proc.wait(timeout=20)
+            err = self.stderr()  # before stop() removes the folder it is in
             self.stop()
-            raise RuntimeError("server did not start: " + line + self.stderr())
+            raise RuntimeError("server did not start: " + line + err)
         self.port = int(line.rsplit("port ", 1)[1].rstrip(")\n"))
         self.base = "http://127.0.0.1:%d" % self.port
 
