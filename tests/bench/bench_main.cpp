@@ -1,10 +1,14 @@
 // agentrt-bench: W1 (approval loop), W2 (tool loop) and W3 (history read) of
-// tests/bench/peers/WORKLOAD.md against the real runtime on a SQLite file (WAL, synchronous=NORMAL).
+// tests/bench/peers/WORKLOAD.md against the real runtime on a SQLite file (WAL, synchronous=NORMAL), or with
+// STORE=postgres on a fresh database of the PostgreSQL server at PG_URL (a URL naming its `postgres` database:
+// scripts/bench STORE=postgres starts a throwaway cluster), measured as tests/bench/peers/pg_bench.mjs measures
+// the peers (the tables' bytes with TOAST and indexes, the WAL written during the timed phases).
 // Env: T (200), K (5), WARMUP (100), WL = w1 | w2 | all, DB_DIR (/tmp/agentrt-bench), SYNC (NORMAL),
 //      IDEMPOTENT (1: check_availability is declared idempotent, as a read-only check is),
 //      MODE = async (start_turn/resume return at once, runs on a worker, the caller waits: the default)
 //           | sync (run_turn/resume_turn run on the calling thread).
 // Prints one JSON line like the peer scripts.
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
 
@@ -20,6 +24,7 @@
 
 #include "agentrt/runtime.hpp"
 #include "agentrt/scripted_model.hpp"
+#include "store/postgres/postgres_store.hpp"
 #include "store/sqlite_store.hpp"
 
 using namespace agentrt;
@@ -93,7 +98,7 @@ std::string fresh_db(const std::string& dir, const std::string& name) {
   return p;
 }
 
-json db_stats(const std::string& path, SqliteStore& store, int T, int64_t txns) {
+json sqlite_db_stats(const std::string& path, SqliteStore& store, int T, int64_t txns) {
   json out;
   out["db_plus_wal_bytes_at_end"] = file_size(path) + file_size(path + "-wal");
   store.checkpoint();
@@ -132,7 +137,104 @@ SqliteStoreOptions store_options(const std::string& path) {
   return o;
 }
 
-RuntimeConfig bench_config(std::shared_ptr<SqliteStore> store, std::shared_ptr<ModelProvider> model) {
+bool on_postgres() {
+  static const bool pg = env_str("STORE", "sqlite") == "postgres";
+  return pg;
+}
+
+// One statement on a PostgreSQL connection; its first value, or "" (Error(io) with the server's message).
+std::string pg_value(const std::string& url, const std::string& sql) {
+  PGconn* c = PQconnectdb(url.c_str());
+  PQsetNoticeProcessor(
+      c, [](void*, const char*) {}, nullptr);  // "does not exist, skipping"
+  std::string out, error;
+  if (PQstatus(c) != CONNECTION_OK) {
+    error = PQerrorMessage(c);
+  } else {
+    PGresult* r = PQexec(c, sql.c_str());
+    const auto st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+      error = PQresultErrorMessage(r);
+    else if (PQntuples(r) > 0 && PQnfields(r) > 0)
+      out = PQgetvalue(r, 0, 0);
+    PQclear(r);
+  }
+  PQfinish(c);
+  if (!error.empty()) throw Error(ErrorCode::io, "bench: " + sql + ": " + error);
+  return out;
+}
+
+std::string pg_admin_url() {
+  const std::string url = env_str("PG_URL", "");
+  if (url.find("/postgres") == std::string::npos)
+    throw Error(ErrorCode::invalid_argument, "STORE=postgres needs PG_URL naming the server's postgres database");
+  return url;
+}
+
+std::string pg_db_name(const std::string& name) {
+  std::string db = name;
+  for (char& ch : db)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) ch = '_';
+  return db;
+}
+
+std::string pg_db_url(const std::string& name) {
+  std::string url = pg_admin_url();
+  return url.replace(url.find("/postgres"), 9, "/" + pg_db_name(name));
+}
+
+// The store of one measured (or warm-up) workload: a fresh SQLite file or a fresh PostgreSQL database.
+struct BenchStore {
+  std::shared_ptr<Store> store;
+  std::shared_ptr<SqliteStore> sqlite;  // null on PostgreSQL
+  std::string path;                     // the SQLite file, or the database's URL
+  std::string wal_start;                // PostgreSQL: the WAL position when the timed phases began
+
+  static BenchStore open(const std::string& dir, const std::string& name) {
+    BenchStore b;
+    if (on_postgres()) {
+      pg_value(pg_admin_url(), "DROP DATABASE IF EXISTS " + pg_db_name(name));
+      pg_value(pg_admin_url(), "CREATE DATABASE " + pg_db_name(name));
+      PostgresStoreOptions o;
+      o.url = b.path = pg_db_url(name);
+      b.store = std::make_shared<PostgresStore>(o);
+    } else {
+      b.path = fresh_db(dir, name);
+      b.sqlite = std::make_shared<SqliteStore>(store_options(b.path));
+      b.store = b.sqlite;
+    }
+    return b;
+  }
+
+  void start_timing() {
+    if (on_postgres()) wal_start = pg_value(pg_admin_url(), "SELECT pg_current_wal_insert_lsn()::text");
+  }
+  int64_t wal_bytes() const {
+    if (!on_postgres()) return 0;
+    return std::stoll(
+        pg_value(pg_admin_url(), "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '" + wal_start + "')::bigint"));
+  }
+
+  json stats(int T, int64_t txns, int64_t wal) {
+    if (sqlite) return sqlite_db_stats(path, *sqlite, T, txns);
+    json out;
+    const int64_t bytes = std::stoll(
+        pg_value(path,
+                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)),0)::bigint FROM pg_class c JOIN pg_namespace n ON "
+                 "n.oid=c.relnamespace WHERE n.nspname='public' AND c.relkind='r'"));
+    out["store"] = "postgres";
+    out["table_bytes"] = bytes;
+    out["db_bytes_after_checkpoint"] = bytes;  // the column scripts/bench reads: the tables' bytes here
+    out["db_bytes_per_run"] = r3(static_cast<double>(bytes) / T);
+    out["wal_bytes_per_run"] = r3(static_cast<double>(wal) / T);
+    out["write_transactions_per_run"] = r3(static_cast<double>(txns) / T);
+    for (const char* table : {"events", "messages", "ledger", "turns", "threads"})
+      out["rows"][table] = std::stoll(pg_value(path, std::string("SELECT count(*) FROM ") + table));
+    return out;
+  }
+};
+
+RuntimeConfig bench_config(std::shared_ptr<Store> store, std::shared_ptr<ModelProvider> model) {
   RuntimeConfig c;
   c.store = std::move(store);
   c.model = std::move(model);
@@ -163,8 +265,8 @@ struct W1Result {
 };
 
 W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& dir, const std::string& name) {
-  std::string path = fresh_db(dir, name);
-  auto store = std::make_shared<SqliteStore>(store_options(path));
+  BenchStore bs = BenchStore::open(dir, name);
+  auto& store = bs.store;
   auto model = std::make_shared<ScriptedModel>(w1_script, kNoStreaming);
   Runtime rt(bench_config(store, model));
   std::atomic<int> tool_exec{0};
@@ -184,6 +286,7 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   std::vector<TurnRecord> paused(T);
   int interrupts = 0, completed = 0;
   const int64_t tx0 = store->write_transactions();
+  bs.start_timing();
   auto t0 = Clock::now();
   for (int i = 0; i < T; ++i) {
     auto s = Clock::now();
@@ -226,6 +329,7 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   }
   double phase_b = ms_since(t1);
   const int64_t txns = store->write_transactions() - tx0;
+  const int64_t wal = bs.wal_bytes();
   for (int i = 0; i < T; ++i) lat[i] = lat_start[i] + lat_resume[i];
 
   // W3: read every thread's history back.
@@ -264,13 +368,13 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   if (completed != T) failures.push_back("w1 completed " + std::to_string(completed));
   if (model->calls() != 2 * T) failures.push_back("w1 model_calls " + std::to_string(model->calls()));
   if (ok_threads != T || msgs != 4 * T) failures.push_back("w3 threads_ok " + std::to_string(ok_threads));
-  r.w1["db"] = db_stats(path, *store, T, txns);
+  r.w1["db"] = bs.stats(T, txns, wal);
   return r;
 }
 
 json run_w2(std::vector<std::string>& failures, int T, int K, const std::string& dir, const std::string& name) {
-  std::string path = fresh_db(dir, name);
-  auto store = std::make_shared<SqliteStore>(store_options(path));
+  BenchStore bs = BenchStore::open(dir, name);
+  auto& store = bs.store;
   auto model = std::make_shared<ScriptedModel>(
       [K](const ModelRequest& req) {
         size_t n = tool_results_since_last_user(req);
@@ -298,6 +402,7 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   std::vector<double> lat(T);
   int completed = 0;
   const int64_t tx0 = store->write_transactions();
+  bs.start_timing();
   auto t0 = Clock::now();
   for (int i = 0; i < T; ++i) {
     auto s = Clock::now();
@@ -317,6 +422,7 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   }
   double wall = ms_since(t0);
   const int64_t txns = store->write_transactions() - tx0;
+  const int64_t wal = bs.wal_bytes();
   json w2 = summarize(T, wall, lat);
   w2["K"] = K;
   w2["idempotent_tool"] = check.idempotent;
@@ -329,7 +435,7 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   int64_t items = 0;
   for (int i = 0; i < T; ++i) items += static_cast<int64_t>(store->messages("w2-" + std::to_string(i)).size());
   if (items != (2 * K + 2) * T) failures.push_back("w2 persisted items " + std::to_string(items));
-  w2["db"] = db_stats(path, *store, T, txns);
+  w2["db"] = bs.stats(T, txns, wal);
   return w2;
 }
 
@@ -348,9 +454,14 @@ int main() {
                 {"WARMUP", WARMUP},
                 {"WL", WL},
                 {"sync", env_str("SYNC", "NORMAL")},
+                {"store", env_str("STORE", "sqlite")},
                 {"mode", env_str("MODE", "async")}}}};
   try {
     auto cleanup = [&](const std::string& n) {
+      if (on_postgres()) {
+        pg_value(pg_admin_url(), "DROP DATABASE IF EXISTS " + pg_db_name(n));
+        return;
+      }
       for (const char* suf : {"", "-wal", "-shm"}) std::filesystem::remove(dir + "/" + n + suf);
     };
     if (WL == "w1" || WL == "all") {
