@@ -1,6 +1,9 @@
 // Runtimes on PostgreSQL: two Runtimes (as two processes would be: each with its own PostgresStore, its own
 // connections) on one database, a turn paused on one and resumed on the other.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "store/postgres/postgres_store.hpp"
 #include "support/postgres_database.hpp"
@@ -96,4 +99,84 @@ TEST_CASE("postgres: a turn paused on one Runtime is resumed on another on the s
   a.reset();
   auto diff = replay_difference(*store_a, "t-pg");
   CHECK_MESSAGE(!diff, (diff ? *diff : std::string()));
+}
+
+TEST_CASE(
+    "postgres: a process killed inside a tool: a live runtime fails its turn within the lease, the call "
+    "interrupted, never re-run") {
+  PgDatabase db;
+  // B is up first, on the same database, sweeping often with a short lease.
+  auto store_b = std::make_shared<PostgresStore>(db.options(2));
+  std::atomic<int> runs_b{0};
+  RuntimeConfig cb = test_config(store_b, std::make_shared<ScriptedModel>(booking_script));
+  cb.sweep_interval = std::chrono::milliseconds(100);
+  cb.instance_lease = std::chrono::milliseconds(1500);
+  Runtime b(cb);
+  ToolSpec counted;
+  counted.name = "book_room";
+  counted.handler = sync_tool([&](const ToolCallContext&) {
+    ++runs_b;
+    return ToolResult{json{{"ok", true}}, std::nullopt};
+  });
+  b.tools().add(counted);
+
+  // A (another process) starts a turn whose non-idempotent tool never returns, and is killed inside it.
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) try {
+      close(ready[0]);
+      auto store = std::make_shared<PostgresStore>(db.options(2));
+      RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
+      c.sweep_interval = std::chrono::milliseconds(100);
+      c.instance_lease = std::chrono::milliseconds(1500);
+      Runtime rt(c);
+      ToolSpec spec;
+      spec.name = "book_room";
+      spec.handler = [&](const ToolCallContext&, ToolCompletion) {
+        char x = 1;
+        (void)!write(ready[1], &x, 1);
+        pause();  // never completes: the parent kills us here
+      };
+      rt.tools().add(spec);
+      rt.start_turn(turn_input("t-killed", user_message("book a room")));
+      pause();
+      _exit(0);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child: %s\n", e.what());
+      _exit(5);
+    }
+  close(ready[1]);
+  char x = 0;
+  REQUIRE(read(ready[0], &x, 1) == 1);  // the call is `started` (committed before the tool runs)
+  close(ready[0]);
+  auto running = store_b->last_turn("t-killed");
+  REQUIRE(running);
+  CHECK(running->status == TurnStatus::running);
+  REQUIRE(store_b->ledger(running->id).size() == 1);
+  CHECK(store_b->ledger(running->id)[0].status == LedgerStatus::started);
+  auto follow = b.subscribe("t-killed", 0);  // a client following the thread on B
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+
+  // B's sweeper finds A's lease run out and fails the turn; wait() wakes at that commit.
+  CHECK(b.wait(running->id, kLongWait).status == TurnStatus::failed);
+  const auto took = std::chrono::steady_clock::now() - killed_at;
+  MESSAGE("takeover after kill -9: ", std::chrono::duration_cast<std::chrono::milliseconds>(took).count(),
+          " ms (lease 1500 ms)");
+  CHECK(took < std::chrono::seconds(10));
+  CHECK(store_b->ledger(running->id).at(0).status == LedgerStatus::interrupted);
+  CHECK(runs_b == 0);  // never re-run, on any process
+  // B's follower sees the RUN_ERROR B committed for A's run.
+  bool saw_error = false;
+  while (auto e = follow->next(kLongWait)) {
+    if (e->json.find("\"RUN_ERROR\"") != std::string::npos) {
+      saw_error = true;
+      break;
+    }
+  }
+  CHECK(saw_error);
 }

@@ -234,6 +234,37 @@ class ScaleOutTest(unittest.TestCase):
         self.assertEqual(logs[1], logs[0])
         self.assertEqual(logs[2], logs[0])
 
+    def test_a_job_started_on_one_process_and_cancelled_through_two_others_is_delivered_once(self):
+        thread = new_id("t")
+        extra = Server("--demo-jobs", "60000", config=self.a_config())  # its render job runs for a minute
+        try:
+            status, frames, _ = extra.run(run_input(thread, "render a sunset"))
+            self.assertEqual(status, 200, frames)
+            jobs = [e["value"] for _, e in frames if e["type"] == "CUSTOM" and e["name"] == "agentrt.job"]
+            self.assertEqual(len(jobs), 1, types(frames))
+            path = "/api/v1/agent/jobs/" + jobs[0]["id"]
+            self.assertEqual(self.b.request("GET", path)[3]["status"], "running")
+            answers = [None] * 6
+
+            def cancel(i):
+                answers[i] = (self.b if i % 2 else self.c).request("POST", path + "/cancel", {"reason": "enough"})
+
+            workers = [threading.Thread(target=cancel, args=(i,)) for i in range(6)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            records = [a[3] for a in answers]
+            self.assertEqual([a[0] for a in answers], [200] * 6, records)
+            self.assertTrue(all(r == records[0] for r in records), records)  # one outcome, the same everywhere
+            self.assertEqual((records[0]["status"], records[0]["delivered"]), ("cancelled", True))
+            for srv in (extra, self.a, self.b, self.c):
+                delivery = srv.thread_events(thread)[len(frames):]
+                self.assertEqual(types(delivery), ["RUN_STARTED", "TOOL_CALL_RESULT", "CUSTOM", "RUN_FINISHED"])
+                self.assertEqual(srv.request("GET", path)[3], records[0])
+        finally:
+            extra.stop()
+
     # The servers' shared configuration, read back from the first one's folder.
     def a_config(self):
         with open(os.path.join(self.a.dir, "config.json")) as f:
