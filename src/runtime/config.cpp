@@ -21,6 +21,7 @@
 #include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
 #include "store/postgres/connection.hpp"
+#include "store/postgres/document_pointers.hpp"
 #include "store/postgres/postgres_store.hpp"
 #include "store/s3_object_store.hpp"
 #include "store/sqlite_store.hpp"
@@ -231,6 +232,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
         wire::refuse("config", "store.document_max_bytes must be a positive integer");
       d.max_document_bytes = v.get<uint64_t>();
     }
+    // On PostgreSQL the pointer rows live in the store's database: every process on it shares them.
+    if (store_type == "postgres") d.pointers = pg::document_pointers(postgres);
     messages = std::make_unique<DocumentLayout>(c.objects, d);
   }
   if (store_type == "postgres")

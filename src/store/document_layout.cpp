@@ -90,8 +90,8 @@ std::string conversation_document_key(std::string_view thread_id, int64_t versio
   return fmt::format("{}{}/v{}.json", kConversationPrefix, thread_id, version);
 }
 
-// The pointer database: its connection and the pointer rows. Not thread-safe: its owner's mutex guards it.
-class DocumentLayout::Pointers {
+// The pointer database of the SQLite layout: its connection and the pointer rows; BEGIN IMMEDIATE is the lock.
+class DocumentLayout::Pointers final : public DocumentPointers {
  public:
   Pointers(const DocumentLayoutOptions& o, bool writer) : db_(o.path, o.busy_timeout_ms) {
     if (writer) {
@@ -101,34 +101,11 @@ class DocumentLayout::Pointers {
     db_.exec(fmt::format("PRAGMA synchronous={}", o.synchronous).c_str());
   }
 
-  // BEGIN IMMEDIATE: the pointer database's write lock, held until commit() or destruction (rollback).
-  class WriteTxn {
-   public:
-    WriteTxn(Pointers& p, std::atomic<int64_t>& counter) : db_(p.db_), counter_(counter) {
-      db_.exec("BEGIN IMMEDIATE");
-    }
-    ~WriteTxn() {
-      if (open_) db_.rollback();
-    }
-    WriteTxn(const WriteTxn&) = delete;
-    WriteTxn& operator=(const WriteTxn&) = delete;
-    void commit() {
-      db_.exec("COMMIT");
-      open_ = false;
-      counter_.fetch_add(1, std::memory_order_relaxed);
-    }
-    void rollback() noexcept {
-      if (open_) db_.rollback();
-      open_ = false;
-    }
+  void begin() override { db_.exec("BEGIN IMMEDIATE"); }
+  void commit() override { db_.exec("COMMIT"); }
+  void rollback() noexcept override { db_.rollback(); }
 
-   private:
-    sqlite::Connection& db_;
-    std::atomic<int64_t>& counter_;
-    bool open_ = true;
-  };
-
-  std::optional<ConversationDocument> pointer(std::string_view thread_id) {
+  std::optional<ConversationDocument> pointer(std::string_view thread_id) override {
     auto s = db_.stmt("SELECT doc_key,version,bytes,messages,updated_at FROM thread_documents WHERE thread_id=?");
     s.bind(1, thread_id);
     if (!s.step()) return std::nullopt;
@@ -136,9 +113,7 @@ class DocumentLayout::Pointers {
                                 static_cast<uint64_t>(s.i64(2)), s.i64(3),  s.i64(4)};
   }
 
-  // The compare-and-set: `d` becomes the thread's pointer only if its version is still `expected` (0: no
-  // row yet). Error(conflict) otherwise.
-  void swap_pointer(const ConversationDocument& d, int64_t expected) {
+  void swap_pointer(const ConversationDocument& d, int64_t expected) override {
     if (expected == 0) {
       auto s = db_.stmt(
           "INSERT INTO thread_documents(thread_id,doc_key,version,bytes,messages,updated_at) VALUES(?,?,?,?,?,?)");
@@ -170,6 +145,31 @@ class DocumentLayout::Pointers {
   sqlite::Connection db_;
 };
 
+// The write lock of a commit, held until commit() or destruction (rollback).
+class DocumentLayout::WriteTxn {
+ public:
+  WriteTxn(DocumentPointers& p, std::atomic<int64_t>& counter) : p_(p), counter_(counter) { p_.begin(); }
+  ~WriteTxn() {
+    if (open_) p_.rollback();
+  }
+  WriteTxn(const WriteTxn&) = delete;
+  WriteTxn& operator=(const WriteTxn&) = delete;
+  void commit() {
+    p_.commit();
+    open_ = false;
+    counter_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void rollback() noexcept {
+    if (open_) p_.rollback();
+    open_ = false;
+  }
+
+ private:
+  DocumentPointers& p_;
+  std::atomic<int64_t>& counter_;
+  bool open_ = true;
+};
+
 namespace {
 
 void remove_quietly(ObjectStore& objects, const std::string& key) noexcept {
@@ -190,6 +190,12 @@ DocumentLayout::DocumentLayout(std::shared_ptr<ObjectStore> objects, DocumentLay
   if (options_.synchronous != "NORMAL" && options_.synchronous != "FULL" && options_.synchronous != "OFF")
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("documents: synchronous must be NORMAL, FULL or OFF, not '{}'", options_.synchronous));
+  if (options_.pointers) {
+    writer_ = options_.pointers(true);
+    reader_ = options_.pointers(false);
+    if (!writer_ || !reader_) throw Error(ErrorCode::invalid_argument, "documents: the pointer factory gave nothing");
+    return;
+  }
   if (options_.path.empty()) throw Error(ErrorCode::invalid_argument, "documents: the pointer database path is empty");
   writer_ = std::make_unique<Pointers>(options_, true);
   // ":memory:" is a database per connection: the reader must share the writer's.
@@ -272,7 +278,7 @@ void DocumentLayout::recover_thread(Store& store, std::string_view thread_id) {
   std::vector<std::string> obsolete;
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    Pointers::WriteTxn tx(*writer_, write_txns_);
+    WriteTxn tx(*writer_, write_txns_);
     ConversationDocument cur =
         writer_->pointer(thread_id).value_or(ConversationDocument{std::string(thread_id), "", 0, 0, 0, 0});
     const int64_t before = cur.version;
@@ -293,7 +299,7 @@ void DocumentLayout::commit(Store& store, CommitBatch& b, const std::function<vo
   std::vector<std::string> obsolete;
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    Pointers::WriteTxn tx(*writer_, write_txns_);
+    WriteTxn tx(*writer_, write_txns_);
     ConversationDocument cur = writer_->pointer(thread_id).value_or(ConversationDocument{thread_id, "", 0, 0, 0, 0});
     // Every commit of the thread first finishes an interrupted one: that is what makes the proofs exact.
     const int64_t found = cur.version;

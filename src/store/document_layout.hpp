@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,18 +29,6 @@ inline constexpr std::string_view kConversationPrefix = "agent-conversations/";
 // built from it could leave the prefix or collide with an object store's temporary files).
 std::string conversation_document_key(std::string_view thread_id, int64_t version);
 
-struct DocumentLayoutOptions {
-  // The pointer database (SQLite, WAL): one row per thread naming its current document. Its own file, next
-  // to the store's (e.g. "<data>/agentrt.db.docs"); ":memory:" only for single-instance tests.
-  std::string path;
-  // Largest document written or read. A write that would make a thread's document larger is refused with
-  // Error(too_large) and changes nothing; a larger document already stored (the cap was lowered) is refused
-  // on read with Error(too_large) naming its size. A document of exactly this size is fine.
-  uint64_t max_document_bytes = 2 * 1024 * 1024;
-  std::string synchronous = "NORMAL";  // NORMAL | FULL | OFF, as SqliteStoreOptions::synchronous
-  int busy_timeout_ms = 10000;         // how long a writer waits for another process's commit
-};
-
 // The pointer row of a thread: which document holds its messages.
 struct ConversationDocument {
   std::string thread_id;
@@ -48,6 +37,38 @@ struct ConversationDocument {
   uint64_t bytes = 0;      // the document's size
   int64_t messages = 0;    // messages in it
   int64_t updated_at = 0;  // ms
+};
+
+// The pointer rows of the layout (one per thread, naming its current document) and the one write lock every
+// commit of every thread holds, across threads and processes. Not thread-safe: the layout's mutexes guard each.
+class DocumentPointers {
+ public:
+  virtual ~DocumentPointers() = default;
+  // Takes the write lock (a transaction that holds it until commit() or rollback()).
+  virtual void begin() = 0;
+  virtual void commit() = 0;
+  virtual void rollback() noexcept = 0;
+  // The thread's pointer row, or nullopt.
+  virtual std::optional<ConversationDocument> pointer(std::string_view thread_id) = 0;
+  // The compare-and-set: `d` becomes the thread's pointer only if its version is still `expected` (0: no row
+  // yet). Error(conflict) otherwise.
+  virtual void swap_pointer(const ConversationDocument& d, int64_t expected) = 0;
+};
+
+struct DocumentLayoutOptions {
+  // The pointer database (SQLite, WAL): one row per thread naming its current document. Its own file, next
+  // to the store's (e.g. "<data>/agentrt.db.docs"); ":memory:" only for single-instance tests.
+  std::string path;
+  // Pointer rows elsewhere instead (the PostgreSQL store's own database, so that processes on several
+  // machines share them): called once for the writer's and once for the reader's connection. `path` and
+  // `synchronous` are then unused.
+  std::function<std::unique_ptr<DocumentPointers>(bool writer)> pointers;
+  // Largest document written or read. A write that would make a thread's document larger is refused with
+  // Error(too_large) and changes nothing; a larger document already stored (the cap was lowered) is refused
+  // on read with Error(too_large) naming its size. A document of exactly this size is fine.
+  uint64_t max_document_bytes = 2 * 1024 * 1024;
+  std::string synchronous = "NORMAL";  // NORMAL | FULL | OFF, as SqliteStoreOptions::synchronous
+  int busy_timeout_ms = 10000;         // how long a writer waits for another process's commit
 };
 
 // Messages go to versioned documents in `objects`, everything else to the store (whose own messages table
@@ -109,6 +130,7 @@ class DocumentLayout final : public MessageLayout {
 
  private:
   class Pointers;
+  class WriteTxn;
 
   ConversationDocument recover_locked(Store& store, std::string_view thread_id, ConversationDocument cur,
                                       std::vector<std::string>& obsolete);
@@ -118,9 +140,9 @@ class DocumentLayout final : public MessageLayout {
   std::shared_ptr<ObjectStore> objects_;
   DocumentLayoutOptions options_;
   std::mutex write_mutex_;  // guards writer_; held for a whole commit
-  std::unique_ptr<Pointers> writer_;
+  std::unique_ptr<DocumentPointers> writer_;
   std::mutex read_mutex_;  // guards reader_ (WAL: reads see the last committed pointers, never wait)
-  std::unique_ptr<Pointers> reader_;
+  std::unique_ptr<DocumentPointers> reader_;
   std::atomic<int64_t> write_txns_{0};
 };
 

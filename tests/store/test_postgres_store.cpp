@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 #include <libpq-fe.h>
 #include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -11,6 +14,7 @@
 #include "agentrt/config.hpp"
 #include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
+#include "store/postgres/document_pointers.hpp"
 #include "store/postgres/postgres_store.hpp"
 #include "store/store_conformance.hpp"
 #include "support/postgres_database.hpp"
@@ -99,10 +103,86 @@ TEST_CASE("postgres: PostgresStore passes the store conformance suite (document 
     o.signing_secret = "test-secret";
     o.public_base_url = "http://127.0.0.1:8080/api/v1/objects";
     DocumentLayoutOptions d;
-    d.path = dir.file("docs" + std::to_string(n++) + ".db");
+    d.pointers = pg::document_pointers(dbs.back()->options());  // the pointer rows in the same database
+    ++n;
     auto layout = std::make_unique<DocumentLayout>(std::make_shared<FsObjectStore>(o), d);
     return std::make_shared<PostgresStore>(dbs.back()->options(), std::move(layout));
   });
+}
+
+TEST_CASE("postgres: the document layout's writers in three processes on one database lose nothing") {
+  TempDir dir;
+  PgDatabase db;
+  auto open_store = [&] {
+    FsObjectStoreOptions o;
+    o.root = dir.file("objects");  // one bucket for the three processes
+    o.bucket = "agentrt";
+    o.signing_secret = "test-secret";
+    o.public_base_url = "http://127.0.0.1:8080/api/v1/objects";
+    DocumentLayoutOptions d;
+    d.pointers = pg::document_pointers(db.options(2));
+    return std::make_shared<PostgresStore>(db.options(2),
+                                           std::make_unique<DocumentLayout>(std::make_shared<FsObjectStore>(o), d));
+  };
+  {
+    CommitBatch create;
+    create.thread_id = "shared";
+    create.create_thread = ThreadRecord{"shared", "u1", "", false, 0, 0, 0};
+    open_store()->commit(create);
+  }
+  constexpr int kWriters = 3, kBatches = 15;
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        auto store = open_store();
+        for (int i = 0; i < kBatches; ++i) {
+          CommitBatch b;
+          b.thread_id = "shared";
+          b.events.push_back(
+              StoredEvent{0, fmt::format("run_{}", w), to_json_string(events::custom("w", json{{"w", w}, {"i", i}}))});
+          Message m;
+          m.id = fmt::format("{}-{}", w, i);
+          m.content = "x";
+          b.messages.push_back(MessageRecord{"shared", 0, fmt::format("turn_{}", w), fmt::format("run_{}", w), m});
+          store->commit(b);
+        }
+      } catch (const std::exception& e) {
+        fprintf(stderr, "writer %d: %s\n", w, e.what());
+        code = 3;
+      }
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  auto store = open_store();
+  auto msgs = store->messages("shared");
+  REQUIRE(msgs.size() == static_cast<size_t>(kWriters * kBatches));
+  std::set<std::string> ids;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    CHECK(msgs[i].index == static_cast<int64_t>(i));  // no gap, no duplicate
+    ids.insert(msgs[i].message.id);
+  }
+  CHECK(ids.size() == msgs.size());
+  for (int w = 0; w < kWriters; ++w) {  // each writer's own batches in its order
+    int last = -1;
+    for (const auto& m : msgs)
+      if (m.message.id.rfind(fmt::format("{}-", w), 0) == 0) {
+        const int i = std::stoi(m.message.id.substr(m.message.id.find('-') + 1));
+        CHECK(i == last + 1);
+        last = i;
+      }
+    CHECK(last == kBatches - 1);
+  }
+  CHECK(store->events_after("shared", 0, 1000).size() == static_cast<size_t>(kWriters * kBatches));
 }
 
 TEST_CASE("postgres: migrations run once, are recorded in agentrt_schema, and a newer schema is refused") {

@@ -69,6 +69,12 @@ CREATE INDEX jobs_by_thread ON jobs(thread_id, created_at);
 -- The jobs the runtime still has to look at (open ones, and finished ones not yet in history).
 CREATE INDEX jobs_undelivered ON jobs(expires_at) WHERE NOT delivered;
 )sql",
+    // 2: the conversation-document layout's pointer rows (store/postgres/document_pointers), one per thread.
+    R"sql(
+CREATE TABLE thread_documents(
+  thread_id text COLLATE "C" PRIMARY KEY, doc_key text COLLATE "C" NOT NULL, version bigint NOT NULL,
+  bytes bigint NOT NULL, messages bigint NOT NULL, updated_at bigint NOT NULL);
+)sql",
 };
 
 // Held (for the transaction) by the store that migrates: two processes opening a new database do not both try.
