@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "store/postgres/postgres_store.hpp"
 #include "support/postgres_database.hpp"
 #include "support/runtime_fixture.hpp"
@@ -179,4 +182,71 @@ TEST_CASE(
     }
   }
   CHECK(saw_error);
+}
+
+TEST_CASE("postgres: a job started on one runtime and completed through two others at once is delivered once") {
+  PgDatabase db;
+  auto script = [](const ModelRequest& req) {
+    if (tool_results_since_last_user(req) < 1) return tool_call_result("call_r", "render", R"({"scene":"beach"})");
+    return text_result("rendering");
+  };
+  std::vector<std::shared_ptr<PostgresStore>> stores;
+  std::vector<std::unique_ptr<Runtime>> rts;
+  for (int i = 0; i < 3; ++i) {
+    stores.push_back(std::make_shared<PostgresStore>(db.options(2)));
+    RuntimeConfig c = test_config(stores.back(), std::make_shared<ScriptedModel>(script));
+    c.instance_lease = std::chrono::seconds(30);
+    c.stages.intent.call_model = false;  // the script's one tool call is the execution stage's
+    c.stages.organization.call_model = false;
+    rts.push_back(std::make_unique<Runtime>(c));
+    ToolSpec render;
+    render.name = "render";
+    render.parameters = json::parse(R"({"type":"object","properties":{"scene":{"type":"string"}}})");
+    render.handler = [](const ToolCallContext&, ToolCompletion done) {
+      JobStart js;
+      js.message = "rendering";
+      done.start_job(js);
+    };
+    rts.back()->tools().add(render);
+  }
+  auto h = rts[0]->start_turn(turn_input("t-job", user_message("render the beach")));
+  REQUIRE(rts[0]->wait(h.turn_id, kLongWait).status == TurnStatus::completed);
+  auto jobs = stores[2]->thread_jobs("t-job");
+  REQUIRE(jobs.size() == 1);
+  REQUIRE(jobs[0].status == JobStatus::running);
+
+  // B and C complete it at the same time (as two processes told by the same external system would).
+  std::vector<std::string> outcomes(2);
+  std::vector<std::thread> completers;
+  for (int i = 1; i <= 2; ++i)
+    completers.emplace_back([&, i] {
+      try {
+        auto r =
+            rts[static_cast<size_t>(i)]->complete_job(jobs[0].id, JobResult{json{{"url", "u"}}, json::array(), ""});
+        outcomes[static_cast<size_t>(i - 1)] = std::string(to_string(r.status));
+      } catch (const Error& e) {
+        outcomes[static_cast<size_t>(i - 1)] = "error " + std::string(to_string(e.code()));
+      }
+    });
+  for (auto& t : completers) t.join();
+  CAPTURE(outcomes[0]);
+  CAPTURE(outcomes[1]);
+  CHECK(std::count(outcomes.begin(), outcomes.end(), "succeeded") == 1);  // the other finds it finished
+  for (const auto& o : outcomes) CHECK((o == "succeeded" || o == "error conflict" || o == "error invalid_state"));
+  for (auto& rt : rts) rt->sweep();  // every runtime's delivery pass, after the fact
+  auto events = stores[1]->events_after("t-job", 0, 1000);
+  int deliveries = 0, succeeded = 0;
+  for (const auto& e : events) {
+    const json j = json::parse(e.json);
+    if (j["type"] == "TOOL_CALL_RESULT" && j["toolCallId"] == "call_r" &&
+        j["content"].get<std::string>().find("succeeded") != std::string::npos)
+      ++deliveries;
+    if (j["type"] == "CUSTOM" && j["name"] == "agentrt.job" && j["value"]["status"] == "succeeded") ++succeeded;
+  }
+  CHECK(deliveries == 1);
+  CHECK(succeeded == 1);
+  auto done = stores[0]->get_job(jobs[0].id);
+  REQUIRE(done);
+  CHECK(done->status == JobStatus::succeeded);
+  CHECK(done->delivered);
 }
