@@ -3,6 +3,7 @@
 // the same transaction as the events that change them (Store::commit).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -185,6 +186,16 @@ class Store {
   // can tell its live subscribers to read events it did not write itself. -1: the store cannot tell (the
   // runtime then treats every look as a change).
   virtual int64_t external_version() { return -1; }
+  // Blocks until another process may have committed (true: external_version() is worth reading now), until
+  // `timeout` passes or wake_external() is called (false). A store that cannot tell returns false at once
+  // (waits_external() is false), and its runtime looks at every sweep instead.
+  virtual bool wait_external(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return false;
+  }
+  virtual bool waits_external() const { return false; }
+  // Ends a wait_external() in progress (or the next one) at once: the runtime's shutdown.
+  virtual void wake_external() {}
 };
 
 struct ObjectInfo {

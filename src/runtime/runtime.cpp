@@ -74,6 +74,8 @@ Runtime::Impl::Impl(RuntimeConfig c)
           {"sweep", [this] { recovery.sweep(); }},
       },
       log_error("sweeper"));
+  if (cfg.store->waits_external())
+    live_tail = std::make_unique<LiveTail>(*cfg.store, [this](int64_t version) { hub.tail_external(version); });
 }
 
 Runtime::Impl::~Impl() {
@@ -81,6 +83,7 @@ Runtime::Impl::~Impl() {
   workers->stop();  // runs what is queued (cancelled), then joins
   group_commit->stop();
   sweeper->stop();
+  if (live_tail) live_tail->stop();
   try {
     cfg.store->remove_instance(cfg.instance_id);
   } catch (const std::exception& e) {

@@ -27,6 +27,7 @@
 #include "runtime/group_commit.hpp"
 #include "runtime/history_view.hpp"
 #include "runtime/job_service.hpp"
+#include "runtime/live_tail.hpp"
 #include "runtime/recovery.hpp"
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
@@ -109,6 +110,7 @@ struct Runtime::Impl {
   HistoryView history_view{*this};            // stored messages as hosts read them
   AttachmentFlow attachments{*this};          // user attachments: stored, re-signed, given to the model
   std::unique_ptr<Sweeper> sweeper;           // heartbeat, expiry, recovery, live tail
+  std::unique_ptr<LiveTail> live_tail;        // other processes' commits as they arrive (stores that can wait)
 
   std::atomic<int64_t> model_calls{0}, tool_executions{0}, runs_started{0};
 

@@ -1,6 +1,7 @@
 // Runtimes on PostgreSQL: two Runtimes (as two processes would be: each with its own PostgresStore, its own
 // connections) on one database, a turn paused on one and resumed on the other.
 #include <doctest/doctest.h>
+#include <libpq-fe.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -249,4 +250,56 @@ TEST_CASE("postgres: a job started on one runtime and completed through two othe
   REQUIRE(done);
   CHECK(done->status == JobStatus::succeeded);
   CHECK(done->delivered);
+}
+
+TEST_CASE(
+    "postgres: a subscriber on one runtime sees another's commits as they arrive, also after its listening "
+    "connection was dropped") {
+  PgDatabase db;
+  std::atomic<int> runs{0};
+  std::shared_ptr<PostgresStore> store_a, store_b;
+  auto a = runtime_on(db, store_a, runs);
+  // B's sweeper looks only once a minute: what reaches its subscriber in time came through LISTEN/NOTIFY.
+  store_b = std::make_shared<PostgresStore>(db.options(2));
+  RuntimeConfig cb = test_config(store_b, std::make_shared<ScriptedModel>(booking_script));
+  cb.sweep_interval = std::chrono::minutes(1);
+  cb.instance_lease = std::chrono::minutes(5);
+  Runtime b(cb);
+
+  auto read_run = [](Subscription& sub) {
+    std::vector<std::string> types;
+    while (auto e = sub.next(std::chrono::seconds(20))) {
+      types.push_back(json::parse(e->json)["type"].get<std::string>());
+      if (types.back() == "RUN_FINISHED" || types.back() == "RUN_ERROR") break;
+    }
+    return types;
+  };
+  auto follow = b.subscribe("t-live", 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto h = a->start_turn(turn_input("t-live", user_message("book a room")));
+  auto first = read_run(*follow);
+  REQUIRE_FALSE(first.empty());
+  CHECK(first.front() == "RUN_STARTED");
+  CHECK(first.back() == "RUN_FINISHED");  // paused for approval
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+
+  // B's listening connection is ended by the server; A's next run still reaches B's subscriber, in order,
+  // nothing twice (the reconnection counts as a change: B reads the log from where its subscriber is).
+  PGconn* admin = PQconnectdb(db.url.c_str());
+  REQUIRE(PQstatus(admin) == CONNECTION_OK);
+  PQclear(PQexec(admin,
+                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname=current_database() AND "
+                 "query LIKE 'LISTEN%'"));
+  PQfinish(admin);
+  auto t = a->turn(h.turn_id);
+  REQUIRE(t);
+  a->resume(h.turn_id, t->approval_request_id,
+            {Decision{t->interrupts[0]["id"], Decision::Action::approve, std::nullopt, ""}});
+  auto second = read_run(*follow);
+  REQUIRE_FALSE(second.empty());
+  CHECK(second.front() == "RUN_STARTED");
+  CHECK(second.back() == "RUN_FINISHED");
+  CHECK(std::count(second.begin(), second.end(), "TOOL_CALL_RESULT") == 1);
+  CHECK(a->wait(h.turn_id, kLongWait).status == TurnStatus::completed);
+  CHECK(runs == 1);
 }

@@ -1,6 +1,7 @@
 // pg::Listener: how a PostgreSQL store learns of other processes' commits (LISTEN on the store's channel).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,8 +18,8 @@ namespace pg {
 // the thread's highest sequence number after that commit.
 inline constexpr const char* kEventsChannel = "agentrt_events";
 
-// Thread-safe (one mutex). A connection of its own, listening on kEventsChannel; it reads what has arrived
-// without waiting.
+// Thread-safe (one mutex). A connection of its own, listening on kEventsChannel; version() reads what has
+// arrived without waiting, wait() waits for more without the mutex.
 class Listener {
  public:
   Listener(std::string url, std::string target, int connect_timeout_s);
@@ -30,6 +31,11 @@ class Listener {
   // (re)connection (what was committed while it was not listening is unknown); -1 when it cannot listen now
   // (it tries again on the next call).
   int64_t version(const std::function<bool(int)>& own);
+  // Blocks until the listening connection has something to read (true), `timeout` passes or interrupt() is
+  // called (false). Without a connection (it cannot listen now) it waits the timeout out, or the interrupt.
+  bool wait(std::chrono::milliseconds timeout);
+  // Ends a wait() in progress at once (or the next one).
+  void interrupt();
 
  private:
   const std::string url_;
@@ -38,6 +44,7 @@ class Listener {
   std::mutex mutex_;
   std::unique_ptr<Connection> conn_;
   int64_t version_ = 0;
+  int wake_fd_ = -1;  // an eventfd: interrupt() makes it readable until a wait() reads it
 };
 
 }  // namespace pg

@@ -48,6 +48,10 @@ int64_t PostgresStore::external_version() {
   return listener_->version([this](int pid) { return pool_->owns_backend(pid); });
 }
 
+bool PostgresStore::wait_external(std::chrono::milliseconds timeout) { return listener_->wait(timeout); }
+
+void PostgresStore::wake_external() { listener_->interrupt(); }
+
 void PostgresStore::commit_rows(CommitBatch& b) {
   if (b.empty()) return;  // a layout took all there was (messages alone)
   // A retry (a pooled connection found closed) starts over: everything written into the batch is written again.

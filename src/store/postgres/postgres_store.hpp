@@ -82,6 +82,10 @@ class PostgresStore final : public Store {
   // Counts the commits with events that other connections (other stores, other processes) made, as
   // notifications on pg::kEventsChannel tell them; -1 while it cannot listen.
   int64_t external_version() override;
+  // Waits on the listening connection: another process's commit wakes it as the notification arrives.
+  bool wait_external(std::chrono::milliseconds timeout) override;
+  bool waits_external() const override { return true; }
+  void wake_external() override;
 
   // The version the database's schema is at (the highest in its agentrt_schema table).
   int schema_version();
