@@ -109,13 +109,18 @@ TEST_CASE(
     "postgres: a process killed inside a tool: a live runtime fails its turn within the lease, the call "
     "interrupted, never re-run") {
   PgDatabase db;
-  // B is up first, on the same database, sweeping often with a short lease.
-  auto store_b = std::make_shared<PostgresStore>(db.options(2));
+  // Both runtimes sweep often with a short lease.
+  auto config_on = [&db](std::shared_ptr<PostgresStore>& store) {
+    store = std::make_shared<PostgresStore>(db.options(2));
+    RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
+    c.sweep_interval = std::chrono::milliseconds(100);
+    c.instance_lease = std::chrono::milliseconds(1500);
+    return c;
+  };
+  // B is up first, on the same database.
+  std::shared_ptr<PostgresStore> store_b;
   std::atomic<int> runs_b{0};
-  RuntimeConfig cb = test_config(store_b, std::make_shared<ScriptedModel>(booking_script));
-  cb.sweep_interval = std::chrono::milliseconds(100);
-  cb.instance_lease = std::chrono::milliseconds(1500);
-  Runtime b(cb);
+  Runtime b(config_on(store_b));
   ToolSpec counted;
   counted.name = "book_room";
   counted.handler = sync_tool([&](const ToolCallContext&) {
@@ -131,11 +136,8 @@ TEST_CASE(
   REQUIRE(pid >= 0);
   if (pid == 0) try {
       close(ready[0]);
-      auto store = std::make_shared<PostgresStore>(db.options(2));
-      RuntimeConfig c = test_config(store, std::make_shared<ScriptedModel>(booking_script));
-      c.sweep_interval = std::chrono::milliseconds(100);
-      c.instance_lease = std::chrono::milliseconds(1500);
-      Runtime rt(c);
+      std::shared_ptr<PostgresStore> store;
+      Runtime rt(config_on(store));
       ToolSpec spec;
       spec.name = "book_room";
       spec.handler = [&](const ToolCallContext&, ToolCompletion) {
