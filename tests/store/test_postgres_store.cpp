@@ -341,6 +341,83 @@ TEST_CASE("postgres: a connection killed mid-transaction is rolled back; the com
   CHECK(s.events_after("th_kill", 0, 100).size() == 3);
 }
 
+TEST_CASE("postgres: a commit of hundreds of rows is sent in parts; an error in a late part leaves nothing") {
+  PgDatabase db;
+  PostgresStore s(db.options(1));  // one connection: every commit below reuses the one the failure was on
+  auto big = event_batch("th_parts", 40, 300);
+  big.approval = ApprovalRecord{"ap_1", "turn_1", "th_parts", json::array(), json::object(), 0};
+  s.commit(big);
+  const auto messages = s.messages("th_parts");
+  REQUIRE(messages.size() == 300);
+  for (size_t i = 0; i < messages.size(); ++i) CHECK(messages[i].index == static_cast<int64_t>(i));
+  CHECK(s.events_after("th_parts", 0, 1000).size() == 40);
+  CHECK(s.get_approval("ap_1"));
+
+  // The same approval id again, queued after 300 messages (the third part): the server refuses it there, after
+  // the messages of the first two parts were written in the transaction.
+  auto bad = event_batch("th_parts", 5, 300);
+  bad.approval = ApprovalRecord{"ap_1", "turn_1", "th_parts", json::array(), json::object(), 0};
+  const std::string msg = error_of([&] { s.commit(bad); }, ErrorCode::conflict);
+  CHECK(msg == "approval request ap_1 was already answered");
+  CHECK(s.messages("th_parts").size() == 300);
+  CHECK(s.events_after("th_parts", 0, 1000).size() == 40);
+
+  // A value the server refuses (a NUL byte in a text column) in the middle of a part; the connection goes on.
+  auto nul = event_batch("th_parts", 1, 2);
+  nul.messages[0].turn_id = std::string("t\0x", 3);
+  error_of([&] { s.commit(nul); }, ErrorCode::invalid_argument);
+
+  auto next = event_batch("th_parts", 2, 1);
+  s.commit(next);
+  CHECK(next.events[0].seq == 41);  // nothing of the refused commits landed: no gap
+  CHECK(next.messages[0].index == 300);
+  CHECK(s.messages("th_parts").size() == 301);
+}
+
+TEST_CASE("postgres: stores that take turns on one thread number its rows without gaps or repeats") {
+  // Each store numbers a commit's rows from the tail its own last commit of the thread left (one round trip
+  // less); another store's commit in between makes that guess wrong, and the commit is made again from the tail
+  // the lock returns.
+  PgDatabase db;
+  PostgresStore a(db.options(1));
+  PostgresStore b(db.options(1));
+  for (int round = 0; round < 6; ++round) {
+    auto batch = event_batch("th_turns", 2, 1);
+    (round % 2 == 0 ? a : b).commit(batch);
+    CHECK(batch.events[0].seq == 2 * round + 1);
+    CHECK(batch.messages[0].index == round);
+  }
+  // Only messages on one side, only events on the other: nothing collides, the tail read by the lock tells.
+  auto only_messages = event_batch("th_turns", 0, 2);
+  only_messages.create_thread.reset();
+  b.commit(only_messages);
+  auto only_events = event_batch("th_turns", 1, 0);
+  a.commit(only_events);
+  auto next = event_batch("th_turns", 1, 1);
+  a.commit(next);
+  CHECK(only_messages.messages[1].index == 7);
+  CHECK(only_events.events[0].seq == 13);
+  CHECK(next.events[0].seq == 14);
+  CHECK(next.messages[0].index == 8);
+
+  // Both at once, from two threads: every commit lands once, numbered in the order they took the lock.
+  std::vector<std::thread> writers;
+  for (PostgresStore* s : {&a, &b})
+    writers.emplace_back([s] {
+      for (int i = 0; i < 40; ++i) {
+        auto batch = event_batch("th_turns", 3, 1);
+        s->commit(batch);
+      }
+    });
+  for (auto& w : writers) w.join();
+  const auto events = a.events_after("th_turns", 0, 10000);
+  REQUIRE(events.size() == 14 + 80 * 3);
+  for (size_t i = 0; i < events.size(); ++i) CHECK(events[i].seq == static_cast<int64_t>(i) + 1);
+  const auto messages = b.messages("th_turns");
+  REQUIRE(messages.size() == 9 + 80);
+  for (size_t i = 0; i < messages.size(); ++i) CHECK(messages[i].index == static_cast<int64_t>(i));
+}
+
 TEST_CASE("postgres: a commit with events notifies its thread and last seq; other stores count it") {
   PgDatabase db;
   PostgresStore a(db.options(2));

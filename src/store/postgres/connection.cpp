@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -197,16 +198,25 @@ void Connection::fail(PGresult* res, std::string_view what) {
   throw e;
 }
 
-Result Connection::exec(const char* sql, const Params& p, std::string_view what) {
+const std::string& Connection::statement(const char* sql, bool& fresh) {
   auto it = prepared_.find(sql);
-  if (it == prepared_.end()) {
-    std::string name = "agentrt_" + std::to_string(prepared_.size());
+  fresh = it == prepared_.end();
+  if (fresh) it = prepared_.emplace(sql, "agentrt_" + std::to_string(next_statement_++)).first;
+  return it->second;
+}
+
+Result Connection::exec(const char* sql, const Params& p, std::string_view what) {
+  bool fresh = false;
+  const std::string& name = statement(sql, fresh);
+  if (fresh) {
     PGresult* r = PQprepare(conn_, name.c_str(), sql, 0, nullptr);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) fail(r, what);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      prepared_.erase(sql);
+      fail(r, what);
+    }
     PQclear(r);
-    it = prepared_.emplace(sql, std::move(name)).first;
   }
-  PGresult* r = PQexecPrepared(conn_, it->second.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 0);
+  PGresult* r = PQexecPrepared(conn_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 0);
   const auto st = PQresultStatus(r);
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) fail(r, what);
   return Result(r);
@@ -225,7 +235,103 @@ void Connection::rollback() noexcept {
 }
 
 bool Connection::broken() const {
-  return PQstatus(conn_) != CONNECTION_OK || PQtransactionStatus(conn_) != PQTRANS_IDLE;
+  return poisoned_ || PQstatus(conn_) != CONNECTION_OK || PQtransactionStatus(conn_) != PQTRANS_IDLE;
+}
+
+// ------------------------------------------------------------------------------------------------- pipeline
+
+namespace {
+// Statements sent before their answers are read. Each answer is a few dozen bytes: a part's answers fit in the
+// socket's buffer, so the server never waits for this side to read while this side waits to send.
+constexpr size_t kPartStatements = 128;
+}  // namespace
+
+Pipeline::Pipeline(Connection& c) : c_(c) {}
+
+Pipeline::~Pipeline() {
+  PQclear(error_);
+  // Left with statements unsent or unanswered (an exception between add and run): the connection is not reused.
+  if (!sent_.empty() || PQpipelineStatus(c_.conn_) != PQ_PIPELINE_OFF) c_.poisoned_ = true;
+}
+
+void Pipeline::add(const char* sql, const Params& p, std::string_view what, Check check) {
+  if (error_ || lost_) return;  // run() throws what ended it; the transaction is rolled back
+  pg_conn* conn = c_.conn_;
+  if (PQpipelineStatus(conn) == PQ_PIPELINE_OFF && PQenterPipelineMode(conn) != 1) c_.fail(nullptr, what);
+  bool fresh = false;
+  const std::string& name = c_.statement(sql, fresh);
+  if (fresh) {
+    sent_.push_back(Sent{sql, true, std::string(what), nullptr});
+    if (PQsendPrepare(conn, name.c_str(), sql, 0, nullptr) != 1) {
+      c_.poisoned_ = true;
+      c_.fail(nullptr, what);
+    }
+  }
+  sent_.push_back(Sent{sql, false, std::string(what), std::move(check)});
+  if (PQsendQueryPrepared(conn, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 0) != 1) {
+    c_.poisoned_ = true;
+    c_.fail(nullptr, what);
+  }
+  if (sent_.size() >= kPartStatements) send_part();
+}
+
+void Pipeline::send_part() {
+  if (sent_.empty()) return;
+  pg_conn* conn = c_.conn_;
+  std::vector<Sent> part = std::move(sent_);
+  sent_.clear();
+  bool synced = false;
+  if (PQpipelineSync(conn) == 1) {
+    // Each statement's answer is a result and then a null; the sync's is PGRES_PIPELINE_SYNC (no null after).
+    size_t i = 0;
+    while (i <= part.size()) {
+      PGresult* r = PQgetResult(conn);
+      if (!r) {
+        if (PQstatus(conn) != CONNECTION_OK) break;
+        ++i;
+        continue;
+      }
+      const auto st = PQresultStatus(r);
+      if (st == PGRES_PIPELINE_SYNC) {
+        PQclear(r);
+        synced = true;
+        break;
+      }
+      if (i >= part.size()) {  // more than was asked: the protocol's state is not what this side thinks
+        PQclear(r);
+        break;
+      }
+      Sent& s = part[i];
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        if (s.check && !error_) {
+          done_.emplace_back(std::move(s.check), Result(r));
+          r = nullptr;
+        }
+        PQclear(r);
+        continue;
+      }
+      if (s.prepare) c_.prepared_.erase(s.sql);  // not prepared: failed, or skipped after an error
+      if (st != PGRES_PIPELINE_ABORTED && !error_) {
+        error_ = r;
+        error_what_ = s.what;
+      } else {
+        PQclear(r);
+      }
+    }
+  }
+  if (synced && PQexitPipelineMode(conn) == 1) return;
+  c_.poisoned_ = true;
+  lost_ = true;
+  if (!error_) error_what_ = part.back().what;
+}
+
+void Pipeline::run() {
+  send_part();
+  auto done = std::move(done_);
+  done_.clear();
+  if (error_) c_.fail(std::exchange(error_, nullptr), error_what_);
+  if (lost_) c_.fail(nullptr, error_what_);
+  for (auto& [check, res] : done) check(res);
 }
 
 int64_t swap_version(Connection& c, const char* sql, const Params& params, std::string_view kind, std::string_view id,
@@ -234,6 +340,17 @@ int64_t swap_version(Connection& c, const char* sql, const Params& params, std::
     throw Error(ErrorCode::conflict,
                 fmt::format("{} {} changed concurrently (expected version {})", kind, id, expected));
   return expected + 1;
+}
+
+void swap_version(Pipeline& p, const char* sql, const Params& params, std::string_view kind, std::string_view id,
+                  int64_t expected, int64_t& version) {
+  p.add(sql, params, fmt::format("update a {}", kind),
+        [kind = std::string(kind), id = std::string(id), expected, &version](const Result& r) {
+          if (r.affected() == 0)
+            throw Error(ErrorCode::conflict,
+                        fmt::format("{} {} changed concurrently (expected version {})", kind, id, expected));
+          version = expected + 1;
+        });
 }
 
 }  // namespace pg

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -111,13 +112,6 @@ void read_column(const Row& r, int i, int& v);
 void read_column(const Row& r, int i, bool& v);
 void read_column(const Row& r, int i, double& v);
 
-class Connection;
-// A compare-and-set: runs `sql`, an UPDATE of the row `id` WHERE its version is `expected` that bumps it, and
-// returns the new version. Error(conflict) "<kind> <id> changed concurrently (expected version N)" when the row
-// had another version (or none).
-int64_t swap_version(Connection& c, const char* sql, const Params& params, std::string_view kind, std::string_view id,
-                     int64_t expected);
-
 // Every row of the result, each read by `read`.
 template <class Read>
 auto read_rows(const Result& res, Read read) {
@@ -153,12 +147,60 @@ class Connection {
   pg_conn* get() const { return conn_; }
 
  private:
+  friend class Pipeline;
   [[noreturn]] void fail(pg_result* res, std::string_view what);
+  // The name `sql` is prepared under; `fresh` when it is not yet (the caller prepares it, and erases it from
+  // prepared_ when that fails).
+  const std::string& statement(const char* sql, bool& fresh);
   pg_conn* conn_ = nullptr;
   std::string target_;
   int pid_ = 0;
   std::map<const char*, std::string> prepared_;
+  int64_t next_statement_ = 0;  // names are never reused (a failed prepare's name may exist on the server)
+  bool poisoned_ = false;       // a pipeline was left unfinished: the protocol's state is unknown
 };
+
+// Statements sent one after the other without waiting, and answered together: one round trip for all of them
+// (libpq's pipeline mode). They run in order, in the connection's transaction; after the first error the rest are
+// skipped. A long pipeline is sent in parts (so neither side waits on a full socket buffer). Not thread-safe (its
+// connection's).
+class Pipeline {
+ public:
+  using Check = std::function<void(const Result&)>;
+  explicit Pipeline(Connection& c);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Queues `sql` (prepared as Connection::exec prepares it) with its parameters, copied at once (`params` may end
+  // after this call). `check`, when given, is called with the statement's result once every statement has run
+  // without error (in the order they were added; it may throw, and may use the connection).
+  void add(const char* sql, const Params& params, std::string_view what, Check check = nullptr);
+  // Sends what is queued, waits for every answer, then runs the checks. Throws the first statement's error as
+  // Connection::exec does (DbError), or what a check throws. The pipeline is empty after, whatever happened.
+  void run();
+
+ private:
+  struct Sent {
+    const char* sql;  // a prepare of it, when `prepare`
+    bool prepare;
+    std::string what;
+    Check check;
+  };
+  void send_part();  // sends a sync for what is queued and reads every answer up to it
+  Connection& c_;
+  std::vector<Sent> sent_;                      // the part on its way
+  std::vector<std::pair<Check, Result>> done_;  // checks with their results, from parts already answered
+  pg_result* error_ = nullptr;                  // the first error (kept to be thrown once the answers are read)
+  std::string error_what_;
+  bool lost_ = false;  // a part went unanswered (the connection failed): nothing more is sent
+};
+
+// A compare-and-set, queued on `p`: `sql` is an UPDATE of the row `id` WHERE its version is `expected` that bumps
+// it. Once the pipeline has run, `version` is expected + 1, or the check throws Error(conflict) "<kind> <id>
+// changed concurrently (expected version N)" when the row had another version (or none).
+void swap_version(Pipeline& p, const char* sql, const Params& params, std::string_view kind, std::string_view id,
+                  int64_t expected, int64_t& version);
 
 }  // namespace pg
 }  // namespace v1

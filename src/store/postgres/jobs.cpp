@@ -18,14 +18,16 @@ JobRecord read_job(const Row& r) { return store_rows::job_from_row(r); }
 
 }  // namespace
 
-void PostgresStore::require_idle(Connection& c, std::string_view thread_id) {
-  Result r = c.exec("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE " AND status<>'WAITING_APPROVAL'",
-                    Params().add(thread_id), "look for an open run");
-  if (r.rows() > 0)
-    throw Error(ErrorCode::conflict, fmt::format("thread {} has a run open (turn {})", thread_id, r.row(0).text(0)));
+void PostgresStore::require_idle(Pipeline& p, std::string_view thread_id) {
+  p.add("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE " AND status<>'WAITING_APPROVAL'",
+        Params().add(thread_id), "look for an open run", [thread = std::string(thread_id)](const Result& r) {
+          if (r.rows() > 0)
+            throw Error(ErrorCode::conflict,
+                        fmt::format("thread {} has a run open (turn {})", thread, r.row(0).text(0)));
+        });
 }
 
-void PostgresStore::write_job(Connection& c, JobWrite& w, int64_t now) {
+void PostgresStore::write_job(Pipeline& pipe, JobWrite& w, int64_t now) {
   JobRecord& j = w.job;
   // The record's own times (the runtime's, as its agentrt.job event carries them); the commit's when unset.
   if (j.updated_at == 0) j.updated_at = now;
@@ -40,7 +42,7 @@ void PostgresStore::write_job(Connection& c, JobWrite& w, int64_t now) {
     p.add(j.thread_id).add(j.turn_id).add(j.run_id).add(j.tool_call_id).add(j.tool_name).add(j.user_id);
     p.add(j.created_at);
     // A repeated id violates the primary key: conflict.
-    c.exec(
+    pipe.add(
         "INSERT INTO jobs(status,progress,message,result,assets,error_code,error_message,metadata,confirmation,"
         "confirm_message,timeout_ms,expires_at,delivered,updated_at,finished_at,id,thread_id,turn_id,run_id,"
         "tool_call_id,tool_name,user_id,created_at,version) "
@@ -49,12 +51,12 @@ void PostgresStore::write_job(Connection& c, JobWrite& w, int64_t now) {
     return;
   }
   p.add(w.expected_version);
-  j.version = swap_version(c,
-                           "UPDATE jobs SET status=$1,progress=$2,message=$3,result=$4,assets=$5,error_code=$6,"
-                           "error_message=$7,metadata=$8,confirmation=$9,confirm_message=$10,timeout_ms=$11,"
-                           "expires_at=$12,delivered=$13,version=version+1,updated_at=$14,finished_at=$15 "
-                           "WHERE id=$16 AND version=$17",
-                           p, "job", j.id, w.expected_version);
+  swap_version(pipe,
+               "UPDATE jobs SET status=$1,progress=$2,message=$3,result=$4,assets=$5,error_code=$6,"
+               "error_message=$7,metadata=$8,confirmation=$9,confirm_message=$10,timeout_ms=$11,"
+               "expires_at=$12,delivered=$13,version=version+1,updated_at=$14,finished_at=$15 "
+               "WHERE id=$16 AND version=$17",
+               p, "job", j.id, w.expected_version, j.version);
 }
 
 std::optional<JobRecord> PostgresStore::get_job(std::string_view job_id) {

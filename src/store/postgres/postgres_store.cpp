@@ -59,58 +59,106 @@ void PostgresStore::commit_rows(CommitBatch& b) {
   write_txns_.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+constexpr size_t kKnownTails = 4096;
+}  // namespace
+
+std::optional<ThreadTail> PostgresStore::known_tail(const std::string& thread_id) {
+  std::lock_guard lock(tails_mutex_);
+  auto it = tails_.find(thread_id);
+  if (it == tails_.end()) return std::nullopt;
+  return it->second;
+}
+
+void PostgresStore::remember_tail(const std::string& thread_id, const ThreadTail* tail) {
+  std::lock_guard lock(tails_mutex_);
+  if (!tail) {
+    tails_.erase(thread_id);
+    return;
+  }
+  if (tails_.size() >= kKnownTails && !tails_.count(thread_id)) tails_.clear();
+  tails_[thread_id] = ThreadTail{tail->last_seq, tail->last_idx, {}};
+}
+
 void PostgresStore::transact(Connection& c, CommitBatch& b) {
-  c.run("BEGIN", "begin a commit");
+  // A thread this store committed to last is usually where it left it (one process runs a thread at a time):
+  // two round trips (the lock with the rows, the commit). Otherwise three (the lock, the rows, the commit).
+  if (auto guess = known_tail(b.thread_id); guess && transact_once(c, b, &*guess)) return;
+  transact_once(c, b, nullptr);
+}
+
+bool PostgresStore::transact_once(Connection& c, CommitBatch& b, const ThreadTail* guess) {
+  bool committing = false;
   try {
     const int64_t now = now_ms();
     const auto n_events = static_cast<int64_t>(b.events.size());
     const auto n_messages = static_cast<int64_t>(b.messages.size());
+    ThreadTail tail;
+    Pipeline p(c);
+    p.add("BEGIN", Params(), "begin a commit");
     // First, in every commit: the thread's tail row, locked until the end of this transaction. Commits of one
     // thread (in any process) take their turn here, so what they check below (an active turn, a deleted thread,
     // a run open) holds until they commit, and their sequence numbers follow each other without gaps.
-    const ThreadTail tail = lock_thread(c, b.thread_id, n_events, n_messages);
-    if (b.require_idle) require_idle(c, b.thread_id);
-    if (b.create_thread) create_thread(c, *b.create_thread, now);
-    if (b.turn) write_turn(c, b, now);
-    for (const auto& row : store_rows::event_rows(b.events, tail.last_seq - n_events))
-      c.exec("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES($1,$2,$3,$4,$5)",
-             Params().add(b.thread_id).add(row.first_seq).add(row.last_seq).add(row.run_id).add(row.body),
-             "append events");
-    int64_t idx = tail.last_idx - n_messages;
+    lock_thread(p, b.thread_id, n_events, n_messages, tail);
+    if (b.require_idle) require_idle(p, b.thread_id);
+    if (!guess) p.run();  // the rows are numbered from the tail the lock returns
+    const int64_t last_seq = guess ? guess->last_seq : tail.last_seq - n_events;
+    const int64_t last_idx = guess ? guess->last_idx : tail.last_idx - n_messages;
+    if (b.create_thread) create_thread(p, c, *b.create_thread, now);
+    if (b.turn) write_turn(p, b, now);
+    for (const auto& row : store_rows::event_rows(b.events, last_seq))
+      p.add("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES($1,$2,$3,$4,$5)",
+            Params().add(b.thread_id).add(row.first_seq).add(row.last_seq).add(row.run_id).add(row.body),
+            "append events");
+    int64_t idx = last_idx;
     for (auto& m : b.messages) {
       m.index = ++idx;
       m.thread_id = b.thread_id;
-      c.exec("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES($1,$2,$3,$4,$5)",
-             Params().add(b.thread_id).add(m.index).add(m.turn_id).add(m.run_id).add(to_json_string(m.message)),
-             "append a message");
+      p.add("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES($1,$2,$3,$4,$5)",
+            Params().add(b.thread_id).add(m.index).add(m.turn_id).add(m.run_id).add(to_json_string(m.message)),
+            "append a message");
     }
-    for (auto& l : b.ledger) write_ledger(c, l, now);
+    for (auto& l : b.ledger) write_ledger(p, l, now);
     if (b.approval) {
       auto& a = *b.approval;
       if (a.created_at == 0) a.created_at = now;
-      c.exec("INSERT INTO approvals(id,turn_id,thread_id,decisions,answer,created_at) VALUES($1,$2,$3,$4,$5,$6)",
-             Params()
-                 .add(a.approval_request_id)
-                 .add(a.turn_id)
-                 .add(a.thread_id)
-                 .add(dump(a.decisions))
-                 .add(dump(a.answer))
-                 .add(a.created_at),
-             "record an approval");
+      p.add("INSERT INTO approvals(id,turn_id,thread_id,decisions,answer,created_at) VALUES($1,$2,$3,$4,$5,$6)",
+            Params()
+                .add(a.approval_request_id)
+                .add(a.turn_id)
+                .add(a.thread_id)
+                .add(dump(a.decisions))
+                .add(dump(a.answer))
+                .add(a.created_at),
+            "record an approval");
     }
-    for (auto& j : b.jobs) write_job(c, j, now);
+    for (auto& j : b.jobs) write_job(p, j, now);
+    p.run();
+    if (tail.last_seq - n_events != last_seq || tail.last_idx - n_messages != last_idx) {
+      c.rollback();  // a guess, and another commit came between: numbered wrong
+      remember_tail(b.thread_id, nullptr);
+      return false;
+    }
+    committing = true;  // from here, never tried again: the COMMIT may have landed
     finish_commit(c, tail.xid);
+    remember_tail(b.thread_id, &tail);
+    return true;
   } catch (const Error& e) {
     c.rollback();
+    remember_tail(b.thread_id, nullptr);
+    // With a guess, an error may come of it (a sequence number taken): the attempt without one tells.
+    if (guess && !committing && !c.broken()) return false;
     if (e.code() == ErrorCode::conflict && !c.broken()) explain_conflict(c, b, e);
     throw;
   } catch (...) {
     c.rollback();
+    remember_tail(b.thread_id, nullptr);
     throw;
   }
 }
 
-ThreadTail PostgresStore::lock_thread(Connection& c, std::string_view thread_id, int64_t events, int64_t messages) {
+void PostgresStore::lock_thread(Pipeline& p, std::string_view thread_id, int64_t events, int64_t messages,
+                                ThreadTail& tail) {
   // The insert makes the row of a thread's first commit; ON CONFLICT updates (and so locks) it. A commit with
   // events also notifies listeners (pg::Listener; delivered when it commits) of the thread's new last seq.
 #define AGENTRT_PG_TAIL                                                                                        \
@@ -118,31 +166,36 @@ ThreadTail PostgresStore::lock_thread(Connection& c, std::string_view thread_id,
   "ON CONFLICT(thread_id) DO UPDATE SET last_seq=thread_tails.last_seq+EXCLUDED.last_seq,"                     \
   "last_idx=thread_tails.last_idx+EXCLUDED.last_idx+1 RETURNING last_seq,last_idx) "                           \
   "SELECT last_seq,last_idx,pg_current_xact_id()::text"
-  Params p;
-  p.add(thread_id).add(events).add(messages);
-  Result r = events > 0 ? c.exec(AGENTRT_PG_TAIL ",pg_notify('agentrt_events',last_seq::text||' '||$1::text) FROM t", p,
-                                 "lock the thread")
-                        : c.exec(AGENTRT_PG_TAIL " FROM t", p, "lock the thread");
+  Params params;
+  params.add(thread_id).add(events).add(messages);
+  auto read = [&tail](const Result& r) { tail = ThreadTail{r.row(0).i64(0), r.row(0).i64(1), r.row(0).text(2)}; };
+  if (events > 0)
+    p.add(AGENTRT_PG_TAIL ",pg_notify('agentrt_events',last_seq::text||' '||$1::text) FROM t", params,
+          "lock the thread", read);
+  else
+    p.add(AGENTRT_PG_TAIL " FROM t", params, "lock the thread", read);
 #undef AGENTRT_PG_TAIL
   static_assert(std::string_view(kEventsChannel) == "agentrt_events");
-  return ThreadTail{r.row(0).i64(0), r.row(0).i64(1), r.row(0).text(2)};
 }
 
-void PostgresStore::create_thread(Connection& c, const ThreadRecord& t, int64_t now) {
-  Result up = c.exec(
+void PostgresStore::create_thread(Pipeline& p, Connection& c, const ThreadRecord& t, int64_t now) {
+  p.add(
       "INSERT INTO threads(id,user_id,title,deleted,created_at,updated_at) VALUES($1,$2,$3,false,$4,$4) "
       "ON CONFLICT(id) DO UPDATE SET updated_at=EXCLUDED.updated_at "
       "WHERE threads.user_id=EXCLUDED.user_id AND NOT threads.deleted",
-      Params().add(t.id).add(t.user_id).add(t.title).add(now), "create the thread");
-  if (up.affected() > 0) return;
-  // In this transaction, after the thread's lock: a delete that committed before it is seen, none can come between.
-  Result who = c.exec("SELECT user_id FROM threads WHERE id=$1", Params().add(t.id), "read the thread's owner");
-  const bool mine = who.rows() > 0 && who.row(0).text(0) == t.user_id;
-  throw Error(ErrorCode::conflict, mine ? fmt::format("thread {} was deleted", t.id)
-                                        : fmt::format("thread {} belongs to another user", t.id));
+      Params().add(t.id).add(t.user_id).add(t.title).add(now), "create the thread",
+      [&c, id = t.id, user = t.user_id](const Result& up) {
+        if (up.affected() > 0) return;
+        // In this transaction, after the thread's lock: a delete that committed before it is seen, none can come
+        // between.
+        Result who = c.exec("SELECT user_id FROM threads WHERE id=$1", Params().add(id), "read the thread's owner");
+        const bool mine = who.rows() > 0 && who.row(0).text(0) == user;
+        throw Error(ErrorCode::conflict, mine ? fmt::format("thread {} was deleted", id)
+                                              : fmt::format("thread {} belongs to another user", id));
+      });
 }
 
-void PostgresStore::write_turn(Connection& c, CommitBatch& b, int64_t now) {
+void PostgresStore::write_turn(Pipeline& pipe, CommitBatch& b, int64_t now) {
   auto& t = *b.turn;
   t.updated_at = now;
   // What an insert and an update both write, as $1..$14.
@@ -152,35 +205,35 @@ void PostgresStore::write_turn(Connection& c, CommitBatch& b, int64_t now) {
   p.add(t.steps).add(now).add(t.id);
   if (b.expected_version >= 0) {
     p.add(b.expected_version);
-    t.version = swap_version(c,
-                             "UPDATE turns SET status=$1,run_id=$2,parent_run_id=$3,stage=$4,approval_request_id=$5,"
-                             "interrupts=$6,expires_at=$7,owner=$8,intent=$9,error=$10,usage=$11,steps=$12,"
-                             "updated_at=$13,version=version+1 WHERE id=$14 AND version=$15",
-                             p, "turn", t.id, b.expected_version);
+    swap_version(pipe,
+                 "UPDATE turns SET status=$1,run_id=$2,parent_run_id=$3,stage=$4,approval_request_id=$5,"
+                 "interrupts=$6,expires_at=$7,owner=$8,intent=$9,error=$10,usage=$11,steps=$12,"
+                 "updated_at=$13,version=version+1 WHERE id=$14 AND version=$15",
+                 p, "turn", t.id, b.expected_version, t.version);
     return;
   }
   t.version = 0;
   if (t.created_at == 0) t.created_at = now;
   // A turn inserted already ended (a run that commits once, at its end) is outside the partial index: it still
   // may not land beside another active turn (the thread's lock makes this check hold until the commit).
-  if (is_terminal(t.status)) {
-    Result act = c.exec("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE, Params().add(t.thread_id),
-                        "look for an active turn");
-    if (act.rows() > 0)
-      throw Error(ErrorCode::conflict,
-                  fmt::format("thread {} already has an active turn ({})", t.thread_id, act.row(0).text(0)));
-  }
+  if (is_terminal(t.status))
+    pipe.add("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE, Params().add(t.thread_id),
+             "look for an active turn", [thread = t.thread_id](const Result& act) {
+               if (act.rows() > 0)
+                 throw Error(ErrorCode::conflict,
+                             fmt::format("thread {} already has an active turn ({})", thread, act.row(0).text(0)));
+             });
   p.add(t.thread_id).add(t.user_id).add(t.client_message_id).add(t.created_at);
-  c.exec(
+  pipe.add(
       "INSERT INTO turns(status,run_id,parent_run_id,stage,approval_request_id,interrupts,expires_at,owner,intent,"
       "error,usage,steps,updated_at,id,thread_id,user_id,client_message_id,created_at,version) "
       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,0)",
       p, "insert the turn");
 }
 
-void PostgresStore::write_ledger(Connection& c, LedgerEntry& l, int64_t now) {
+void PostgresStore::write_ledger(Pipeline& p, LedgerEntry& l, int64_t now) {
   l.updated_at = now;
-  c.exec(
+  p.add(
       "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,"
       "needs_approval,idempotent,interrupt_id,decision,output,updated_at) "
       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "

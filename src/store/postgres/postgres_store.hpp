@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "agentrt/storage.hpp"
 #include "store/message_layout.hpp"
@@ -19,6 +21,7 @@ inline namespace v1 {
 namespace pg {
 class Connection;
 class Listener;
+class Pipeline;
 class Pool;
 // A thread's tail after a commit's share of it, and that commit's transaction id.
 struct ThreadTail {
@@ -96,12 +99,19 @@ class PostgresStore final : public Store {
   void migrate();
   void commit_rows(CommitBatch& batch);
   void transact(pg::Connection& c, CommitBatch& batch);
-  pg::ThreadTail lock_thread(pg::Connection& c, std::string_view thread_id, int64_t events, int64_t messages);
-  void create_thread(pg::Connection& c, const ThreadRecord& t, int64_t now);
-  void write_turn(pg::Connection& c, CommitBatch& b, int64_t now);
-  void write_ledger(pg::Connection& c, LedgerEntry& l, int64_t now);
-  void write_job(pg::Connection& c, JobWrite& w, int64_t now);
-  void require_idle(pg::Connection& c, std::string_view thread_id);
+  // One attempt. With `guess` (the thread's tail as this store's last commit of it left it), the rows go in the
+  // lock's round trip; false (rolled back) when the lock found another tail, or when anything failed before the
+  // COMMIT: the caller tries again without a guess.
+  bool transact_once(pg::Connection& c, CommitBatch& batch, const pg::ThreadTail* guess);
+  std::optional<pg::ThreadTail> known_tail(const std::string& thread_id);
+  void remember_tail(const std::string& thread_id, const pg::ThreadTail* tail);  // nullptr: forget it
+  // Each queues its statements on the commit's pipeline, with the checks of their results.
+  void lock_thread(pg::Pipeline& p, std::string_view thread_id, int64_t events, int64_t messages, pg::ThreadTail& tail);
+  void create_thread(pg::Pipeline& p, pg::Connection& c, const ThreadRecord& t, int64_t now);
+  void write_turn(pg::Pipeline& p, CommitBatch& b, int64_t now);
+  void write_ledger(pg::Pipeline& p, LedgerEntry& l, int64_t now);
+  void write_job(pg::Pipeline& p, JobWrite& w, int64_t now);
+  void require_idle(pg::Pipeline& p, std::string_view thread_id);
   void finish_commit(pg::Connection& c, const std::string& xid);
   [[noreturn]] void explain_conflict(pg::Connection& c, const CommitBatch& b, const Error& e);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
@@ -112,6 +122,8 @@ class PostgresStore final : public Store {
   std::unique_ptr<pg::Pool> pool_;
   std::unique_ptr<pg::Listener> listener_;
   std::atomic<int64_t> write_txns_{0};
+  std::mutex tails_mutex_;
+  std::unordered_map<std::string, pg::ThreadTail> tails_;  // bounded: emptied when it reaches kKnownTails
 };
 
 }  // namespace v1

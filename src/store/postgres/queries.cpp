@@ -64,19 +64,27 @@ void PostgresStore::set_thread_title(std::string_view thread_id, std::string_vie
 
 void PostgresStore::soft_delete_thread(std::string_view thread_id) {
   pool_->with([&](Connection& c) {
-    c.run("BEGIN", "begin a delete");
     try {
-      // The thread's lock, as every commit of it takes first: no turn can start between the check and the delete
-      // (a start's commit on a deleted thread is refused).
-      lock_thread(c, thread_id, 0, 0);
-      Result act = c.exec("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE, Params().add(thread_id),
-                          "look for an active turn");
-      if (act.rows() > 0)
-        throw Error(ErrorCode::conflict,
-                    fmt::format("thread {} has an active turn ({}): cancel it first", thread_id, act.row(0).text(0)));
-      Result up = c.exec("UPDATE threads SET deleted=true, updated_at=$1 WHERE id=$2",
-                         Params().add(now_ms()).add(thread_id), "delete a thread");
-      if (up.affected() == 0) throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+      {
+        Pipeline p(c);
+        p.add("BEGIN", Params(), "begin a delete");
+        // The thread's lock, as every commit of it takes first: no turn can start between the check and the
+        // delete (a start's commit on a deleted thread is refused).
+        ThreadTail tail;
+        lock_thread(p, thread_id, 0, 0, tail);
+        p.add("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE, Params().add(thread_id),
+              "look for an active turn", [&](const Result& act) {
+                if (act.rows() > 0)
+                  throw Error(ErrorCode::conflict, fmt::format("thread {} has an active turn ({}): cancel it first",
+                                                               thread_id, act.row(0).text(0)));
+              });
+        p.add("UPDATE threads SET deleted=true, updated_at=$1 WHERE id=$2", Params().add(now_ms()).add(thread_id),
+              "delete a thread", [&](const Result& up) {
+                if (up.affected() == 0)
+                  throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+              });
+        p.run();
+      }
       c.run("COMMIT", "commit a delete");
     } catch (...) {
       c.rollback();
