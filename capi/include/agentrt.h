@@ -234,9 +234,12 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
 
 /* Starts a turn. `input_json` is either
  *   {threadId, userId, message: {id?, role?: "user", content: string | ContentPart[]}, runId?,
- *    clientMessageId?}
+ *    clientMessageId?, context?}
  * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
- * taken (history sent by a client is ignored). *out = {threadId, turnId, runId, existing: false, firstSeq}
+ * taken (history sent by a client is ignored), with its context. `context` ({description, value}[], AG-UI's
+ * Context) is given to the model for this run only, in its system message, and never stored; at most
+ * max_context_entries entries (default 64) of max_context_bytes together (default 65536), else
+ * AGENTRT_E_TOO_LARGE. *out = {threadId, turnId, runId, existing: false, firstSeq}
  * (firstSeq: the RUN_STARTED event's sequence number). A repeated client message id returns the first turn:
  * {threadId, turnId, runId, existing: true, status, deltaMessages}, status that turn's (as agentrt_turn_get),
  * deltaMessages the AG-UI messages it has added so far (its user message first; the ERROR system message when
@@ -247,9 +250,9 @@ AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const ch
 /* Answers every open interrupt of a turn waiting for approval. `decisions_json` is an array of
  *   {interruptId, action: "approve"|"reject"|"cancel", editedArgs?, reason?}
  * or of AG-UI resume entries {interruptId, status: "resolved"|"cancelled", payload?}, or an object
- * {decisions: [...], runId?} naming the new run's id. *out = {status: "accepted", turnId, runId,
- * approvalRequestId}; the continuation runs as a new run on the workers. The same approval request id again
- * returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,
+ * {decisions: [...], runId?, context?} naming the new run's id and what the model is told in it. *out = {status:
+ * "accepted", turnId, runId, approvalRequestId}; the continuation runs as a new run on the workers. The same approval
+ * request id again returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,
  * AGENTRT_E_EXPIRED past its deadline, AGENTRT_E_NOT_FOUND for an unknown turn or approval request. */
 AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const char* turn_id,
                                         const char* approval_request_id, const char* decisions_json);

@@ -289,7 +289,7 @@ AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const c
     const auto limits = agentrt::input_limits(st.runtime().config());
     auto req =
         resume_request_from_json(parse_json_arg(decisions_json, "decisions_json", limits.max_json_depth), limits);
-    *out = dup_json(st.runtime().resume(turn, approval, req.decisions, req.run_id));
+    *out = dup_json(st.runtime().resume(turn, approval, req.decisions, req.run_id, req.context));
     return AGENTRT_OK;
   });
 }

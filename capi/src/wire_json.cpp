@@ -38,13 +38,14 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
   const std::string& user = in.required_string("userId");
   if (in.find("messages")) return turn_input_from_agui(input, user, limits);
 
-  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId"},
+  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId", "context"},
                "or an AG-UI RunAgentInput with 'messages'");
   TurnInput t;
   t.thread_id = in.required_string("threadId");
   t.user_id = user;
   t.run_id = in.optional_string("runId");
   t.client_message_id = in.optional_string("clientMessageId");
+  if (const json* c = in.find("context")) t.context = context_from_agui(*c, limits);
   const json& m = in.required("message");
   if (!m.is_object()) in.wrong_type("message", "a JSON object {role: \"user\", content}");
   if (auto c = m.find("content"); c != m.end() && c->is_array() && c->size() > limits.max_input_parts)
@@ -65,8 +66,9 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
   const json* list = &j;
   if (j.is_object()) {
     const JsonReader in(j, "decisions_json");
-    in.only_keys({"decisions", "resume", "runId"});
+    in.only_keys({"decisions", "resume", "runId", "context"});
     r.run_id = in.optional_string("runId");
+    if (const json* c = in.find("context")) r.context = context_from_agui(*c, limits);
     const char* key = in.find("decisions") ? "decisions" : "resume";
     list = in.find(key);
     if (!list) in.fail("needs 'decisions' (or 'resume')");

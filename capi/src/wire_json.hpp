@@ -27,6 +27,7 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits);
 struct ResumeRequest {
   std::vector<Decision> decisions;
   std::string run_id;
+  std::vector<ContextEntry> context;
 };
 // An array of decisions or AG-UI resume entries, or {decisions|resume: [...], runId?}.
 ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits);

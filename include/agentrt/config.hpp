@@ -35,6 +35,9 @@ inline namespace v1 {
 //   max_json_depth        nesting limit on JSON that enters (default 64, 1..256)
 //   max_input_parts       content parts of an input message (default 64)
 //   max_input_messages    messages of an AG-UI RunAgentInput (default 4096)
+//   max_context_entries, max_context_bytes
+//                         a run's context (AG-UI RunAgentInput.context): entries (default 64) and their bytes
+//                         together (default 65536); 0 refuses any
 // A config value nested deeper than kDefaultMaxJsonDepth is refused with Error(invalid_argument).
 RuntimeConfig runtime_config_from_json(const json& config);
 

@@ -40,6 +40,11 @@ struct ToolDefinition {
   json parameters;  // JSON Schema object
 };
 
+// The first line of the section of a request's system message that carries the run's context (what the
+// application told the model for this run: AG-UI's Context); one "- <description>: <value>" line per entry
+// follows.
+inline constexpr std::string_view kRunContextHeading = "Context from the application, for this run:";
+
 struct ModelRequest {
   std::string stage;              // "intent" | "execution" | "organization"
   std::string model;              // per-stage model name ("" = the provider's default)

@@ -50,6 +50,10 @@ struct RuntimeConfig {
   size_t max_json_depth = kDefaultMaxJsonDepth;
   size_t max_input_parts = 64;
   size_t max_input_messages = 4096;
+  // A run's context (TurnInput::context, AG-UI RunAgentInput.context): at most this many entries, of at most
+  // this many bytes together (descriptions and values).
+  size_t max_context_entries = 64;
+  size_t max_context_bytes = 64 * 1024;
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::shared_ptr<Summarizer> summarizer;  // default: Summarizer{}
@@ -83,13 +87,23 @@ struct Upload {
   std::string ref;         // "img_<hash>": how the model names it
 };
 
+// Something the application tells the model for one run (AG-UI's Context): given to the model as a section of
+// the run's system message, never stored (not in history, not in the event log).
+struct ContextEntry {
+  std::string description;
+  std::string value;
+  bool operator==(const ContextEntry&) const = default;
+};
+
 // A turn's new input. Only `message` is taken; a caller's history never reaches the model.
 struct TurnInput {
   std::string thread_id;
   std::string user_id;
-  Message message;                // role user; content string or parts; id = client message id if set
-  std::string client_message_id;  // dedupes repeated starts (defaults to message.id when set)
-  std::string run_id;             // the caller's run id (AG-UI runId); generated when empty
+  Message message;                    // role user; content string or parts; id = client message id if set
+  std::string client_message_id;      // dedupes repeated starts (defaults to message.id when set)
+  std::string run_id;                 // the caller's run id (AG-UI runId); generated when empty
+  std::vector<ContextEntry> context;  // for this run's model calls only (a run that continues after a pause
+                                      // is given the context of the call that resumes it)
 };
 
 struct TurnHandle {
@@ -120,14 +134,21 @@ struct InputLimits {
   size_t max_json_depth = kDefaultMaxJsonDepth;  // the whole input value's nesting
   size_t max_input_parts = 64;                   // content parts of the input message
   size_t max_input_messages = 4096;              // messages of a RunAgentInput
+  size_t max_context_entries = 64;               // a run's context entries
+  size_t max_context_bytes = 64 * 1024;          // their descriptions and values together
 };
 InputLimits input_limits(const RuntimeConfig& config);
+// Error(too_large) when a run's context has more entries or bytes than the limits allow.
+void check_context(const std::vector<ContextEntry>& context, const InputLimits& limits);
 
 // The new input of an AG-UI RunAgentInput: the latest user message only. The client's history (every other
 // message) is ignored. Throws Error(invalid_argument) for a malformed input, one without a user message or
 // one nested deeper than limits.max_json_depth (checked before anything is copied), Error(too_large) for
 // more messages or parts than the limits allow.
 TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id, const InputLimits& limits = {});
+// AG-UI RunAgentInput.context ({description, value}[], both strings; null or absent: none), checked against the
+// limits: Error(invalid_argument) for a malformed list, Error(too_large) past the limits.
+std::vector<ContextEntry> context_from_agui(const json& context, const InputLimits& limits = {});
 // AG-UI resume entries ({interruptId, status:"resolved"|"cancelled", payload:{approved, editedArgs, reason}})
 // as decisions. "resolved" without a payload approves. Error(invalid_argument) for a malformed list or one
 // nested deeper than limits.max_json_depth.
@@ -185,15 +206,17 @@ class Runtime {
   // again returns the first answer and runs nothing. Error(invalid_state) when the turn is not waiting,
   // Error(expired) when its deadline passed, Error(invalid_argument) for decisions that don't cover the
   // interrupts exactly or edited arguments that fail the tool's schema.
-  // `run_id`: the continuation run's id (e.g. the AG-UI request's runId); generated when empty.
+  // `run_id`: the continuation run's id (e.g. the AG-UI request's runId); generated when empty. `context`: for
+  // the continuation's model calls (as TurnInput::context). Error(too_large) past the context limits.
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
-              std::string_view run_id = {});
+              std::string_view run_id = {}, const std::vector<ContextEntry>& context = {});
 
   // The same, run on the calling thread instead of a worker (no hand-off): they return the turn's record
   // once it is paused for approval or finished. For hosts that want a blocking call (scripts, CLIs, tests).
   TurnRecord run_turn(const TurnInput& input);
   TurnRecord resume_turn(std::string_view turn_id, std::string_view approval_request_id,
-                         const std::vector<Decision>& decisions, std::string_view run_id = {});
+                         const std::vector<Decision>& decisions, std::string_view run_id = {},
+                         const std::vector<ContextEntry>& context = {});
 
   // Stores an upload for a user's thread (the thread must be theirs or not exist yet) and signs its URL.
   // Error(unsupported) without an object store; Error(too_large)/Error(invalid_argument) per the limits.

@@ -138,9 +138,22 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
       return text_result("I did not book the room: " + why);
     }
     if (text.empty()) return text_result("Hello! Ask me anything, or ask me to book a room.");
+    if (lower.find("context") != std::string::npos) {
+      // What the application told the model for this run (the system message's context section), quoted.
+      for (const auto& m : req.messages) {
+        if (m.role != Role::system) continue;
+        const size_t at = m.content.find(kRunContextHeading);
+        if (at == std::string::npos) continue;
+        std::string lines = m.content.substr(at + kRunContextHeading.size());
+        if (const size_t end = lines.find("\n\n"); end != std::string::npos) lines.resize(end);
+        return text_result("The application told me, for this run:" + lines);
+      }
+      return text_result("The application told me nothing for this run (no context).");
+    }
     return text_result(
         "You said: \"" + text +
-        "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval.");
+        "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval, or "
+        "what context I was given.");
   };
   return std::make_shared<ScriptedModel>(script, options);
 }

@@ -56,9 +56,11 @@ void from_json(const json& j, Decision& d) { d = decision_from_json(j, kDefaultM
 Approvals::Approvals(Runtime::Impl& rt) : rt_(rt) {}
 
 json Approvals::resume(std::string_view turn_id, std::string_view approval_request_id,
-                       const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
+                       const std::vector<Decision>& decisions, std::string_view run_id,
+                       const std::vector<ContextEntry>& context, TurnRecord* inline_run) {
+  check_context(context, input_limits(rt_.cfg));
   try {
-    return resume_once(turn_id, approval_request_id, decisions, run_id, inline_run);
+    return resume_once(turn_id, approval_request_id, decisions, run_id, context, inline_run);
   } catch (const Error&) {
     // A concurrent resume with the same id may have won while this one read a half-old state (the turn
     // before, the ledger after): its answer is the answer.
@@ -192,7 +194,8 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
 }
 
 json Approvals::resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                            const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run) {
+                            const std::vector<Decision>& decisions, std::string_view run_id,
+                            const std::vector<ContextEntry>& context, TurnRecord* inline_run) {
   std::optional<json> prior_answer;
   std::optional<TurnRecord> turn = open_pause(turn_id, approval_request_id, run_id, prior_answer);
   if (!turn) return *prior_answer;
@@ -223,6 +226,7 @@ json Approvals::resume_once(std::string_view turn_id, std::string_view approval_
   next.interrupts = json::array();
 
   auto handle = rt_.register_run(turn->id);
+  handle->context = context;
   auto em = rt_.make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
     // The decision commits whole: the resumed run's RUN_STARTED, which carries the decision (the projector

@@ -20,8 +20,9 @@ class Approvals {
  public:
   explicit Approvals(Runtime::Impl& rt);
   // `inline_run`: the continuation runs on this thread and its final record lands there (resume_turn).
+  // `context`: for the continuation's model calls (checked against the limits first).
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
-              std::string_view run_id, TurnRecord* inline_run = nullptr);
+              std::string_view run_id, const std::vector<ContextEntry>& context, TurnRecord* inline_run = nullptr);
 
  private:
   struct Decided {
@@ -29,7 +30,8 @@ class Approvals {
     std::vector<JobWrite> jobs;        // the confirmations' jobs, confirmed or declined (and their versions)
   };
   json resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                   const std::vector<Decision>& decisions, std::string_view run_id, TurnRecord* inline_run);
+                   const std::vector<Decision>& decisions, std::string_view run_id,
+                   const std::vector<ContextEntry>& context, TurnRecord* inline_run);
   std::optional<TurnRecord> open_pause(std::string_view turn_id, std::string_view approval_request_id,
                                        std::string_view run_id, std::optional<json>& prior_answer);
   Decided decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger, const std::vector<Decision>& decisions);

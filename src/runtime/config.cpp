@@ -185,7 +185,9 @@ RuntimeConfig runtime_config_from_json(const json& j) {
              "commit_retry_backoff_ms",
              "max_json_depth",
              "max_input_parts",
-             "max_input_messages"},
+             "max_input_messages",
+             "max_context_entries",
+             "max_context_bytes"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -283,6 +285,10 @@ RuntimeConfig runtime_config_from_json(const json& j) {
       static_cast<size_t>(num(j, "max_input_parts", static_cast<int64_t>(c.max_input_parts), 1, 100000));
   c.max_input_messages =
       static_cast<size_t>(num(j, "max_input_messages", static_cast<int64_t>(c.max_input_messages), 1, 1000000));
+  c.max_context_entries =
+      static_cast<size_t>(num(j, "max_context_entries", static_cast<int64_t>(c.max_context_entries), 0, 100000));
+  c.max_context_bytes = static_cast<size_t>(
+      num(j, "max_context_bytes", static_cast<int64_t>(c.max_context_bytes), 0, int64_t{64} * 1024 * 1024));
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

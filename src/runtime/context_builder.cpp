@@ -7,6 +7,17 @@
 namespace agentrt {
 inline namespace v1 {
 
+std::string context_section(const std::vector<ContextEntry>& context) {
+  std::string out(kRunContextHeading);
+  for (const auto& c : context) {
+    out += "\n- ";
+    out += c.description;
+    out += ": ";
+    out += c.value;
+  }
+  return out;
+}
+
 size_t context_size(const Message& m) {
   size_t n = 16 + m.content.size();
   for (const auto& p : m.parts) n += p.text.size() + (p.source ? 64 : 0);

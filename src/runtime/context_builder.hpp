@@ -8,6 +8,7 @@
 
 #include "agentrt/content.hpp"
 #include "agentrt/outputs.hpp"
+#include "agentrt/runtime.hpp"
 #include "agentrt/storage.hpp"
 
 namespace agentrt {
@@ -26,6 +27,10 @@ struct ContextInput {
 // `full_results`: the current turn's tool results as the model reads them, by tool call id.
 std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
                                    const std::map<std::string, std::string>& full_results);
+
+// The system message's section that gives the model a run's context (AG-UI Context entries): a heading line
+// (kRunContextHeading, model.hpp), then one line per entry, "- <description>: <value>" (line breaks kept).
+std::string context_section(const std::vector<ContextEntry>& context);
 
 // What the model reads as a tool's result in the turn that ran it: the whole result (or the error), not the
 // summary.

@@ -12,7 +12,10 @@
 #include <string>
 #include <string_view>
 
+#include <vector>
+
 #include "agentrt/cancel.hpp"
+#include "agentrt/runtime.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -21,6 +24,7 @@ inline namespace v1 {
 struct RunHandle {
   std::string turn_id;
   CancelToken cancel;
+  std::vector<ContextEntry> context;  // what the host told the model for this run (set before it is queued)
 };
 
 class RunRegistry {

@@ -131,6 +131,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   std::string client_id = !input.client_message_id.empty() ? input.client_message_id : input.message.id;
   if (!client_id.empty()) require_id(client_id, "client message id");
   if (!input.run_id.empty()) require_id(input.run_id, "run id");
+  check_context(input.context, input_limits(cfg));
   // Checked before the message is copied: a copy of a value nested too deep would overflow the stack.
   if (message_depth(input.message, cfg.max_json_depth) > cfg.max_json_depth)
     throw Error(ErrorCode::invalid_argument,
@@ -190,6 +191,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     deferred.history = std::move(history);
   }
   auto handle = register_run(turn.id);
+  handle->context = input.context;
   // run_turn's start may ride on a group commit (live); start_turn's is committed here, before it returns.
   auto em = make_emitter(turn.thread_id, turn.run_id, -1, inline_run != nullptr, handle);
   ThreadRecord th;
@@ -296,8 +298,9 @@ Runtime::~Runtime() = default;
 ToolRegistry& Runtime::tools() { return impl_->tools; }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
 json Runtime::resume(std::string_view turn_id, std::string_view approval_request_id,
-                     const std::vector<Decision>& decisions, std::string_view run_id) {
-  return impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, nullptr);
+                     const std::vector<Decision>& decisions, std::string_view run_id,
+                     const std::vector<ContextEntry>& context) {
+  return impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, context, nullptr);
 }
 void Runtime::cancel(std::string_view turn_id) { impl_->cancel(turn_id); }
 
@@ -309,9 +312,10 @@ TurnRecord Runtime::run_turn(const TurnInput& input) {
 }
 
 TurnRecord Runtime::resume_turn(std::string_view turn_id, std::string_view approval_request_id,
-                                const std::vector<Decision>& decisions, std::string_view run_id) {
+                                const std::vector<Decision>& decisions, std::string_view run_id,
+                                const std::vector<ContextEntry>& context) {
   TurnRecord out;
-  impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, &out);
+  impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, context, &out);
   // A repeated approval id answered from the record: nothing ran here, report the turn as it is.
   if (out.id.empty()) return wait(turn_id, std::chrono::hours(24));
   return out;

@@ -127,6 +127,7 @@ ModelRequest TurnRunner::build_request(Stage stage, const StagePolicy& policy, s
   if (stage != Stage::intent && !ctx_.turn.intent.empty())
     in.system_notes.push_back("The user's intent: " + ctx_.turn.intent);
   if (stage == Stage::organization && !draft_.empty()) in.system_notes.push_back("Draft answer:\n" + draft_);
+  if (ctx_.handle && !ctx_.handle->context.empty()) in.system_notes.push_back(context_section(ctx_.handle->context));
   in.turn_id = ctx_.turn.id;
   in.budget_chars = rt_.cfg.context_budget_chars;
   ModelRequest req;

@@ -10,7 +10,42 @@ namespace agentrt {
 inline namespace v1 {
 
 InputLimits input_limits(const RuntimeConfig& config) {
-  return InputLimits{config.max_json_depth, config.max_input_parts, config.max_input_messages};
+  return InputLimits{config.max_json_depth, config.max_input_parts, config.max_input_messages,
+                     config.max_context_entries, config.max_context_bytes};
+}
+
+void check_context(const std::vector<ContextEntry>& context, const InputLimits& limits) {
+  if (context.size() > limits.max_context_entries)
+    throw Error(ErrorCode::too_large,
+                fmt::format("context: {} entries; the limit is {}", context.size(), limits.max_context_entries));
+  size_t bytes = 0;
+  for (const auto& c : context) bytes += c.description.size() + c.value.size();
+  if (bytes > limits.max_context_bytes)
+    throw Error(ErrorCode::too_large,
+                fmt::format("context: {} bytes; the limit is {}", bytes, limits.max_context_bytes));
+}
+
+std::vector<ContextEntry> context_from_agui(const json& context, const InputLimits& limits) {
+  if (context.is_null()) return {};
+  check_json_depth(context, limits.max_json_depth, "context");
+  if (!context.is_array()) throw Error(ErrorCode::invalid_argument, "context must be an array of {description, value}");
+  if (context.size() > limits.max_context_entries)
+    throw Error(ErrorCode::too_large,
+                fmt::format("context: {} entries; the limit is {}", context.size(), limits.max_context_entries));
+  std::vector<ContextEntry> out;
+  out.reserve(context.size());
+  for (size_t i = 0; i < context.size(); ++i) {
+    const json& c = context[i];
+    auto text = [&](const char* k) {
+      auto it = c.is_object() ? c.find(k) : c.end();
+      if (it == c.end() || !it->is_string())
+        throw Error(ErrorCode::invalid_argument, fmt::format("context[{}]: '{}' must be a string", i, k));
+      return it->get<std::string>();
+    };
+    out.push_back(ContextEntry{text("description"), text("value")});
+  }
+  check_context(out, limits);
+  return out;
 }
 
 TurnInput turn_input_from_agui(const json& in, std::string user_id, const InputLimits& limits) {
@@ -42,6 +77,7 @@ TurnInput turn_input_from_agui(const json& in, std::string user_id, const InputL
                                                   limits.max_input_parts));
   t.message = message_from_json(*last_user, limits.max_json_depth);
   t.client_message_id = t.message.id;
+  if (auto c = in.find("context"); c != in.end()) t.context = context_from_agui(*c, limits);
   return t;
 }
 

@@ -378,3 +378,35 @@ TEST_CASE("a host tool's answer of an unexpected shape does not fail the demo mo
   CHECK(r.wait(h["turnId"])["status"] == "COMPLETED");
   CHECK(r.history("t-shape2").back()["content"] == "Your booking is confirmed: room ? on Tuesday.");
 }
+
+TEST_CASE("a turn's context reaches the model for its run; a malformed one or one past the limits is refused") {
+  TempDir dir;
+  json cfg = test_config(dir);
+  cfg["max_context_entries"] = 2;
+  Runtime r(cfg);
+  char* out = nullptr;
+  json in{{"threadId", "t1"},
+          {"userId", "u1"},
+          {"message", {{"role", "user"}, {"content", "what context?"}}},
+          {"context", json::array({{{"description", "theme"}, {"value", "dark"}}})}};
+  REQUIRE_MESSAGE(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_OK, last_error());
+  CHECK(r.wait(json::parse(take(out))["turnId"])["status"] == "COMPLETED");
+  json hist = r.history("t1");
+  REQUIRE(hist.size() == 2);
+  CHECK(hist[1]["content"] == "The application told me, for this run:\n- theme: dark");
+  CHECK(hist[0].dump().find("dark") == std::string::npos);
+
+  in["threadId"] = "t2";
+  in["context"] = json::array({{{"description", "theme"}}});
+  CHECK(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(last_error() == "agentrt_turn_start: context[0]: 'value' must be a string");
+  in["context"] = json::array();
+  for (int i = 0; i < 3; ++i) in["context"].push_back({{"description", "d"}, {"value", "v"}});
+  CHECK(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_E_TOO_LARGE);
+  CHECK(last_error() == "agentrt_turn_start: context: 3 entries; the limit is 2");
+  // A resume's context is checked the same way, before anything is decided.
+  CHECK(agentrt_turn_resume(&out, r.rt, "turn_x", "apr_x",
+                            json{{"decisions", json::array()}, {"context", 5}}.dump().c_str()) ==
+        AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(last_error() == "agentrt_turn_resume: context must be an array of {description, value}");
+}

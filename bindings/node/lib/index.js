@@ -332,11 +332,13 @@ class Runtime {
   // Starts a turn with a new user message (a string, an array of content parts, or a message object). Returns
   // {threadId, turnId, runId, existing: false, firstSeq}; a repeated clientMessageId returns the first turn with
   // existing: true, its status and deltaMessages (the messages it has added so far, as turnMessages()).
-  startTurn(threadId, message, { userId, runId, clientMessageId } = {}) {
+  // context: [{description, value}] given to the model for this run only (AG-UI's Context), never stored.
+  startTurn(threadId, message, { userId, runId, clientMessageId, context } = {}) {
     const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
     const input = { threadId, userId, message: msg };
     if (runId) input.runId = runId;
     if (clientMessageId) input.clientMessageId = clientMessageId;
+    if (context !== undefined) input.context = context;
     return this._json(fns.agentrt_turn_start, JSON.stringify(input));
   }
 
@@ -346,10 +348,12 @@ class Runtime {
   }
 
   // Answers every open interrupt: decisions are {interruptId, action: "approve"|"reject"|"cancel", editedArgs?,
-  // reason?}. The same approvalRequestId again returns the first answer and runs nothing.
-  resume(turnId, approvalRequestId, decisions, { runId } = {}) {
+  // reason?}. The same approvalRequestId again returns the first answer and runs nothing. context: what the
+  // model is told in the continuation run (as startTurn's).
+  resume(turnId, approvalRequestId, decisions, { runId, context } = {}) {
     const body = { decisions };
     if (runId) body.runId = runId;
+    if (context !== undefined) body.context = context;
     return this._json(fns.agentrt_turn_resume, turnId, approvalRequestId, JSON.stringify(body));
   }
 

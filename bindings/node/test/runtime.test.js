@@ -107,6 +107,17 @@ test('a duplicate resume returns the first answer and runs nothing', async () =>
   });
 });
 
+test("a run's context reaches the model, and a bad one is refused", async () => {
+  await withRuntime(async (rt) => {
+    const h = rt.startTurn('t-node-ctx', 'what context?', { userId: 'u1', context: [{ description: 'theme', value: 'dark' }] });
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    const history = rt.history('t-node-ctx');
+    assert.equal(history[history.length - 1].content, 'The application told me, for this run:\n- theme: dark');
+    assert.throws(() => rt.startTurn('t-node-ctx2', 'hi', { userId: 'u1', context: [{ description: 'theme' }] }),
+      (e) => e.status === 'invalid_argument' && /context\[0\]: 'value' must be a string/.test(e.message));
+  });
+});
+
 test('a tool that throws fails the call with its message', async () => {
   await withRuntime(async (rt) => {
     rt.tool({ ...BOOK_ROOM, approval: 'never' }, async (args) => {

@@ -429,8 +429,9 @@ class Runtime:
         check(lib.agentrt_tool_unregister(self._handle(), name.encode()))
 
     # -- turns
-    def start_turn(self, thread_id, message, *, user_id, run_id=None, client_message_id=None):
-        """Starts a turn with a new user message (a str, a list of content parts, or a message dict)."""
+    def start_turn(self, thread_id, message, *, user_id, run_id=None, client_message_id=None, context=None):
+        """Starts a turn with a new user message (a str, a list of content parts, or a message dict). context:
+        [{description, value}] given to the model for this run only (AG-UI's Context), never stored."""
         if isinstance(message, str) or isinstance(message, list):
             message = {"role": "user", "content": message}
         data = {"threadId": thread_id, "userId": user_id, "message": message}
@@ -438,6 +439,8 @@ class Runtime:
             data["runId"] = run_id
         if client_message_id:
             data["clientMessageId"] = client_message_id
+        if context is not None:
+            data["context"] = context
         return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
 
     def start_run(self, run_agent_input, *, user_id):
@@ -446,12 +449,15 @@ class Runtime:
         data["userId"] = user_id
         return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
 
-    def resume(self, turn_id, approval_request_id, decisions, *, run_id=None):
+    def resume(self, turn_id, approval_request_id, decisions, *, run_id=None, context=None):
         """Answers every open interrupt: decisions are {interruptId, action: approve|reject|cancel, editedArgs?,
-        reason?}. The same approval_request_id again returns the first answer and runs nothing."""
+        reason?}. The same approval_request_id again returns the first answer and runs nothing. context: what the
+        model is told in the continuation run (as start_turn's)."""
         body = {"decisions": list(decisions)}
         if run_id:
             body["runId"] = run_id
+        if context is not None:
+            body["context"] = context
         return self._call_json(lib.agentrt_turn_resume, turn_id.encode(), approval_request_id.encode(), _dumps(body))
 
     def approve_all(self, turn_id, *, action="approve"):

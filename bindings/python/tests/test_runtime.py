@@ -99,6 +99,20 @@ class GoldenPathB(RuntimeCase):
             self.assertIn("not waiting for approval", str(ctx.exception))
 
 
+class Context(RuntimeCase):
+    def test_a_runs_context_reaches_the_model_and_a_bad_one_is_refused(self):
+        with agentrt.Runtime(self.config()) as rt:
+            h = rt.start_turn("t-py-ctx", "what context?", user_id="u1",
+                              context=[{"description": "theme", "value": "dark"}])
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            self.assertEqual(rt.history("t-py-ctx")[-1]["content"],
+                             "The application told me, for this run:\n- theme: dark")
+            with self.assertRaises(agentrt.InvalidArgument) as e:
+                rt.start_turn("t-py-ctx2", "hi", user_id="u1", context=[{"description": "theme"}])
+            self.assertEqual(e.exception.status, "invalid_argument")
+            self.assertIn("context[0]: 'value' must be a string", str(e.exception))
+
+
 class Tools(RuntimeCase):
     def test_a_tool_that_raises_fails_the_call_with_its_message(self):
         with agentrt.Runtime(self.config()) as rt:

@@ -24,7 +24,7 @@ AGENTRT = ""
 SOURCE = ""
 
 DIRECT_ANSWER = ('You said: "hello". I am the offline demo model: ask me to book a room to see a tool call '
-                 'that needs your approval.')
+                 'that needs your approval, or what context I was given.')
 BOOKED_ANSWER = "Your booking is confirmed: room A1 on Monday."
 TOOL_LINE = '[tool] book_room {"room":"A1","day":"mon"}'
 APPROVAL_LINE = '[approval needed] book_room {"room":"A1","day":"mon"}'

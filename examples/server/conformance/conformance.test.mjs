@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto";
 import { createInterface } from "node:readline";
 
 import { HttpAgent, verifyEvents } from "@ag-ui/client";
-import { EventSchemas, RunAgentInputSchema } from "@ag-ui/core/schemas";
+import { AgentCapabilitiesSchema, EventSchemas, RunAgentInputSchema } from "@ag-ui/core/schemas";
 import { from, lastValueFrom, toArray } from "rxjs";
 
 const TOKEN = "conformance-token-1";
@@ -257,4 +257,71 @@ test("a job's outcome arrives as a run of its own that passes the client's check
   assert.equal(delivery[2].value.status, "succeeded");
   assert.deepEqual(delivery[3].outcome, { type: "success" });
   await checkEvents(delivery);  // on its own too: a client that reconnects after the turn sees just this run
+});
+
+test("context from HttpAgent reaches the model for that run only, and the user message is stored without it", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "what context do you have?" });
+  const context = [{ description: "theme", value: "dark" }, { description: "open page", value: "settings" }];
+  const first = await runAndRecord(agent, log, { runId: randomUUID(), context });
+  assert.deepEqual(first.request.context, context);
+  assert.equal(agent.messages[agent.messages.length - 1].content,
+    "The application told me, for this run:\n- theme: dark\n- open page: settings");
+  // No event carries the context as such (the answer quotes it, and so does the worker output with it).
+  assert.ok(!JSON.stringify(first.events).includes('"context"'), "no event has a context member");
+  assert.equal(first.events[0].input, undefined);
+
+  agent.addMessage({ id: randomUUID(), role: "user", content: "any context now?" });
+  await runAndRecord(agent, log, { runId: randomUUID() });
+  assert.equal(agent.messages[agent.messages.length - 1].content,
+    "The application told me nothing for this run (no context).");
+  const history = await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, {
+    headers: { Authorization: `Bearer ${TOKEN}` },
+  })).json();
+  const users = history.messages.filter((m) => m.role === "user");
+  assert.deepEqual(users.map((m) => Object.keys(m).sort()), [["content", "id", "role"], ["content", "id", "role"]]);
+
+  // A malformed context is refused before any event.
+  agent.addMessage({ id: randomUUID(), role: "user", content: "again" });
+  const bad = await fetch(`${baseUrl}/agent/runs`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ threadId: agent.threadId, runId: randomUUID(), messages: agent.messages,
+      context: [{ description: "theme" }] }),
+  });
+  assert.equal(bad.status, 422);
+  assert.equal((await bad.json()).error.message, "context[0]: 'value' must be a string");
+  const many = await fetch(`${baseUrl}/agent/runs`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ threadId: agent.threadId, runId: randomUUID(), messages: agent.messages,
+      context: Array.from({ length: 65 }, () => ({ description: "d", value: "v" })) }),
+  });
+  assert.equal(many.status, 413);
+});
+
+test("GET /agent/capabilities is an AG-UI AgentCapabilities object true to the server's configuration", async () => {
+  const unauthorized = await fetch(`${baseUrl}/agent/capabilities`);
+  assert.equal(unauthorized.status, 401);
+  const res = await fetch(`${baseUrl}/agent/capabilities`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert.equal(res.status, 200);
+  const caps = await res.json();
+  AgentCapabilitiesSchema.strict().parse(caps);
+  assert.equal(caps.identity.name, "agentrt");
+  assert.deepEqual(caps.transport, { streaming: true, websocket: false, httpBinary: false, pushNotifications: false,
+    resumable: true });
+  // The demo tools, and the demo job tool this server was started with (--demo-jobs).
+  assert.deepEqual(caps.tools.items.map((t) => t.name), ["book_room", "check_availability", "render_preview"]);
+  assert.equal(caps.tools.supported, true);
+  assert.equal(caps.tools.clientProvided, false);
+  const book = caps.tools.items[0];
+  assert.equal(book.parameters.type, "object");
+  assert.deepEqual(caps.humanInTheLoop, { supported: true, approvals: true, interventions: false, feedback: false,
+    interrupts: true, approveWithEdits: true });
+  assert.deepEqual(caps.state, { snapshots: false, deltas: false, memory: false, persistentState: false });
+  assert.deepEqual(caps.execution, { codeExecution: false, maxIterations: 8 });
+  // The default object store (files under --data) takes the default attachment types.
+  assert.deepEqual(caps.multimodal.input, { image: true, audio: true, video: false, pdf: true, file: true });
+  assert.deepEqual(caps.reasoning, { supported: false, streaming: false, encrypted: false });
 });

@@ -199,6 +199,7 @@ struct AgentServer::Impl final : HttpApp {
       case Route::uploads: return post_upload(s, c);
       case Route::object: return get_object(s, c);
       case Route::transcriptions: return post_transcription(s, c);
+      case Route::capabilities: return get_capabilities(s, c);
       case Route::health:
       case Route::none: break;
     }

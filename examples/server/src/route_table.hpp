@@ -25,6 +25,7 @@ enum class Route {
   uploads,
   object,
   transcriptions,
+  capabilities,
 };
 
 // A request path's route (Route::none: no such endpoint) and the id it names, if any.

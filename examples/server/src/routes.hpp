@@ -31,6 +31,10 @@ void get_thread_jobs(ServerContext& s, ApiCall& c);
 void post_upload(ServerContext& s, ApiCall& c);
 void get_object(ServerContext& s, ApiCall& c);
 
+// capability_routes.cpp: GET /agent/capabilities (AG-UI AgentCapabilities, true to the configuration).
+json agent_capabilities(ServerContext& s);
+void get_capabilities(ServerContext& s, ApiCall& c);
+
 // asr_routes.cpp: POST /asr/transcriptions.
 void post_transcription(ServerContext& s, ApiCall& c);
 

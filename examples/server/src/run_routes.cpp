@@ -45,7 +45,7 @@ bool prefers_json(std::string_view accept) {
 TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* message_id = nullptr) {
   // Media parts are the runtime's business: it accepts only this server's own signed upload URLs (and
   // upload ids, inline data) for the same user and thread, stores them as bucket/path, and never fetches.
-  TurnInput input = turn_input_from_agui(in, c.user);
+  TurnInput input = turn_input_from_agui(in, c.user, input_limits(s.rt->config()));
   if (message_id) *message_id = input.client_message_id;
   s.rate_limit(c);
   try {
@@ -64,8 +64,10 @@ TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* 
 }
 
 // Ownership was checked by the caller (post_run). Returns the sequence number to stream after.
-int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume) {
-  auto decisions = decisions_from_agui_resume(resume);
+int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume, const json& in) {
+  const InputLimits limits = input_limits(s.rt->config());
+  auto decisions = decisions_from_agui_resume(resume, limits);
+  const auto context = context_from_agui(in.value("context", json()), limits);
   std::string turn_id;
   std::string approval_id;
   bool replay = false;
@@ -88,7 +90,7 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
   }
   if (!replay) s.rate_limit(c);
   const int64_t before = replay ? 0 : s.rt->thread(c.internal_thread)->last_seq;
-  json answer = s.rt->resume(turn_id, approval_id, decisions, run_id);
+  json answer = s.rt->resume(turn_id, approval_id, decisions, run_id, context);
   s.recent_turns.note(turn_id);
   if (answer.value("runId", "") != run_id)
     throw ApiError{409, "already_resumed",
@@ -115,7 +117,7 @@ void post_run(ServerContext& s, ApiCall& c) {
     throw ApiError{422, "invalid_argument", "RunAgentInput: 'resume' must be an array"};
   if (resume.is_array() && !resume.empty()) {
     auto slot = s.stream_slots.take(c.user);
-    const int64_t after = resume_run(s, c, run_id, resume);
+    const int64_t after = resume_run(s, c, run_id, resume, in);
     open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after);
     return;
   }
