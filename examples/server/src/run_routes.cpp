@@ -63,8 +63,22 @@ TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* 
   }
 }
 
-// Ownership was checked by the caller (post_run). Returns the sequence number to stream after.
-int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume, const json& in) {
+// Whether this request's stream stops its run when the client leaves: forwardedProps.cancelOnDisconnect, else the
+// server's cancel_on_disconnect.
+bool cancels_on_disconnect(const ServerContext& s, const json& in) {
+  const json props = in.value("forwardedProps", json());
+  if (!props.is_object()) return s.cfg.cancel_on_disconnect;
+  auto it = props.find("cancelOnDisconnect");
+  if (it == props.end() || it->is_null()) return s.cfg.cancel_on_disconnect;
+  if (!it->is_boolean())
+    throw ApiError{422, "invalid_argument", "RunAgentInput: forwardedProps.cancelOnDisconnect must be a boolean"};
+  return it->get<bool>();
+}
+
+// Ownership was checked by the caller (post_run). Returns the sequence number to stream after; `turn_out`: the
+// resumed turn.
+int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume, const json& in,
+                   std::string& turn_out) {
   const InputLimits limits = input_limits(s.rt->config());
   auto decisions = decisions_from_agui_resume(resume, limits);
   const auto context = context_from_agui(in.value("context", json()), limits);
@@ -92,6 +106,7 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
   const int64_t before = replay ? 0 : s.rt->thread(c.internal_thread)->last_seq;
   json answer = s.rt->resume(turn_id, approval_id, decisions, run_id, context);
   s.recent_turns.note(turn_id);
+  turn_out = turn_id;
   if (answer.value("runId", "") != run_id)
     throw ApiError{409, "already_resumed",
                    fmt::format("the interrupts were already answered by run {}", answer.value("runId", ""))};
@@ -115,10 +130,12 @@ void post_run(ServerContext& s, ApiCall& c) {
   const json resume = in.value("resume", json());
   if (!resume.is_null() && !resume.is_array())
     throw ApiError{422, "invalid_argument", "RunAgentInput: 'resume' must be an array"};
+  const bool cancel_on_disconnect = cancels_on_disconnect(s, in);
   if (resume.is_array() && !resume.empty()) {
     auto slot = s.stream_slots.take(c.user);
-    const int64_t after = resume_run(s, c, run_id, resume, in);
-    open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after);
+    std::string turn_id;
+    const int64_t after = resume_run(s, c, run_id, resume, in, turn_id);
+    open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after, cancel_on_disconnect ? turn_id : "");
     return;
   }
   if (prefers_json(c.req.header("Accept"))) {
@@ -140,7 +157,8 @@ void post_run(ServerContext& s, ApiCall& c) {
                                "with 'Accept: application/json' for the messages of that turn)",
                                message_id, h.run_id)};
   // A repeat replays its run from the start (only that run's events: one_run filters by run id).
-  open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1));
+  open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1),
+                  cancel_on_disconnect ? h.turn_id : "");
 }
 
 // POST /agent/runs/{threadId}/resume {approvalRequestId, decisions, runId?} -> 202 {status:"accepted", ...}

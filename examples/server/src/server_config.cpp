@@ -81,7 +81,7 @@ void parse_listen(const std::string& value, std::string& host, int& port) {
 ServerConfig server_config_from_json(const json& j) {
   only_keys(j,
             {"listen", "public_url", "tokens", "limits", "runtime", "asr", "demo_chunk_delay_ms", "demo_jobs_ms",
-             "cors_origins", "access_log", "log_level"},
+             "cors_origins", "access_log", "cancel_on_disconnect", "log_level"},
             "config");
   ServerConfig c;
   if (j.contains("listen")) parse_listen(string(j, "listen", ""), c.host, c.port);
@@ -177,6 +177,10 @@ ServerConfig server_config_from_json(const json& j) {
   if (auto a = j.find("access_log"); a != j.end() && !a->is_null()) {
     if (!a->is_boolean()) bad("'access_log' must be a boolean");
     c.access_log = a->get<bool>();
+  }
+  if (auto a = j.find("cancel_on_disconnect"); a != j.end() && !a->is_null()) {
+    if (!a->is_boolean()) bad("'cancel_on_disconnect' must be a boolean");
+    c.cancel_on_disconnect = a->get<bool>();
   }
   if (auto l = j.find("log_level"); l != j.end() && !l->is_null())
     c.log_level = parse_log_level(string(j, "log_level", ""));

@@ -33,6 +33,7 @@ void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* 
   }
   delivered_ = frames[n - 1]->seq;
   if (!terminal) return;
+  terminal_sent_ = true;
   if (mode_ == Mode::one_run) w->finish();
   if (mode_ == Mode::until_idle) end_sse_stream_if_idle(owner_, shared_from_this());
 }
@@ -65,6 +66,20 @@ void SseStream::on_closed() {
   }
   owner_.feeds->leave(m);
   owner_.stream_slots.release(user_);
+  if (mode_ != Mode::one_run || cancel_turn_.empty() || terminal_sent_) return;
+  // The client left while its run was going: stop it, unless the run has ended (or paused) meanwhile, or the
+  // turn has moved on to another run.
+  ServerContext& s = owner_;
+  s.pool->post([&s, turn_id = cancel_turn_, run_id = run_id_] {
+    try {
+      auto t = s.rt->turn(turn_id);
+      if (!t || t->run_id != run_id || (t->status != TurnStatus::running && t->status != TurnStatus::resuming)) return;
+      s.rt->cancel(turn_id);
+      s.log(LogLevel::info, fmt::format("turn {}: cancelled, its client left run {}", turn_id, run_id));
+    } catch (const std::exception& e) {
+      s.log(LogLevel::warn, fmt::format("turn {}: cancel on disconnect failed: {}", turn_id, e.what()));
+    }
+  });
 }
 
 bool SseStream::attach(std::shared_ptr<EventStreamWriter> writer, std::shared_ptr<EventFeeds::Member> member) {
@@ -86,8 +101,9 @@ std::shared_ptr<EventStreamWriter> SseStream::writer() const {
 }
 
 void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
-                     int64_t after) {
+                     int64_t after, std::string cancel_turn) {
   auto st = std::make_shared<SseStream>(s, c.user, c.internal_thread, mode, std::move(run_id), after);
+  st->cancel_on_disconnect(std::move(cancel_turn));
   Headers headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
   for (auto& h : c.extra) headers.push_back(h);
   log_access(c.access_log, c.req, 200);

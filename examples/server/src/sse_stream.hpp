@@ -45,6 +45,8 @@ class SseStream final : public FeedSubscriber,
 
   // After start_stream and join: false when the connection was already over (the member must go).
   bool attach(std::shared_ptr<EventStreamWriter> writer, std::shared_ptr<EventFeeds::Member> member);
+  // one_run: the client leaving before the run's last event cancels turn `turn_id` (while this run is its run).
+  void cancel_on_disconnect(std::string turn_id) { cancel_turn_ = std::move(turn_id); }
   void set_writer(std::shared_ptr<EventStreamWriter> w);
   std::shared_ptr<EventStreamWriter> writer() const;
 
@@ -58,6 +60,8 @@ class SseStream final : public FeedSubscriber,
   const Mode mode_;
   const std::string run_id_;
   std::atomic<int64_t> delivered_;
+  std::string cancel_turn_;                 // set before the stream starts; read once it is closed
+  std::atomic<bool> terminal_sent_{false};  // one_run: the run's last event was handed to the connection
   mutable std::mutex mutex_;
   std::shared_ptr<EventStreamWriter> writer_;
   std::shared_ptr<EventFeeds::Member> member_;
@@ -66,8 +70,10 @@ class SseStream final : public FeedSubscriber,
 
 // Answers 200 text/event-stream and joins the thread's feed after `after`: the stream's events as
 // `id: <seq>` + `data: <json>` frames (LF only), ": keep-alive" during silence. The stream takes over `slot`.
+// `cancel_turn`: a one_run stream whose client leaves before the run's end cancels that turn (cancel on
+// disconnect); empty: the run goes on.
 void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
-                     int64_t after);
+                     int64_t after, std::string cancel_turn = {});
 
 // Nothing runs on the thread and every committed event up to what the stream was given was sent: ends it (checked
 // on a work thread).

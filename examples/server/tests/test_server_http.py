@@ -714,6 +714,63 @@ class SlowServerTest(unittest.TestCase):
         self.assertEqual(rest[-1][1]["outcome"], {"type": "cancelled"})
 
 
+class CancelOnDisconnectTest(unittest.TestCase):
+    """Opt-in: a client that closes its run's stream before the run's end stops the run (AG-UI front ends abort the
+    request to stop); the run ends RUN_FINISHED {outcome: cancelled}. A paused or finished run is left alone."""
+
+    def aborted_run(self, srv, thread, forwarded=None):
+        inp = run_input(thread, "a long answer, slowly please")
+        if forwarded is not None:
+            inp["forwardedProps"] = forwarded
+        s = srv.open_stream("POST", "/api/v1/agent/runs", inp)
+        self.assertEqual(s.status, 200)
+        s.read_events(until=lambda f: f[1]["type"] == "TEXT_MESSAGE_CONTENT")
+        s.abort()
+        return srv.thread_events(thread)  # until the thread is idle
+
+    def test_forwarded_props_ask_for_it_per_request_and_the_config_for_every_request(self):
+        with Server("--demo-delay-ms", "25") as srv:
+            frames = self.aborted_run(srv, new_id("t"), {"cancelOnDisconnect": True})
+            self.assertEqual(frames[-1][1]["type"], "RUN_FINISHED")
+            self.assertEqual(frames[-1][1]["outcome"], {"type": "cancelled"})
+            # Off by default: the run goes on to its answer.
+            frames = self.aborted_run(srv, new_id("t"))
+            self.assertEqual(frames[-1][1]["outcome"], {"type": "success"})
+            self.assertEqual(squeeze(types(frames)), RUN_A)
+            # A value that is not a boolean is refused before anything runs.
+            inp = run_input(new_id("t"), "hi")
+            inp["forwardedProps"] = {"cancelOnDisconnect": "yes"}
+            st, _, _, err = srv.request("POST", "/api/v1/agent/runs", inp)
+            self.assertEqual((st, err["error"]["message"]),
+                             (422, "RunAgentInput: forwardedProps.cancelOnDisconnect must be a boolean"))
+        with Server("--demo-delay-ms", "25", config={"cancel_on_disconnect": True}) as srv:
+            frames = self.aborted_run(srv, new_id("t"))
+            self.assertEqual(frames[-1][1]["outcome"], {"type": "cancelled"})
+            # A request may still say no.
+            frames = self.aborted_run(srv, new_id("t"), {"cancelOnDisconnect": False})
+            self.assertEqual(frames[-1][1]["outcome"], {"type": "success"})
+        with self.assertRaises(RuntimeError):
+            Server(config={"cancel_on_disconnect": "yes"})
+
+    def test_a_stream_closed_after_its_run_paused_or_ended_stops_nothing(self):
+        with Server(config={"cancel_on_disconnect": True}) as srv:
+            thread = new_id("t")
+            s = srv.open_stream("POST", "/api/v1/agent/runs", run_input(thread, "please book a room"))
+            frames = s.read_events()
+            s.close()
+            self.assertEqual(frames[-1][1]["outcome"]["type"], "interrupt")
+            interrupt = frames[-1][1]["outcome"]["interrupts"][0]
+            # The pause stays: a resume answers it and the tool runs.
+            s = srv.open_stream("POST", "/api/v1/agent/runs", run_input(
+                thread, "please book a room", resume=[{"interruptId": interrupt["id"], "status": "resolved"}],
+                messages=[]))
+            rest = s.read_events()
+            s.close()
+            self.assertEqual(rest[-1][1]["outcome"], {"type": "success"})
+            answer = "".join(f[1]["delta"] for f in rest if f[1]["type"] == "TEXT_MESSAGE_CONTENT")
+            self.assertIn("booking is confirmed", answer)
+
+
 class LimitsTest(unittest.TestCase):
     def test_oversize_bodies_are_413(self):
         with Server("--max-body-bytes", "4096", "--max-upload-bytes", "2048", "--max-audio-bytes", "1024") as srv:
