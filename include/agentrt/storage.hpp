@@ -117,11 +117,14 @@ struct CommitBatch {
   std::vector<LedgerEntry> ledger;         // upserts by (turn_id, tool_call_id)
   std::optional<ApprovalRecord> approval;  // insert; conflict if the id exists
   std::vector<JobWrite> jobs;              // versions written back on commit
+  // The thread's shared state (AG-UI state: JSON text) as this batch's events leave it, written whole.
+  std::optional<std::string> thread_state;
   // Conflict unless the thread has no RUNNING or RESUMING turn (no run is open on it): how a batch that is
   // a whole run by itself (a job's outcome) avoids landing inside another run's events.
   bool require_idle = false;
   bool empty() const {
-    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval && jobs.empty();
+    return !create_thread && !turn && events.empty() && messages.empty() && ledger.empty() && !approval &&
+           jobs.empty() && !thread_state;
   }
 };
 
@@ -142,6 +145,9 @@ class Store {
   // Newest first; soft-deleted threads are left out unless include_deleted.
   virtual std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted = false) = 0;
   virtual void set_thread_title(std::string_view thread_id, std::string_view title) = 0;
+  // The thread's shared state as its last commit with one left it (JSON text); nullopt when none was ever
+  // written.
+  virtual std::optional<std::string> thread_state(std::string_view thread_id) = 0;
   // Marks the thread deleted. Error(conflict) while it has an active (RUNNING, WAITING_APPROVAL, RESUMING)
   // turn, checked in the same transaction; a commit that would create or continue a deleted thread's row
   // (CommitBatch::create_thread) is refused with Error(conflict) too, so a start and a delete never interleave.

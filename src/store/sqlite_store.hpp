@@ -44,12 +44,13 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // As Store::commit, and as the message layout's commit says (DocumentLayout::commit).
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;
   std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted) override;
+  std::optional<std::string> thread_state(std::string_view thread_id) override;
   void set_thread_title(std::string_view thread_id, std::string_view title) override;
   void soft_delete_thread(std::string_view thread_id) override;
   std::optional<TurnRecord> get_turn(std::string_view turn_id) override;

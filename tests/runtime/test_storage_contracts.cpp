@@ -86,6 +86,7 @@ struct FlakyStore final : Store {
   std::optional<ThreadRecord> get_thread(std::string_view t) override { return inner->get_thread(t); }
   std::vector<ThreadRecord> list_threads(std::string_view u, bool d) override { return inner->list_threads(u, d); }
   void set_thread_title(std::string_view t, std::string_view ti) override { inner->set_thread_title(t, ti); }
+  std::optional<std::string> thread_state(std::string_view t) override { return inner->thread_state(t); }
   void soft_delete_thread(std::string_view t) override { inner->soft_delete_thread(t); }
   std::optional<TurnRecord> get_turn(std::string_view t) override { return inner->get_turn(t); }
   std::optional<TurnRecord> find_turn_by_client_message(std::string_view t, std::string_view c) override {

@@ -69,6 +69,27 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(s->events_after("other", 0, 100).empty());
     CHECK(s->get_thread("th1")->last_seq == 3);
   }
+  SUBCASE("a thread's state is written whole with its batch, and a refused batch leaves the last one") {
+    auto s = make();
+    CHECK_FALSE(s->thread_state("th_state").has_value());
+    auto b = new_turn_batch(conformance_turn("ts1", "th_state", TurnStatus::running));
+    b.thread_state = R"({"theme":"dark","items":[1,2]})";
+    s->commit(b);
+    CHECK(s->thread_state("th_state") == std::optional<std::string>(R"({"theme":"dark","items":[1,2]})"));
+    CommitBatch only;  // a batch with nothing but the state
+    only.thread_id = "th_state";
+    only.thread_state = std::string(70000, 'x');  // text as given, longer than a page
+    CHECK_FALSE(only.empty());
+    s->commit(only);
+    CHECK(s->thread_state("th_state")->size() == 70000);
+    // A batch the store refuses (a second active turn) leaves the state it had.
+    auto refused = new_turn_batch(conformance_turn("ts2", "th_state", TurnStatus::running));
+    refused.thread_state = "{}";
+    CHECK_THROWS_AS(s->commit(refused), Error);
+    CHECK(s->thread_state("th_state")->size() == 70000);
+    CHECK_FALSE(s->thread_state("other").has_value());
+  }
+
   SUBCASE("a second active turn on a thread is a conflict and nothing of its batch is written") {
     auto s = make();
     auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::waiting_approval));

@@ -72,18 +72,18 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
       done.status = TurnStatus::completed;
       insert(s, done);
     }
-    // Back to what that schema had: no `active` column, the index on `status`.
+    // Back to what that schema had: no `active` column, the index on `status`, no thread_states.
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
     const std::string back = fmt::format(
         "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
-        "ON turns(thread_id) WHERE {}; PRAGMA user_version={};",
+        "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; PRAGMA user_version={};",
         predicate, version);
     REQUIRE(sqlite3_exec(db, back.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
 
     SqliteStore s(SqliteStoreOptions{path});
-    CHECK(s.schema_version() == 4);
+    CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
     const std::string sql = one_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
     CHECK(sql.find("WHERE active=1") != std::string::npos);

@@ -105,6 +105,11 @@ bool PostgresStore::transact_once(Connection& c, CommitBatch& b, const ThreadTai
     const int64_t last_seq = guess ? guess->last_seq : tail.last_seq - n_events;
     const int64_t last_idx = guess ? guess->last_idx : tail.last_idx - n_messages;
     if (b.create_thread) create_thread(p, c, *b.create_thread, now);
+    if (b.thread_state)
+      p.add(
+          "INSERT INTO thread_states(thread_id,state) VALUES($1,$2) ON CONFLICT(thread_id) DO UPDATE SET "
+          "state=EXCLUDED.state",
+          Params().add(b.thread_id).add(*b.thread_state), "write the thread's state");
     if (b.turn) write_turn(p, b, now);
     for (const auto& row : store_rows::event_rows(b.events, last_seq))
       p.add("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES($1,$2,$3,$4,$5)",

@@ -56,11 +56,12 @@ class PostgresStore final : public Store {
   PostgresStore(const PostgresStore&) = delete;
   PostgresStore& operator=(const PostgresStore&) = delete;
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;
   std::vector<ThreadRecord> list_threads(std::string_view user_id, bool include_deleted) override;
+  std::optional<std::string> thread_state(std::string_view thread_id) override;
   void set_thread_title(std::string_view thread_id, std::string_view title) override;
   void soft_delete_thread(std::string_view thread_id) override;
   std::optional<TurnRecord> get_turn(std::string_view turn_id) override;

@@ -53,6 +53,15 @@ std::vector<ThreadRecord> PostgresStore::list_threads(std::string_view user_id, 
   });
 }
 
+std::optional<std::string> PostgresStore::thread_state(std::string_view thread_id) {
+  return pool_->with([&](Connection& c) -> std::optional<std::string> {
+    Result r =
+        c.exec("SELECT state FROM thread_states WHERE thread_id=$1", Params().add(thread_id), "read a thread's state");
+    if (r.rows() == 0) return std::nullopt;
+    return r.row(0).text(0);
+  });
+}
+
 void PostgresStore::set_thread_title(std::string_view thread_id, std::string_view title) {
   pool_->with([&](Connection& c) {
     Result r = c.exec("UPDATE threads SET title=$1, updated_at=$2 WHERE id=$3",

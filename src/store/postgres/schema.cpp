@@ -75,6 +75,10 @@ CREATE TABLE thread_documents(
   thread_id text COLLATE "C" PRIMARY KEY, doc_key text COLLATE "C" NOT NULL, version bigint NOT NULL,
   bytes bigint NOT NULL, messages bigint NOT NULL, updated_at bigint NOT NULL);
 )sql",
+    // 3: a thread's shared state (AG-UI state), a row once a commit gives it one.
+    R"sql(
+CREATE TABLE thread_states(thread_id text COLLATE "C" PRIMARY KEY, state text NOT NULL);
+)sql",
 };
 
 // Held (for the transaction) by the store that migrates: two processes opening a new database do not both try.

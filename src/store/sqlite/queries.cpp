@@ -30,6 +30,14 @@ std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bo
   return read_rows(s, read_thread);
 }
 
+std::optional<std::string> SqliteStore::thread_state(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT state FROM thread_states WHERE thread_id=?");
+  s.bind(1, thread_id);
+  if (!s.step()) return std::nullopt;
+  return s.text(0);
+}
+
 void SqliteStore::set_thread_title(std::string_view thread_id, std::string_view title) {
   std::lock_guard<std::mutex> lock(mutex_);
   begin_write();

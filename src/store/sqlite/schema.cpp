@@ -77,6 +77,10 @@ UPDATE turns SET active=1 WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR
 DROP INDEX turns_one_active;
 CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE active=1;
 )sql",
+    // 5: a thread's shared state (AG-UI state), a row once a commit gives it one.
+    R"sql(
+CREATE TABLE thread_states(thread_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
+)sql",
 };
 
 }  // namespace

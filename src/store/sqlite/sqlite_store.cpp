@@ -97,6 +97,12 @@ void SqliteStore::commit_rows(CommitBatch& b) {
   try {
     const int64_t now = now_ms();
     if (b.require_idle) require_idle(b.thread_id);
+    if (b.thread_state) {
+      auto up = stmt(
+          "INSERT INTO thread_states(thread_id,state) VALUES(?,?) ON CONFLICT(thread_id) DO UPDATE SET "
+          "state=excluded.state");
+      up.bind(1, b.thread_id).bind(2, *b.thread_state).run();
+    }
     if (b.create_thread) {
       const auto& t = *b.create_thread;
       auto ins = stmt(
