@@ -163,7 +163,10 @@ inline void run_object_store_conformance(const std::function<std::shared_ptr<Obj
     const auto doc = store->get("t/doc");
     REQUIRE(doc);
     CHECK(doc->rfind("writer ", 0) == 0);
-    CHECK(store->head("t/doc")->sha256 == crypto::sha256_hex(*doc));
+    // Where several writers may write (an emulated put_if_absent), the bytes are one writer's whole; their
+    // metadata may be another's on s3rver, which writes an object's bytes and its metadata as two files, one
+    // after the other (S3 replaces both at once).
+    if (traits.exclusive_put_if_absent) CHECK(store->head("t/doc")->sha256 == crypto::sha256_hex(*doc));
   }
 
   SUBCASE("list returns the objects under a prefix sorted by key, with their metadata") {
