@@ -38,6 +38,7 @@ inline namespace v1 {
 //   max_context_entries, max_context_bytes
 //                         a run's context (AG-UI RunAgentInput.context): entries (default 64) and their bytes
 //                         together (default 65536); 0 refuses any
+//   max_state_bytes       a thread's shared state as JSON text (default 262144)
 // A config value nested deeper than kDefaultMaxJsonDepth is refused with Error(invalid_argument).
 RuntimeConfig runtime_config_from_json(const json& config);
 

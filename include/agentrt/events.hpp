@@ -107,6 +107,8 @@ Event tool_call_args(std::string tool_call_id, std::string delta);
 Event tool_call_end(std::string tool_call_id);
 Event tool_call_result(std::string message_id, std::string tool_call_id, json content, json metadata = nullptr);
 Event custom(std::string name, json value);
+Event state_snapshot(json snapshot);
+Event state_delta(json patch);  // an RFC 6902 JSON Patch
 }  // namespace events
 
 }  // namespace v1

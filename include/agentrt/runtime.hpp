@@ -54,6 +54,8 @@ struct RuntimeConfig {
   // this many bytes together (descriptions and values).
   size_t max_context_entries = 64;
   size_t max_context_bytes = 64 * 1024;
+  // A thread's shared state (AG-UI state) as JSON text: at most this many bytes (its nesting: max_json_depth).
+  size_t max_state_bytes = 256 * 1024;
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::shared_ptr<Summarizer> summarizer;  // default: Summarizer{}
@@ -104,6 +106,10 @@ struct TurnInput {
   std::string run_id;                 // the caller's run id (AG-UI runId); generated when empty
   std::vector<ContextEntry> context;  // for this run's model calls only (a run that continues after a pause
                                       // is given the context of the call that resumes it)
+  // The thread's shared state as the client has it (AG-UI RunAgentInput.state): it becomes the thread's state,
+  // and the run starts with its STATE_SNAPSHOT. Unset: the thread keeps its state (the run starts with a snapshot
+  // of it when it has one).
+  std::optional<json> state;
 };
 
 struct TurnHandle {
@@ -136,10 +142,14 @@ struct InputLimits {
   size_t max_input_messages = 4096;              // messages of a RunAgentInput
   size_t max_context_entries = 64;               // a run's context entries
   size_t max_context_bytes = 64 * 1024;          // their descriptions and values together
+  size_t max_state_bytes = 256 * 1024;           // a thread's state as JSON text
 };
 InputLimits input_limits(const RuntimeConfig& config);
 // Error(too_large) when a run's context has more entries or bytes than the limits allow.
 void check_context(const std::vector<ContextEntry>& context, const InputLimits& limits);
+// Error(invalid_argument) for a null state or one nested deeper than the limit, Error(too_large) when its JSON text
+// is longer than max_state_bytes.
+void check_state(const json& state, const InputLimits& limits);
 
 // The new input of an AG-UI RunAgentInput: the latest user message only. The client's history (every other
 // message) is ignored. Throws Error(invalid_argument) for a malformed input, one without a user message or

@@ -55,12 +55,19 @@ struct ToolCallContext {
   // confirmed the job; `job_confirmed` is then true: start the work now.
   std::string job_id;
   bool job_confirmed = false;
+  // The thread's shared state (AG-UI state) when the call started: {} when the thread has none. A tool changes it
+  // by answering with ToolResult::state_delta.
+  json state = json::object();
 };
 
 // A successful tool outcome.
 struct ToolResult {
   json result;
   std::optional<UiSchema> ui;
+  // A change of the thread's shared state: an RFC 6902 JSON Patch applied to ToolCallContext::state, streamed as
+  // STATE_DELTA and committed with the result. Null: none. One that does not apply, or leaves a state over the
+  // runtime's limits, fails the call with code "invalid_state_delta" (the state is unchanged).
+  json state_delta;
 };
 
 // The one-shot completion of a tool call. Copies share the state; the first complete()/fail() wins and

@@ -95,6 +95,10 @@ Event tool_call_result(std::string message_id, std::string tool_call_id, json co
 Event custom(std::string name, json value) {
   return make(EventType::CUSTOM, Set{&Event::name, std::move(name)}, Set{&Event::value, std::move(value)});
 }
+Event state_snapshot(json snapshot) {
+  return make(EventType::STATE_SNAPSHOT, Set{&Event::snapshot, std::move(snapshot)});
+}
+Event state_delta(json patch) { return make(EventType::STATE_DELTA, Set{&Event::patch, std::move(patch)}); }
 
 }  // namespace events
 }  // namespace v1

@@ -33,6 +33,12 @@ const json* runtime_facts(const Event& e) {
 
 Projector::Projector(std::string thread_id) : thread_id_(std::move(thread_id)) {}
 
+std::optional<std::string> Projector::take_state() {
+  if (!state_changed_) return std::nullopt;
+  state_changed_ = false;
+  return state_.dump();
+}
+
 void Projector::begin_run(const std::string& run_id, const std::string& turn_id) { turn_of_run_[run_id] = turn_id; }
 
 std::string Projector::turn_of(const std::string& run_id) const {
@@ -163,6 +169,15 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
       if (e.name == "agentrt.started") started(run_id, e.value);
       if (e.name == "agentrt.intent") turn_intent(run_id, e.value);
       if (e.name == "agentrt.job") job_changed(e.value);
+      return std::nullopt;
+    case EventType::STATE_SNAPSHOT:
+      state_ = e.snapshot;
+      state_changed_ = true;
+      return std::nullopt;
+    case EventType::STATE_DELTA:
+      // The runtime emits only a delta it has applied to the same state: this one applies too.
+      state_ = state_.patch(e.patch);
+      state_changed_ = true;
       return std::nullopt;
     case EventType::TEXT_MESSAGE_START: text_start(e.message_id); return std::nullopt;
     case EventType::TEXT_MESSAGE_CONTENT: text_content(e.message_id, e.delta); return std::nullopt;

@@ -22,6 +22,8 @@
 // else the change compares-and-sets against version - 1). Within a run it is one of the run's events; a change
 // no run carries (a host's progress report, an outcome that waits for the thread's open run to end) is a
 // record without a run: the log's, never shown to a client (see Runtime::subscribe and events_page).
+// and the thread's shared state: STATE_SNAPSHOT replaces it, STATE_DELTA patches it (RFC 6902; a thread without
+// a snapshot yet starts from {}).
 // metadata.agentrt is the runtime's and is not copied into a message. Replaying a thread's stored log
 // rebuilds its stored history and ledger (tests/pipeline/test_replay.cpp).
 // Not thread-safe: the emitter that owns it calls it under its lock.
@@ -91,6 +93,11 @@ class Projector {
   // replay keeps each job's last).
   std::vector<JobWrite> take_job_writes();
 
+  // The thread's state as JSON text when an event changed it since the last call (the emitter stages it whole).
+  std::optional<std::string> take_state();
+  // The thread's state as the events so far say (the replay); {} when none did.
+  const json& state() const { return state_; }
+
   // The turns whose runs it has seen.
   std::vector<std::string> turns() const;
   // Every entry of a turn, by run, ordinal and call id.
@@ -136,6 +143,8 @@ class Projector {
   std::map<std::string, TurnRecord, std::less<>> turns_;
   std::string changed_turn_;          // the turn whose status changed since the last take
   std::vector<JobWrite> job_writes_;  // since the last take
+  json state_ = json::object();
+  bool state_changed_ = false;
 };
 
 // The ledger status a call's outcome moves it to.

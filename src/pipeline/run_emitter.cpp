@@ -43,6 +43,7 @@ void RunEmitter::project(std::optional<MessageRecord> m) {
   }
   if (auto a = projector_.take_approval()) batch_->approval = std::move(*a);
   for (auto& w : projector_.take_job_writes()) batch_->jobs.push_back(std::move(w));
+  if (auto s = projector_.take_state()) batch_->thread_state = std::move(*s);
   if (auto t = projector_.take_turn()) {
     batch_->expected_version = turn_version_;
     batch_->turn = std::move(*t);

@@ -187,7 +187,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
              "max_input_parts",
              "max_input_messages",
              "max_context_entries",
-             "max_context_bytes"},
+             "max_context_bytes",
+             "max_state_bytes"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -289,6 +290,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
       static_cast<size_t>(num(j, "max_context_entries", static_cast<int64_t>(c.max_context_entries), 0, 100000));
   c.max_context_bytes = static_cast<size_t>(
       num(j, "max_context_bytes", static_cast<int64_t>(c.max_context_bytes), 0, int64_t{64} * 1024 * 1024));
+  c.max_state_bytes = static_cast<size_t>(
+      num(j, "max_state_bytes", static_cast<int64_t>(c.max_state_bytes), 2, int64_t{64} * 1024 * 1024));
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
 #include <vector>
 
 #include "agentrt/cancel.hpp"
@@ -25,6 +26,7 @@ struct RunHandle {
   std::string turn_id;
   CancelToken cancel;
   std::vector<ContextEntry> context;  // what the host told the model for this run (set before it is queued)
+  std::optional<json> state;          // the client's state for the thread (TurnInput::state), taken by the run
 };
 
 class RunRegistry {

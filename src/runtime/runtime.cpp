@@ -132,6 +132,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   if (!client_id.empty()) require_id(client_id, "client message id");
   if (!input.run_id.empty()) require_id(input.run_id, "run id");
   check_context(input.context, input_limits(cfg));
+  if (input.state) check_state(*input.state, input_limits(cfg));
   // Checked before the message is copied: a copy of a value nested too deep would overflow the stack.
   if (message_depth(input.message, cfg.max_json_depth) > cfg.max_json_depth)
     throw Error(ErrorCode::invalid_argument,
@@ -192,6 +193,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   }
   auto handle = register_run(turn.id);
   handle->context = input.context;
+  handle->state = input.state;
   // run_turn's start may ride on a group commit (live); start_turn's is committed here, before it returns.
   auto em = make_emitter(turn.thread_id, turn.run_id, -1, inline_run != nullptr, handle);
   ThreadRecord th;

@@ -43,6 +43,7 @@ struct RunCtx {
   std::shared_ptr<RunHandle> handle;
   std::vector<MessageRecord> history;  // the thread's messages, kept current by this run
   std::vector<LedgerEntry> ledger;     // this turn's tool calls, kept current by this run
+  json state = json::object();         // the thread's shared state, kept current by this run
   std::vector<TokenUsage> run_usage;   // per provider/model, this run
   std::string open_step;
   // Streaming state, so a cancelled run can close what it opened.

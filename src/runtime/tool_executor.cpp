@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "agentrt/json_limits.hpp"
 #include "agentrt/records.hpp"
 #include "agentrt/summary.hpp"
 #include "runtime/context_builder.hpp"
@@ -110,7 +111,8 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
                          r.args,
                          rt_.attachments.attachments_named(r.args, ctx_.history),
                          r.job_id,
-                         r.job_confirmed};
+                         r.job_confirmed,
+                         ctx_.state};
     r.started_ms = now_ms();
     r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
     rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
@@ -156,6 +158,17 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
         oc.error = ToolError{"invalid_result", *problem};
       }
     }
+    // A change of the thread's state: applied here first, so that the STATE_DELTA the run streams always applies.
+    json delta, next_state;
+    if (oc.ok && !oc.job && !oc.result.state_delta.is_null()) {
+      if (auto problem = apply_state_delta(oc.result.state_delta, next_state)) {
+        oc.ok = false;
+        oc.result = ToolResult{};
+        oc.error = ToolError{"invalid_state_delta", *problem};
+      } else {
+        delta = std::move(oc.result.state_delta);
+      }
+    }
     if (oc.ok && oc.job) {
       jobs_touched = true;
       std::optional<JobRecord> early = in_flight.early(r.job_id);
@@ -184,6 +197,11 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
     out.timings.finished_at_ms = now_ms();
     out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
     const bool started_job = oc.ok && oc.job;
+    RunEmitter::Unit unit(*ctx_.em);  // the state's change commits with the result
+    if (!delta.is_null()) {
+      ctx_.em->emit(events::state_delta(std::move(delta)));
+      ctx_.state = std::move(next_state);
+    }
     record_result(r.id, std::move(out), summary);
     // A started job's record goes with the result: if that commit is lost, so is the job's record, and the
     // call's outcome is not known to the store (it is not written again from memory).
@@ -313,6 +331,20 @@ bool ToolExecutor::end_confirmed_job(const std::string& job_id, const ToolComple
   j.delivered = true;
   stage_job(j, cur->version);
   return true;
+}
+
+std::optional<std::string> ToolExecutor::apply_state_delta(const json& delta, json& next) const {
+  if (!delta.is_array()) return std::string("state_delta must be a JSON Patch: an array of operations");
+  try {
+    check_json_depth(delta, rt_.cfg.max_json_depth, "state_delta");
+    next = ctx_.state.patch(delta);
+    check_state(next, input_limits(rt_.cfg));
+  } catch (const Error& e) {
+    return e.message();
+  } catch (const json::exception& e) {
+    return fmt::format("state_delta does not apply to the thread's state: {}", e.what());
+  }
+  return std::nullopt;
 }
 
 void ToolExecutor::record_result(const std::string& id, ToolAgentOutput out, const std::string& summary) {

@@ -50,6 +50,9 @@ class ToolExecutor {
   // A result or ui card nested deeper than the limit (its copies and dumps would overflow the stack).
   static std::optional<std::string> invalid_result(const ToolResult& r, size_t max_depth);
   static std::optional<std::string> invalid_job_start(const JobStart& js, size_t max_depth);
+  // Applies a tool's state_delta to the run's state into `next`; what is wrong with it, if anything (a patch that
+  // is malformed, does not apply, or leaves a state over the limits).
+  std::optional<std::string> apply_state_delta(const json& delta, json& next) const;
   JobRecord new_job(const LedgerEntry& l, const std::string& job_id) const;
   // The job's change as one of the run's events (job_change): `j` gets its new version.
   void stage_job(JobRecord& j, int64_t expected_version);

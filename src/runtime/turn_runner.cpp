@@ -40,6 +40,23 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
   }
 }
 
+void start_state(Store& store, RunCtx& ctx) {
+  std::optional<json> state;
+  if (ctx.handle && ctx.handle->state) {
+    state = std::move(*ctx.handle->state);
+    ctx.handle->state.reset();
+  }
+  if (!state) {
+    auto stored = store.thread_state(ctx.turn.thread_id);
+    if (!stored) return;
+    state = parse_json(*stored);  // written by this runtime's projector from a checked state
+  } else if (state->is_object() && state->empty() && !store.thread_state(ctx.turn.thread_id)) {
+    return;  // what a client that keeps no state sends (AG-UI's default): a thread without one stays so
+  }
+  ctx.state = *state;
+  ctx.em->emit(events::state_snapshot(std::move(*state)));
+}
+
 TurnRunner::TurnRunner(Runtime::Impl& rt, RunCtx& ctx)
     : rt_(rt), ctx_(ctx), committed_status_(ctx.turn.status), tools_(*this, rt, ctx), interrupts_(*this, rt, ctx) {
   turn_usage_ = usage_from_json(ctx.turn.usage);
@@ -591,6 +608,7 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
   runner.guarded([&] {
     std::vector<LedgerEntry> none;  // a new turn has no tool calls yet
     load_run_state(*cfg.store, ctx, &none, deferred && deferred->history ? &*deferred->history : nullptr);
+    start_state(*cfg.store, ctx);
     runner.check_cancel();
     runner.run_stages(Stage::intent);
   });

@@ -10,8 +10,16 @@ namespace agentrt {
 inline namespace v1 {
 
 InputLimits input_limits(const RuntimeConfig& config) {
-  return InputLimits{config.max_json_depth, config.max_input_parts, config.max_input_messages,
-                     config.max_context_entries, config.max_context_bytes};
+  return InputLimits{config.max_json_depth,      config.max_input_parts,   config.max_input_messages,
+                     config.max_context_entries, config.max_context_bytes, config.max_state_bytes};
+}
+
+void check_state(const json& state, const InputLimits& limits) {
+  if (state.is_null()) throw Error(ErrorCode::invalid_argument, "state must not be null");
+  check_json_depth(state, limits.max_json_depth, "state");
+  const size_t bytes = state.dump().size();
+  if (bytes > limits.max_state_bytes)
+    throw Error(ErrorCode::too_large, fmt::format("state: {} bytes; the limit is {}", bytes, limits.max_state_bytes));
 }
 
 void check_context(const std::vector<ContextEntry>& context, const InputLimits& limits) {
@@ -78,6 +86,10 @@ TurnInput turn_input_from_agui(const json& in, std::string user_id, const InputL
   t.message = message_from_json(*last_user, limits.max_json_depth);
   t.client_message_id = t.message.id;
   if (auto c = in.find("context"); c != in.end()) t.context = context_from_agui(*c, limits);
+  if (auto s = in.find("state"); s != in.end() && !s->is_null()) {
+    check_state(*s, limits);
+    t.state = *s;
+  }
   return t;
 }
 

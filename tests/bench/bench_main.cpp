@@ -278,7 +278,7 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   book.handler = sync_tool([&](const ToolCallContext& c) {
     ++tool_exec;
     return ToolResult{json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}, {"room", "A1"}, {"day", "mon"}},
-                      std::nullopt};
+                      std::nullopt, nullptr};
   });
   rt.tools().add(book);
 
@@ -395,8 +395,8 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   check.idempotent = env_int("IDEMPOTENT", 1) != 0;
   check.handler = sync_tool([&](const ToolCallContext& c) {
     ++tool_exec;
-    return ToolResult{json{{"room", "A1"}, {"day", "mon"}, {"step", c.args["step"]}, {"available", true}},
-                      std::nullopt};
+    return ToolResult{json{{"room", "A1"}, {"day", "mon"}, {"step", c.args["step"]}, {"available", true}}, std::nullopt,
+                      nullptr};
   });
   rt.tools().add(check);
   std::vector<double> lat(T);

@@ -115,7 +115,7 @@ struct Process {
     book.approval = ApprovalPolicy::always();
     book.handler = sync_tool([this](const ToolCallContext& call) {
       runs->add(call.tool_call_id);
-      return ToolResult{json{{"ok", true}, {"booking_id", "BK-1"}}, std::nullopt};
+      return ToolResult{json{{"ok", true}, {"booking_id", "BK-1"}}, std::nullopt, nullptr};
     });
     rt->tools().add(book);
     ToolSpec render;

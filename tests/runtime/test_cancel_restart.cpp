@@ -149,7 +149,7 @@ TEST_CASE("a turn waiting for approval survives a restart and is resumed by a ne
     spec.approval = ApprovalPolicy::always();
     spec.handler = sync_tool([&](const ToolCallContext&) {
       ++runs;
-      return ToolResult{json{{"ok", true}}, std::nullopt};
+      return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
     });
     rt->tools().add(spec);
     return rt;
@@ -189,7 +189,7 @@ TEST_CASE("after a crash, a running turn fails and a started tool is recorded in
   spec.name = "book_room";
   spec.handler = sync_tool([&](const ToolCallContext&) {
     ++runs;
-    return ToolResult{json{{"ok", true}}, std::nullopt};
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
   });
   rt->tools().add(spec);
   auto t = rt->turn("turn_crashed");
@@ -245,7 +245,7 @@ TEST_CASE("a resumed idempotent call cut off by a crash runs again, a non-idempo
     spec.idempotent = idempotent;
     spec.handler = sync_tool([&](const ToolCallContext&) {
       ++runs;
-      return ToolResult{json{{"ok", true}}, std::nullopt};
+      return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
     });
     c.tools.push_back(spec);
     auto rt = std::make_unique<Runtime>(c);
@@ -271,7 +271,9 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
       ToolSpec spec;
       spec.name = "book_room";
       spec.approval = ApprovalPolicy::always();
-      spec.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json{{"ok", true}}, std::nullopt}; });
+      spec.handler = sync_tool([](const ToolCallContext&) {
+        return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
+      });
       rt.tools().add(spec);
       TurnInput in;
       in.thread_id = "t-proc";
@@ -335,7 +337,7 @@ TEST_CASE("across two processes: a turn paused by one process is resumed by anot
   spec.approval = ApprovalPolicy::always();
   spec.handler = sync_tool([&](const ToolCallContext&) {
     ++runs;
-    return ToolResult{json{{"ok", true}}, std::nullopt};
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
   });
   rt->tools().add(spec);
 

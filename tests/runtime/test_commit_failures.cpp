@@ -201,7 +201,7 @@ TEST_CASE("a call whose result was in the lost batch keeps its real result; the 
     ++runs;
     // Its `started` record is committed; the commit after it (with this result) fails.
     FaultVfs::instance().fail_nth(IoKind::write, 1, SQLITE_IOERR_WRITE);
-    return ToolResult{json{{"ok", true}, {"booking_id", "BK-7"}}, std::nullopt};
+    return ToolResult{json{{"ok", true}, {"booking_id", "BK-7"}}, std::nullopt, nullptr};
   });
   f.rt->tools().add(spec);
   auto t = f.rt->run_turn(turn_input("t-res", user_message("book")));

@@ -30,7 +30,7 @@ ToolSpec counting_book_room(std::atomic<int>& runs, bool idempotent = false) {
   spec.idempotent = idempotent;
   spec.handler = sync_tool([&runs](const ToolCallContext& c) {
     ++runs;
-    return ToolResult{json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}}, std::nullopt};
+    return ToolResult{json{{"ok", true}, {"booking_id", "BK-" + c.thread_id}}, std::nullopt, nullptr};
   });
   return spec;
 }
@@ -227,7 +227,7 @@ void crash_after_tool(int flush_ms, LedgerStatus expected) {
       spec.handler = sync_tool([&](const ToolCallContext&) {
         char x = 1;
         (void)!write(ran[1], &x, 1);
-        return ToolResult{json{{"ok", true}}, std::nullopt};
+        return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
       });
       rt.tools().add(spec);
       std::thread watcher;

@@ -144,7 +144,7 @@ TEST_CASE("a tool that does not complete in time fails with a timeout and the tu
   CHECK((*res)["metadata"]["tool_agent_output"]["error"]["code"] == "timeout");
   // A late completion is refused: the outcome is already recorded.
   REQUIRE(kept.size() == 1);
-  CHECK_FALSE(kept[0].complete(ToolResult{json(1), std::nullopt}));
+  CHECK_FALSE(kept[0].complete(ToolResult{json(1), std::nullopt, nullptr}));
 }
 
 TEST_CASE("a tool that throws fails that call, and an async tool may complete from another thread") {
@@ -168,7 +168,7 @@ TEST_CASE("a tool that throws fails that call, and an async tool may complete fr
   later.handler = [&](const ToolCallContext&, ToolCompletion c) {
     helpers.emplace_back([c]() mutable {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      c.complete(ToolResult{json{{"answer", 42}}, std::nullopt});
+      c.complete(ToolResult{json{{"answer", 42}}, std::nullopt, nullptr});
     });
   };
   h.rt->tools().add(later);

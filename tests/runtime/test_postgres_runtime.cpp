@@ -33,7 +33,7 @@ std::unique_ptr<Runtime> runtime_on(const PgDatabase& db, std::shared_ptr<Postgr
   spec.approval = ApprovalPolicy::always();
   spec.handler = sync_tool([&runs](const ToolCallContext& call) {
     ++runs;
-    return ToolResult{json{{"ok", true}, {"room", call.args.value("room", "")}}, std::nullopt};
+    return ToolResult{json{{"ok", true}, {"room", call.args.value("room", "")}}, std::nullopt, nullptr};
   });
   rt->tools().add(spec);
   return rt;
@@ -125,7 +125,7 @@ TEST_CASE(
   counted.name = "book_room";
   counted.handler = sync_tool([&](const ToolCallContext&) {
     ++runs_b;
-    return ToolResult{json{{"ok", true}}, std::nullopt};
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
   });
   b.tools().add(counted);
 

@@ -177,7 +177,9 @@ TEST_CASE("history reads back only a payload that has a ui; one with a ui is sti
   plain.description = "Book a room";
   plain.parameters = json::parse(R"({"type":"object","properties":{"room":{"type":"string"}}})");
   plain.approval = ApprovalPolicy::never();
-  plain.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json{{"ok", true}}, std::nullopt}; });
+  plain.handler = sync_tool([](const ToolCallContext&) {
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
+  });
   h.rt->tools().add(plain);
   REQUIRE(h.rt->run_turn(turn_input("t-noui", user_message("book"))).status == TurnStatus::completed);
   const Message tool = h.store->messages("t-noui")[2].message;
@@ -263,7 +265,7 @@ TEST_CASE("when the index write fails for good the payload object is deleted aga
   spec.idempotent = true;  // no commit of its own before it runs: the result shares the run's only commit
   spec.handler = sync_tool([&](const ToolCallContext&) {
     ++runs;
-    return ToolResult{json{{"ok", true}}, std::nullopt};
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
   });
   rt.tools().add(spec);
   flaky->fail_tool_commit = true;
@@ -296,7 +298,7 @@ TEST_CASE("a commit that fails once is tried again: the run goes on and its payl
   spec.idempotent = true;
   spec.handler = sync_tool([&](const ToolCallContext&) {
     ++runs;
-    return ToolResult{json{{"ok", true}}, std::nullopt};
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
   });
   rt.tools().add(spec);
   flaky->fail_tool_commit = true;
@@ -484,7 +486,7 @@ TEST_CASE("a tool that names an image by its ref receives the stored object") {
   spec.parameters = json::parse(R"({"type":"object","properties":{"image":{"type":"string"}},"required":["image"]})");
   spec.handler = sync_tool([&](const ToolCallContext& c) {
     got = c.attachments;
-    return ToolResult{json{{"ok", true}}, std::nullopt};
+    return ToolResult{json{{"ok", true}}, std::nullopt, nullptr};
   });
   h.rt->tools().add(spec);
   auto up = h.rt->upload("u1", "t-ref", std::string(32, 'x'), "image/png");

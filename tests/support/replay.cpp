@@ -68,6 +68,7 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
   std::vector<MessageRecord> replayed;
   std::map<std::string, ApprovalRecord> approvals;
   std::vector<JobRecord> jobs;
+  std::optional<std::string> replayed_state;  // the thread's state as the last state event left it
   int64_t after = 0;
   for (;;) {
     auto page = store.events_after(thread_id, after, 500);
@@ -81,6 +82,7 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
       }
       projector.take_ledger_changes();
       projector.take_turn();
+      if (auto st = projector.take_state()) replayed_state = std::move(st);
       for (auto& w : projector.take_job_writes()) {  // each job as its last record says, in order of appearance
         auto at = std::find_if(jobs.begin(), jobs.end(), [&](const JobRecord& j) { return j.id == w.job.id; });
         if (at != jobs.end())
@@ -93,6 +95,9 @@ std::optional<std::string> replay_difference(Store& store, const std::string& th
   }
   if (auto d = compare("thread " + thread_id + ": message", store.messages(thread_id), replayed)) return d;
   if (auto d = compare("thread " + thread_id + ": job", store.thread_jobs(thread_id), jobs)) return d;
+  if (auto stored = store.thread_state(thread_id); stored != replayed_state)
+    return fmt::format("thread {}: state stored {} but replayed {}", thread_id, stored.value_or("(none)"),
+                       replayed_state.value_or("(none)"));
   for (const auto& turn_id : projector.turns()) {
     auto stored = store.ledger(turn_id);
     std::sort(stored.begin(), stored.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
