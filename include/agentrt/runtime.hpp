@@ -240,6 +240,8 @@ class Runtime {
 
   // The thread's messages (the messages projection), tool messages with their `ui` restored.
   std::vector<Message> history(std::string_view thread_id);
+  // The thread's shared state (AG-UI state) as its events leave it; nullopt when it never had one.
+  std::optional<json> thread_state(std::string_view thread_id);
   std::optional<TurnRecord> turn(std::string_view turn_id);
   std::optional<TurnRecord> active_turn(std::string_view thread_id);
   std::optional<ThreadRecord> thread(std::string_view thread_id);

@@ -340,6 +340,14 @@ void register_demo_tools(ToolRegistry& tools) {
     r.ui =
         UiSchema{"booking_confirmation", "v1", json{{"room", room}, {"day", day}, {"booking_id", "BK-" + c.thread_id}},
                  json::array({json{{"type", "button"}, {"label", "Cancel booking"}, {"action", "cancel_booking"}}})};
+    // A thread with a shared state (an object) keeps its bookings there: the demo's STATE_DELTA.
+    if (c.state.is_object() && !c.state.empty()) {
+      const json booking = {{"room", room}, {"day", day}};
+      auto it = c.state.find("bookings");
+      r.state_delta = it != c.state.end() && it->is_array()
+                          ? json::array({{{"op", "add"}, {"path", "/bookings/-"}, {"value", booking}}})
+                          : json::array({{{"op", "add"}, {"path", "/bookings"}, {"value", json::array({booking})}}});
+    }
     return r;
   });
   tools.add(std::move(book));

@@ -344,6 +344,12 @@ std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int
 }
 
 std::vector<Message> Runtime::history(std::string_view thread_id) { return impl_->history_view.history(thread_id); }
+std::optional<json> Runtime::thread_state(std::string_view thread_id) {
+  require_id(thread_id, "thread id");
+  auto s = impl_->cfg.store->thread_state(thread_id);
+  if (!s) return std::nullopt;
+  return parse_json(*s);
+}
 std::vector<Message> Runtime::turn_messages(std::string_view turn_id) {
   require_id(turn_id, "turn id");
   auto t = impl_->cfg.store->get_turn(turn_id);

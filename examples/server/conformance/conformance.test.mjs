@@ -319,9 +319,51 @@ test("GET /agent/capabilities is an AG-UI AgentCapabilities object true to the s
   assert.equal(book.parameters.type, "object");
   assert.deepEqual(caps.humanInTheLoop, { supported: true, approvals: true, interventions: false, feedback: false,
     interrupts: true, approveWithEdits: true });
-  assert.deepEqual(caps.state, { snapshots: false, deltas: false, memory: false, persistentState: false });
+  assert.deepEqual(caps.state, { snapshots: true, deltas: true, memory: false, persistentState: true });
   assert.deepEqual(caps.execution, { codeExecution: false, maxIterations: 8 });
   // The default object store (files under --data) takes the default attachment types.
   assert.deepEqual(caps.multimodal.input, { image: true, audio: true, video: false, pdf: true, file: true });
   assert.deepEqual(caps.reasoning, { supported: false, streaming: false, encrypted: false });
+});
+
+test("shared state: the client's state in, STATE_SNAPSHOT first, a tool's STATE_DELTA out, kept by the thread", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.setState({ theme: "light" });
+  agent.addMessage({ id: randomUUID(), role: "user", content: "please book a room" });
+  const paused = await runAndRecord(agent, log, { runId: randomUUID() });
+  assert.deepEqual(paused.request.state, { theme: "light" });
+  assert.deepEqual(paused.events.slice(0, 2).map((e) => e.type), ["RUN_STARTED", "STATE_SNAPSHOT"]);
+  assert.deepEqual(paused.events[1].snapshot, { theme: "light" });
+  const interrupt = agent.pendingInterrupts[0];
+
+  // The resumed run starts with the thread's state; the demo's book_room adds the booking to it.
+  const resumed = await runAndRecord(agent, log, {
+    runId: randomUUID(),
+    resume: [{ interruptId: interrupt.id, status: "resolved" }],
+  });
+  const types = resumed.events.map((e) => e.type);
+  assert.deepEqual(types.slice(0, 2), ["RUN_STARTED", "STATE_SNAPSHOT"]);
+  const delta = resumed.events.find((e) => e.type === "STATE_DELTA");
+  assert.deepEqual(delta.delta, [{ op: "add", path: "/bookings", value: [{ room: "A1", day: "mon" }] }]);
+  assert.equal(types[types.indexOf("STATE_DELTA") + 1], "TOOL_CALL_RESULT");
+  // The client applied the snapshot and the delta.
+  assert.deepEqual(agent.state, { theme: "light", bookings: [{ room: "A1", day: "mon" }] });
+
+  // The thread keeps it: history has it, and the next run (the client sends what it has) starts with it.
+  const headers = { Authorization: `Bearer ${TOKEN}` };
+  const history = await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, { headers })).json();
+  assert.deepEqual(history.state, { theme: "light", bookings: [{ room: "A1", day: "mon" }] });
+  agent.addMessage({ id: randomUUID(), role: "user", content: "thanks" });
+  const next = await runAndRecord(agent, log, { runId: randomUUID() });
+  assert.deepEqual(next.events[1].snapshot, { theme: "light", bookings: [{ room: "A1", day: "mon" }] });
+
+  // A state over the server's limit is refused before any event.
+  const big = await fetch(`${baseUrl}/agent/runs`, {
+    method: "POST",
+    headers: { ...headers, "Content-Type": "application/json" },
+    body: JSON.stringify({ threadId: agent.threadId, runId: randomUUID(), state: { blob: "x".repeat(300000) },
+      messages: [{ id: randomUUID(), role: "user", content: "hi" }] }),
+  });
+  assert.equal(big.status, 413);
 });

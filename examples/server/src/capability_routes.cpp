@@ -62,7 +62,8 @@ json agent_capabilities(ServerContext& s) {
         {"items", std::move(items)},
         {"parallelCalls", true},
         {"clientProvided", false}}},
-      {"state", {{"snapshots", false}, {"deltas", false}, {"memory", false}, {"persistentState", false}}},
+      // RunAgentInput.state is the thread's; runs start with STATE_SNAPSHOT, tools change it with STATE_DELTA.
+      {"state", {{"snapshots", true}, {"deltas", true}, {"memory", false}, {"persistentState", true}}},
       {"multiAgent", {{"supported", false}}},
       // The organization stage, when it calls the model, shows the execution's draft as reasoning.
       {"reasoning", {{"supported", organization_writes}, {"streaming", organization_writes}, {"encrypted", false}}},

@@ -6,12 +6,14 @@
 
 namespace agentrt::server {
 
-// GET /agent/runs/{threadId}/history -> {threadId, messages}
+// GET /agent/runs/{threadId}/history -> {threadId, messages, state?}
 void get_history(ServerContext& s, ApiCall& c) {
   s.own_thread(c, c.match.id);
   json messages = json::array();
   for (auto& m : s.rt->history(c.internal_thread)) messages.push_back(m);  // attachments re-signed by the runtime
-  c.send_json(200, json{{"threadId", c.client_thread}, {"messages", std::move(messages)}});
+  json out = json{{"threadId", c.client_thread}, {"messages", std::move(messages)}};
+  if (auto state = s.rt->thread_state(c.internal_thread)) out["state"] = std::move(*state);
+  c.send_json(200, out);
 }
 
 // GET /agent/threads -> {threads:[{id, title, createdAt, updatedAt, lastSeq}]}: the caller's namespace only.
