@@ -146,13 +146,15 @@ typedef struct agentrt_tool_call agentrt_tool_call;
 
 /* A host tool. Called on a runtime worker thread for every execution, with the call JSON (borrowed for the
  * duration of the callback):
- *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId, jobConfirmed}
+ *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId, jobConfirmed, state}
  * The host completes the call with agentrt_tool_call_complete or agentrt_tool_call_fail (or answers it with
  * agentrt_tool_call_start_job), before returning or later from any thread, and then frees the handle with
  * agentrt_tool_call_free. A call that is freed without being completed fails with code "tool_error". The
  * tool's timeoutMs bounds the wait. `jobId` is the id the call's job gets if the host answers with
  * agentrt_tool_call_start_job (hand it to the system doing the work); `jobConfirmed` is true when the call
- * runs again, with the same jobId, because the person confirmed that job: start the work now. */
+ * runs again, with the same jobId, because the person confirmed that job: start the work now. `state` is the
+ * thread's shared state (AG-UI state; {} when it has none) when the call started: see
+ * agentrt_tool_call_state_delta. */
 typedef void (*agentrt_tool_cb)(agentrt_tool_call* call, const char* call_json, void* user_data);
 
 /* Registers a host tool. `spec_json`:
@@ -174,6 +176,14 @@ AGENTRT_API int32_t agentrt_tool_unregister(agentrt_runtime* rt, const char* nam
  * then fails with code "invalid_result": the model is told, the turn goes on); AGENTRT_E_INVALID_STATE when
  * the call already ended (completed, failed, timed out or cancelled). */
 AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const char* result_json, const char* ui_json);
+
+/* Changes the thread's shared state with the call's result: `delta_json` is an RFC 6902 JSON Patch (an array of
+ * operations) applied to the call JSON's `state` when agentrt_tool_call_complete completes the call (call it
+ * before that, on the same thread). The change streams as STATE_DELTA right before the result and commits with
+ * it; a patch that does not apply or leaves a state over max_state_bytes fails the call with code
+ * "invalid_state_delta" (the state is unchanged). AGENTRT_E_INVALID_ARGUMENT for malformed JSON, a value that
+ * is not an array, or one nested deeper than max_json_depth (the call stays open). */
+AGENTRT_API int32_t agentrt_tool_call_state_delta(agentrt_tool_call* call, const char* delta_json);
 
 /* Fails a call. `code`: a short machine-readable reason (NULL means "tool_error"); `message`: what went
  * wrong (may be NULL). AGENTRT_E_INVALID_STATE when the call already ended. */
@@ -234,12 +244,14 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
 
 /* Starts a turn. `input_json` is either
  *   {threadId, userId, message: {id?, role?: "user", content: string | ContentPart[]}, runId?,
- *    clientMessageId?, context?}
+ *    clientMessageId?, context?, state?}
  * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
  * taken (history sent by a client is ignored), with its context. `context` ({description, value}[], AG-UI's
  * Context) is given to the model for this run only, in its system message, and never stored; at most
  * max_context_entries entries (default 64) of max_context_bytes together (default 65536), else
- * AGENTRT_E_TOO_LARGE. *out = {threadId, turnId, runId, existing: false, firstSeq}
+ * AGENTRT_E_TOO_LARGE. `state` (any JSON but null; AG-UI's state) becomes the thread's shared state and the run
+ * starts with its STATE_SNAPSHOT ({} on a thread without a state changes nothing); over max_state_bytes
+ * (default 262144) AGENTRT_E_TOO_LARGE. *out = {threadId, turnId, runId, existing: false, firstSeq}
  * (firstSeq: the RUN_STARTED event's sequence number). A repeated client message id returns the first turn:
  * {threadId, turnId, runId, existing: true, status, deltaMessages}, status that turn's (as agentrt_turn_get),
  * deltaMessages the AG-UI messages it has added so far (its user message first; the ERROR system message when
@@ -282,6 +294,11 @@ AGENTRT_API int32_t agentrt_turn_messages(char** out, agentrt_runtime* rt, const
  * finished job's outcome is a tool message with metadata {job_id, job_status, tool_call_id, tool_name,
  * turn_id, assets?, error_code?}). An unknown thread has an empty history. */
 AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, const char* thread_id);
+
+/* The thread's shared state (AG-UI state) as its events leave it: *out = the state's JSON, or null when the
+ * thread never had one. A turn input's `state` (or a RunAgentInput's) sets it at the run's start; host tools
+ * change it with agentrt_tool_call_state_delta. */
+AGENTRT_API int32_t agentrt_thread_state(char** out, agentrt_runtime* rt, const char* thread_id);
 
 /* The user's threads that are not deleted, most recently updated first, as a JSON array of
  *   {id, title, createdAt, updatedAt, lastSeq}   (times in ms; lastSeq: its last event's sequence number)

@@ -168,7 +168,19 @@ AGENTRT_API int32_t agentrt_tool_call_complete(agentrt_tool_call* call, const ch
         throw Error(e.code(), "ui_json: " + e.message());
       }
     }
+    r.state_delta = std::move(call->state_delta);
     require_open_call(call->completion.complete(std::move(r)));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_tool_call_state_delta(agentrt_tool_call* call, const char* delta_json) {
+  return guard("agentrt_tool_call_state_delta", [&]() -> int32_t {
+    require_handle(call, "call");
+    json delta = parse_json_arg(delta_json, "delta_json", call->max_json_depth);
+    if (!delta.is_array())
+      throw Error(ErrorCode::invalid_argument, "delta_json must be a JSON Patch: an array of operations");
+    call->state_delta = std::move(delta);
     return AGENTRT_OK;
   });
 }
@@ -360,6 +372,16 @@ AGENTRT_API int32_t agentrt_thread_history(char** out, agentrt_runtime* rt, cons
     require_out(out);
     auto& st = state_of(rt);
     *out = dup_json(json(st.runtime().history(id_arg(thread_id, "thread_id"))));
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_thread_state(char** out, agentrt_runtime* rt, const char* thread_id) {
+  return guard("agentrt_thread_state", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    auto state = st.runtime().thread_state(id_arg(thread_id, "thread_id"));
+    *out = dup_json(state ? *state : json(nullptr));
     return AGENTRT_OK;
   });
 }

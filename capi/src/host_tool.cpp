@@ -28,7 +28,8 @@ json tool_call_to_json(const ToolCallContext& c) {
               {"userId", c.user_id},
               {"stage", c.stage},
               {"jobId", c.job_id},
-              {"jobConfirmed", c.job_confirmed}};
+              {"jobConfirmed", c.job_confirmed},
+              {"state", c.state}};
 }
 
 ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data, size_t max_json_depth) {
@@ -70,7 +71,8 @@ ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data, size_t
   if (spec.name.empty()) in.fail("'name' must not be empty");
   spec.handler = [tool, max_json_depth](const ToolCallContext& call, ToolCompletion completion) {
     const std::string call_json = tool_call_to_json(call).dump(-1, ' ', false, json::error_handler_t::replace);
-    auto handle = std::make_unique<agentrt_tool_call>(agentrt_tool_call{std::move(completion), max_json_depth});
+    auto handle =
+        std::make_unique<agentrt_tool_call>(agentrt_tool_call{std::move(completion), max_json_depth, nullptr});
     // From here on the host owns the handle (it frees it with agentrt_tool_call_free).
     tool->cb(handle.release(), call_json.c_str(), tool->data.get());
   };

@@ -23,5 +23,6 @@ json tool_call_to_json(const ToolCallContext& call);
 // The handle the host holds for one call. The completion is shared with the worker waiting for it.
 struct agentrt_tool_call {
   agentrt::ToolCompletion completion;
-  size_t max_json_depth;  // the runtime's: result_json, ui_json and job_json nested deeper are refused
+  size_t max_json_depth;      // the runtime's: result_json, ui_json and job_json nested deeper are refused
+  agentrt::json state_delta;  // agentrt_tool_call_state_delta's, for the completion (null: none)
 };

@@ -38,7 +38,7 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
   const std::string& user = in.required_string("userId");
   if (in.find("messages")) return turn_input_from_agui(input, user, limits);
 
-  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId", "context"},
+  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId", "context", "state"},
                "or an AG-UI RunAgentInput with 'messages'");
   TurnInput t;
   t.thread_id = in.required_string("threadId");
@@ -46,6 +46,10 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
   t.run_id = in.optional_string("runId");
   t.client_message_id = in.optional_string("clientMessageId");
   if (const json* c = in.find("context")) t.context = context_from_agui(*c, limits);
+  if (const json* s = in.find("state"); s && !s->is_null()) {
+    check_state(*s, limits);
+    t.state = *s;
+  }
   const json& m = in.required("message");
   if (!m.is_object()) in.wrong_type("message", "a JSON object {role: \"user\", content}");
   if (auto c = m.find("content"); c != m.end() && c->is_array() && c->size() > limits.max_input_parts)

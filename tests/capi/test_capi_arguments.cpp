@@ -256,8 +256,8 @@ TEST_CASE("agentrt_turn_start refuses NULL, malformed input and non-user message
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "input_json: 'message' must be a JSON object");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":{"content":"hi"},"x":1})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start",
-              "input_json: unknown key 'x' (threadId, userId, message, runId, clientMessageId, context; or an "
-              "AG-UI RunAgentInput with 'messages')");
+              "input_json: unknown key 'x' (threadId, userId, message, runId, clientMessageId, context, state; or "
+              "an AG-UI RunAgentInput with 'messages')");
   check_error(agentrt_turn_start(&out, r.rt,
                                  R"({"threadId":"t1","userId":"u1","message":{"role":"assistant","content":"hi"}})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "must be a user message");

@@ -473,3 +473,56 @@ TEST_CASE("freeing the runtime wakes a blocked pull and leaves the stream safe t
   CHECK(agentrt_events_next(&e, nullptr, s, 0) == AGENTRT_E_CANCELLED);
   agentrt_events_free(s);
 }
+
+namespace {
+// A host tool that reads the call's state and answers with a delta (or a malformed one).
+void state_tool(agentrt_tool_call* call, const char* call_json, void* ud) {
+  auto* seen = static_cast<std::vector<json>*>(ud);
+  json c = json::parse(call_json);
+  seen->push_back(c["state"]);
+  CHECK(agentrt_tool_call_state_delta(call, "{\"op\":\"add\"}") == AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(last_error() == "agentrt_tool_call_state_delta: delta_json must be a JSON Patch: an array of operations");
+  CHECK(agentrt_tool_call_state_delta(call, R"([{"op":"add","path":"/booked","value":"A1"}])") == AGENTRT_OK);
+  CHECK(agentrt_tool_call_complete(call, R"({"ok":true})", nullptr) == AGENTRT_OK);
+  agentrt_tool_call_free(call);
+}
+}  // namespace
+
+TEST_CASE("shared state through the C ABI: a turn's state, the call's state, a host tool's delta, the thread's state") {
+  std::vector<json> seen;
+  Runtime r;
+  json spec{{"name", "book_room"}, {"approval", "never"}};
+  REQUIRE(agentrt_tool_register(r.rt, spec.dump().c_str(), state_tool, &seen, nullptr) == AGENTRT_OK);
+  char* out = nullptr;
+  REQUIRE(agentrt_thread_state(&out, r.rt, "t-state") == AGENTRT_OK);
+  CHECK(take(out) == "null");
+  json in{{"threadId", "t-state"},
+          {"userId", "u1"},
+          {"message", {{"role", "user"}, {"content", "book a room"}}},
+          {"state", {{"theme", "dark"}}}};
+  REQUIRE_MESSAGE(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_OK, last_error());
+  CHECK(r.wait(json::parse(take(out))["turnId"])["status"] == "COMPLETED");
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == json{{"theme", "dark"}});
+  REQUIRE(agentrt_thread_state(&out, r.rt, "t-state") == AGENTRT_OK);
+  CHECK(json::parse(take(out)) == json{{"theme", "dark"}, {"booked", "A1"}});
+  auto evs = r.events("t-state");
+  CHECK(evs[1]["type"] == "STATE_SNAPSHOT");
+  bool delta = false;
+  for (size_t i = 0; i + 1 < evs.size(); ++i)
+    if (evs[i]["type"] == "STATE_DELTA") {
+      delta = true;
+      CHECK(evs[i + 1]["type"] == "TOOL_CALL_RESULT");
+    }
+  CHECK(delta);
+
+  in["threadId"] = "t-state2";
+  in["state"] = nullptr;  // none: the thread has no state
+  REQUIRE_MESSAGE(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_OK, last_error());
+  r.wait(json::parse(take(out))["turnId"]);
+  in["threadId"] = "t-state3";
+  in["state"] = {{"blob", std::string(300000, 'x')}};
+  CHECK(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_E_TOO_LARGE);
+  CHECK(last_error() == "agentrt_turn_start: state: 300011 bytes; the limit is 262144");
+  CHECK(agentrt_thread_state(&out, r.rt, nullptr) == AGENTRT_E_INVALID_ARGUMENT);
+}

@@ -44,9 +44,12 @@ function hookFailed(e) {
 
 // A tool's result with a UI card ({type, version: "v1", data, actions}) for the front end.
 class ToolResult {
-  constructor(result, ui) {
+  // stateDelta: a change of the thread's shared state, an RFC 6902 JSON Patch (an array of operations) applied to
+  // the call's `state`, streamed as STATE_DELTA and committed with the result.
+  constructor(result, ui, stateDelta) {
     this.result = result;
     this.ui = ui;
+    this.stateDelta = stateDelta;
   }
 }
 
@@ -292,8 +295,13 @@ class Runtime {
       const out = await fn(request.args, request);
       if (!state.answered) {
         const [result, ui] = out instanceof ToolResult ? [out.result, out.ui] : [out, undefined];
-        const rc = fns.agentrt_tool_call_complete(call, JSON.stringify(result ?? null),
-          ui === undefined ? null : JSON.stringify(ui));
+        const delta = out instanceof ToolResult ? out.stateDelta : undefined;
+        let rc = delta === undefined || delta === null ? STATUS.OK
+          : fns.agentrt_tool_call_state_delta(call, JSON.stringify(delta));
+        if (rc === STATUS.OK) {
+          rc = fns.agentrt_tool_call_complete(call, JSON.stringify(result ?? null),
+            ui === undefined ? null : JSON.stringify(ui));
+        }
         if (rc !== STATUS.OK) {
           fns.agentrt_tool_call_fail(call, 'tool_error', `the tool's result was refused: ${fns.agentrt_last_error()}`);
         }
@@ -332,13 +340,15 @@ class Runtime {
   // Starts a turn with a new user message (a string, an array of content parts, or a message object). Returns
   // {threadId, turnId, runId, existing: false, firstSeq}; a repeated clientMessageId returns the first turn with
   // existing: true, its status and deltaMessages (the messages it has added so far, as turnMessages()).
-  // context: [{description, value}] given to the model for this run only (AG-UI's Context), never stored.
-  startTurn(threadId, message, { userId, runId, clientMessageId, context } = {}) {
+  // context: [{description, value}] given to the model for this run only (AG-UI's Context), never stored. state:
+  // the thread's shared state as the client has it (AG-UI state): the run starts with its STATE_SNAPSHOT.
+  startTurn(threadId, message, { userId, runId, clientMessageId, context, state } = {}) {
     const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
     const input = { threadId, userId, message: msg };
     if (runId) input.runId = runId;
     if (clientMessageId) input.clientMessageId = clientMessageId;
     if (context !== undefined) input.context = context;
+    if (state !== undefined) input.state = state;
     return this._json(fns.agentrt_turn_start, JSON.stringify(input));
   }
 
@@ -392,6 +402,11 @@ class Runtime {
 
   history(threadId) {
     return this._json(fns.agentrt_thread_history, threadId);
+  }
+
+  // The thread's shared state (AG-UI state) as its events leave it; null when it never had one.
+  threadState(threadId) {
+    return this._json(fns.agentrt_thread_state, threadId);
   }
 
   events(threadId, options = {}) {

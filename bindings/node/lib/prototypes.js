@@ -27,6 +27,7 @@ const PROTOTYPES = {
   agentrt_tool_unregister: 'int32_t agentrt_tool_unregister(void *rt, const char *name)',
   agentrt_tool_call_complete:
     'int32_t agentrt_tool_call_complete(void *call, const char *result_json, const char *ui_json)',
+  agentrt_tool_call_state_delta: 'int32_t agentrt_tool_call_state_delta(void *call, const char *delta_json)',
   agentrt_tool_call_fail: 'int32_t agentrt_tool_call_fail(void *call, const char *code, const char *message)',
   agentrt_tool_call_start_job: 'int32_t agentrt_tool_call_start_job(void *call, const char *job_json)',
   agentrt_tool_call_free: 'void agentrt_tool_call_free(void *call)',
@@ -49,6 +50,7 @@ const PROTOTYPES = {
   agentrt_turn_interrupts: 'int32_t agentrt_turn_interrupts(_Out_ void **out, void *rt, const char *turn_id)',
   agentrt_turn_messages: 'int32_t agentrt_turn_messages(_Out_ void **out, void *rt, const char *turn_id)',
   agentrt_thread_history: 'int32_t agentrt_thread_history(_Out_ void **out, void *rt, const char *thread_id)',
+  agentrt_thread_state: 'int32_t agentrt_thread_state(_Out_ void **out, void *rt, const char *thread_id)',
   agentrt_threads_list: 'int32_t agentrt_threads_list(_Out_ void **out, void *rt, const char *user_id)',
   agentrt_thread_delete: 'int32_t agentrt_thread_delete(void *rt, const char *thread_id, const char *user_id)',
   agentrt_upload_create:

@@ -118,6 +118,24 @@ test("a run's context reaches the model, and a bad one is refused", async () => 
   });
 });
 
+test('shared state: a tool reads the state and changes it with a delta', async () => {
+  await withRuntime(async (rt) => {
+    const seen = [];
+    rt.tool({ ...BOOK_ROOM, approval: 'never' }, async (args, call) => {
+      seen.push(call.state);
+      return new agentrt.ToolResult({ ok: true }, undefined, [{ op: 'add', path: '/booked', value: args.room }]);
+    });
+    assert.equal(rt.threadState('t-node-state'), null);
+    const h = rt.startTurn('t-node-state', 'book a room', { userId: 'u1', state: { theme: 'dark' } });
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    assert.deepEqual(seen, [{ theme: 'dark' }]);
+    assert.deepEqual(rt.threadState('t-node-state'), { theme: 'dark', booked: 'A1' });
+    const types = (await collect(rt.events('t-node-state', { runs: 1, timeoutMs: 10000 }))).map((e) => e.type);
+    assert.equal(types[1], 'STATE_SNAPSHOT');
+    assert.equal(types[types.indexOf('STATE_DELTA') + 1], 'TOOL_CALL_RESULT');
+  });
+});
+
 test('a tool that throws fails the call with its message', async () => {
   await withRuntime(async (rt) => {
     rt.tool({ ...BOOK_ROOM, approval: 'never' }, async (args) => {

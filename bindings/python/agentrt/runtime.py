@@ -82,6 +82,7 @@ class ToolCall:
         self.stage = data.get("stage", "")
         self.job_id = data.get("jobId", "")
         self.job_confirmed = bool(data.get("jobConfirmed", False))
+        self.state = data.get("state", {})  # the thread's shared state when the call started ({} when none)
         self._handle = handle  # the library's agentrt_tool_call, until the tool returns
         self._lock = threading.Lock()
         self._answered = False
@@ -116,11 +117,14 @@ class ToolCall:
 
 
 class ToolResult:
-    """A tool's result with a UI card ({type, version:"v1", data, actions}) for the front end."""
+    """A tool's result with a UI card ({type, version:"v1", data, actions}) for the front end, and a change of the
+    thread's shared state: state_delta, an RFC 6902 JSON Patch (a list of operations) applied to ToolCall.state,
+    streamed as STATE_DELTA and committed with the result."""
 
-    def __init__(self, result, ui=None):
+    def __init__(self, result, ui=None, state_delta=None):
         self.result = result
         self.ui = ui
+        self.state_delta = state_delta
 
 
 class _ToolEntry:
@@ -155,7 +159,10 @@ def _tool_trampoline(call, call_json, user_data):
             out = entry.invoke(context)
             if not context._answered:  # start_job() answered it otherwise
                 result, ui = (out.result, out.ui) if isinstance(out, ToolResult) else (out, None)
-                rc = lib.agentrt_tool_call_complete(call, _dumps(result), _dumps(ui) if ui is not None else None)
+                delta = out.state_delta if isinstance(out, ToolResult) else None
+                rc = _capi.OK if delta is None else lib.agentrt_tool_call_state_delta(call, _dumps(delta))
+                if rc == _capi.OK:
+                    rc = lib.agentrt_tool_call_complete(call, _dumps(result), _dumps(ui) if ui is not None else None)
                 if rc != _capi.OK:
                     lib.agentrt_tool_call_fail(call, b"tool_error",
                                                ("the tool's result was refused: " + _last_error()).encode())
@@ -429,9 +436,11 @@ class Runtime:
         check(lib.agentrt_tool_unregister(self._handle(), name.encode()))
 
     # -- turns
-    def start_turn(self, thread_id, message, *, user_id, run_id=None, client_message_id=None, context=None):
+    def start_turn(self, thread_id, message, *, user_id, run_id=None, client_message_id=None, context=None,
+                   state=None):
         """Starts a turn with a new user message (a str, a list of content parts, or a message dict). context:
-        [{description, value}] given to the model for this run only (AG-UI's Context), never stored."""
+        [{description, value}] given to the model for this run only (AG-UI's Context), never stored. state: the
+        thread's shared state as the client has it (AG-UI state): the run starts with its STATE_SNAPSHOT."""
         if isinstance(message, str) or isinstance(message, list):
             message = {"role": "user", "content": message}
         data = {"threadId": thread_id, "userId": user_id, "message": message}
@@ -441,6 +450,8 @@ class Runtime:
             data["clientMessageId"] = client_message_id
         if context is not None:
             data["context"] = context
+        if state is not None:
+            data["state"] = state
         return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
 
     def start_run(self, run_agent_input, *, user_id):
@@ -491,6 +502,10 @@ class Runtime:
         """The messages a turn added to its thread, in order (its user message first). NotFound for an unknown
         turn."""
         return self._call_json(lib.agentrt_turn_messages, turn_id.encode())
+
+    def thread_state(self, thread_id):
+        """The thread's shared state (AG-UI state) as its events leave it; None when it never had one."""
+        return self._call_json(lib.agentrt_thread_state, thread_id.encode())
 
     def history(self, thread_id):
         return self._call_json(lib.agentrt_thread_history, thread_id.encode())

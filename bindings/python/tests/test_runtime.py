@@ -113,6 +113,27 @@ class Context(RuntimeCase):
             self.assertIn("context[0]: 'value' must be a string", str(e.exception))
 
 
+class SharedState(RuntimeCase):
+    def test_a_tool_reads_the_state_and_changes_it_with_a_delta(self):
+        with agentrt.Runtime(self.config()) as rt:
+            seen = []
+
+            @rt.tool
+            def book_room(room: str, day: str, call: agentrt.ToolCall):
+                seen.append(call.state)
+                return agentrt.ToolResult({"ok": True},
+                                          state_delta=[{"op": "add", "path": "/booked", "value": room}])
+
+            self.assertIsNone(rt.thread_state("t-py-state"))
+            h = rt.start_turn("t-py-state", "please book a room", user_id="u1", state={"theme": "dark"})
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")  # the tool needs no approval
+            self.assertEqual(seen, [{"theme": "dark"}])
+            self.assertEqual(rt.thread_state("t-py-state"), {"theme": "dark", "booked": "A1"})
+            types = [e.type for e in rt.events("t-py-state", runs=1, timeout=10)]
+            self.assertEqual(types[1], "STATE_SNAPSHOT")
+            self.assertEqual(types[types.index("STATE_DELTA") + 1], "TOOL_CALL_RESULT")
+
+
 class Tools(RuntimeCase):
     def test_a_tool_that_raises_fails_the_call_with_its_message(self):
         with agentrt.Runtime(self.config()) as rt:
