@@ -74,6 +74,10 @@ Runtime::Impl::Impl(RuntimeConfig c)
           {"sweep", [this] { recovery.sweep(); }},
       },
       log_error("sweeper"));
+  // Where other processes' commits stand now, before anyone can subscribe (PostgreSQL: the LISTEN connection
+  // opens here). The hub compares every later version with this one: a commit made between a subscription and
+  // a first look later on (the sweeper's, the live tail's) would not count as a change.
+  hub.tail_external(cfg.store->external_version());
   if (cfg.store->waits_external())
     live_tail = std::make_unique<LiveTail>(*cfg.store, [this](int64_t version) { hub.tail_external(version); });
 }
