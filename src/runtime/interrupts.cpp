@@ -162,7 +162,7 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
   runner.deferred_ = deferred;
   runner.guarded([&] {
     load_run_state(*cfg.store, ctx, known ? &known->second : nullptr);
-    start_state(*cfg.store, ctx);
+    start_state(*cfg.store, ctx, false);
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
     ctx.turn.status = TurnStatus::running;
     runner.stage_turn();  // its RUN_STARTED went out with the decision

@@ -40,17 +40,18 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
   }
 }
 
-void start_state(Store& store, RunCtx& ctx) {
+void start_state(Store& store, RunCtx& ctx, bool first_turn) {
   std::optional<json> state;
   if (ctx.handle && ctx.handle->state) {
     state = std::move(*ctx.handle->state);
     ctx.handle->state.reset();
   }
   if (!state) {
+    if (first_turn) return;  // no run before it: nothing has given the thread a state
     auto stored = store.thread_state(ctx.turn.thread_id);
     if (!stored) return;
     state = parse_json(*stored);  // written by this runtime's projector from a checked state
-  } else if (state->is_object() && state->empty() && !store.thread_state(ctx.turn.thread_id)) {
+  } else if (state->is_object() && state->empty() && (first_turn || !store.thread_state(ctx.turn.thread_id))) {
     return;  // what a client that keeps no state sends (AG-UI's default): a thread without one stays so
   }
   ctx.state = *state;
@@ -608,7 +609,10 @@ TurnRecord Runtime::Impl::run_fresh(std::shared_ptr<RunHandle> handle, TurnRecor
   runner.guarded([&] {
     std::vector<LedgerEntry> none;  // a new turn has no tool calls yet
     load_run_state(*cfg.store, ctx, &none, deferred && deferred->history ? &*deferred->history : nullptr);
-    start_state(*cfg.store, ctx);
+    // Every run adds messages: a history of this turn's alone means no run came before (and no state).
+    const bool first_turn = std::all_of(ctx.history.begin(), ctx.history.end(),
+                                        [&](const MessageRecord& m) { return m.turn_id == ctx.turn.id; });
+    start_state(*cfg.store, ctx, first_turn);
     runner.check_cancel();
     runner.run_stages(Stage::intent);
   });
