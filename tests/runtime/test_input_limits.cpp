@@ -31,17 +31,6 @@ json deep_object(size_t depth) {
   return o;
 }
 
-// The code and message of what `fn` throws.
-template <class Fn>
-std::pair<ErrorCode, std::string> error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return {e.code(), e.message()};
-  }
-  return {ErrorCode::ok, ""};
-}
-
 // A RunAgentInput whose user message's metadata is an object `metadata_depth` deep: the whole input is
 // 3 + metadata_depth deep (input, messages, message, metadata).
 std::string agui_text(const std::string& metadata_text) {

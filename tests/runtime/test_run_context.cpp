@@ -15,16 +15,6 @@ using namespace agentrt::testing;
 
 namespace {
 
-template <class Fn>
-std::pair<ErrorCode, std::string> error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return {e.code(), e.message()};
-  }
-  return {ErrorCode::ok, ""};
-}
-
 json agui_input(json context) {
   return json{{"threadId", "t1"},
               {"runId", "r1"},

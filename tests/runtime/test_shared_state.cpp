@@ -15,16 +15,6 @@ using namespace agentrt::testing;
 
 namespace {
 
-template <class Fn>
-std::pair<ErrorCode, std::string> error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return {e.code(), e.message()};
-  }
-  return {ErrorCode::ok, ""};
-}
-
 // A tool the booking script calls (as book_room, no approval): it answers with the delta the test sets, and
 // records the state it was called with.
 struct StateTool {

@@ -170,6 +170,17 @@ struct Harness {
   }
 };
 
+// The code and message of what `fn` throws (ok and "" when it throws nothing).
+template <class Fn>
+std::pair<ErrorCode, std::string> error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return {e.code(), e.message()};
+  }
+  return {ErrorCode::ok, ""};
+}
+
 inline std::vector<std::string> types_of(const std::vector<json>& evs) {
   std::vector<std::string> out;
   for (const auto& e : evs) out.push_back(e["type"].get<std::string>());
