@@ -95,8 +95,6 @@ class Projector {
 
   // The thread's state as JSON text when an event changed it since the last call (the emitter stages it whole).
   std::optional<std::string> take_state();
-  // The thread's state as the events so far say (the replay); {} when none did.
-  const json& state() const { return state_; }
 
   // The turns whose runs it has seen.
   std::vector<std::string> turns() const;
