@@ -244,14 +244,19 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
 
 /* Starts a turn. `input_json` is either
  *   {threadId, userId, message: {id?, role?: "user", content: string | ContentPart[]}, runId?,
- *    clientMessageId?, context?, state?}
+ *    clientMessageId?, context?, state?, tools?}
  * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
  * taken (history sent by a client is ignored), with its context. `context` ({description, value}[], AG-UI's
  * Context) is given to the model for this run only, in its system message, and never stored; at most
  * max_context_entries entries (default 64) of max_context_bytes together (default 65536), else
  * AGENTRT_E_TOO_LARGE. `state` (any JSON but null; AG-UI's state) becomes the thread's shared state and the run
  * starts with its STATE_SNAPSHOT ({} on a thread without a state changes nothing); over max_state_bytes
- * (default 262144) AGENTRT_E_TOO_LARGE. *out = {threadId, turnId, runId, existing: false, firstSeq}
+ * (default 262144) AGENTRT_E_TOO_LARGE. `tools` (AG-UI Tool[]: {name, description, parameters?}) are client
+ * tools: offered to the model for this run beside the runtime's tools (a name of a registered tool is
+ * AGENTRT_E_INVALID_ARGUMENT; at most max_client_tools, default 64, of max_client_tools_bytes, default 262144), run by
+ * the host itself: a call to one ends the run with RUN_FINISHED {outcome: {type: "success", pendingToolCallIds}} and
+ * the turn WAITING_CLIENT (WAITING_APPROVAL when calls that need approval wait too) until agentrt_turn_resume
+ * answers it. *out = {threadId, turnId, runId, existing: false, firstSeq}
  * (firstSeq: the RUN_STARTED event's sequence number). A repeated client message id returns the first turn:
  * {threadId, turnId, runId, existing: true, status, deltaMessages}, status that turn's (as agentrt_turn_get),
  * deltaMessages the AG-UI messages it has added so far (its user message first; the ERROR system message when
@@ -259,10 +264,14 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
  * AGENTRT_E_NOT_FOUND when the thread belongs to another user. */
 AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const char* input_json);
 
-/* Answers every open interrupt of a turn waiting for approval. `decisions_json` is an array of
+/* Answers every open interrupt and every pending client tool call of a paused turn (WAITING_APPROVAL or
+ * WAITING_CLIENT). `decisions_json` is an array of
  *   {interruptId, action: "approve"|"reject"|"cancel", editedArgs?, reason?}
  * or of AG-UI resume entries {interruptId, status: "resolved"|"cancelled", payload?}, or an object
- * {decisions: [...], runId?, context?} naming the new run's id and what the model is told in it. *out = {status:
+ * {decisions?: [...], answers?: [{toolCallId, content, error?, id?}], runId?, context?, tools?} naming the client
+ * tool calls' answers (`content`: what the tool returned, JSON text or text; `error`: it failed; `id`: the tool
+ * message's id in history), the new run's id, what the model is told in it and the client tools it is offered.
+ * A call that is not pending, or a pending one without an answer, is AGENTRT_E_INVALID_ARGUMENT. *out = {status:
  * "accepted", turnId, runId, approvalRequestId}; the continuation runs as a new run on the workers. The same approval
  * request id again returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,
  * AGENTRT_E_EXPIRED past its deadline, AGENTRT_E_NOT_FOUND for an unknown turn or approval request. */
@@ -273,7 +282,7 @@ AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const c
  * finished turn is left as it is. AGENTRT_E_NOT_FOUND for an unknown turn. */
 AGENTRT_API int32_t agentrt_turn_cancel(agentrt_runtime* rt, const char* turn_id);
 
-/* The turn's record: {id, threadId, userId, status ("RUNNING", "WAITING_APPROVAL", "RESUMING",
+/* The turn's record: {id, threadId, userId, status ("RUNNING", "WAITING_APPROVAL", "WAITING_CLIENT", "RESUMING",
  * "COMPLETED", "FAILED", "EXPIRED", "CANCELLED"), version, clientMessageId, runId, parentRunId, stage,
  * approvalRequestId, interrupts, expiresAt, intent, error, usage, steps, createdAt, updatedAt}. */
 AGENTRT_API int32_t agentrt_turn_get(char** out, agentrt_runtime* rt, const char* turn_id);
@@ -283,7 +292,8 @@ AGENTRT_API int32_t agentrt_turn_get(char** out, agentrt_runtime* rt, const char
 AGENTRT_API int32_t agentrt_turn_wait(char** out, agentrt_runtime* rt, const char* turn_id, int32_t timeout_ms);
 
 /* The turn's open interrupts: {turnId, threadId, status, approvalRequestId, expiresAt, interrupts: [AG-UI
- * Interrupt]}. `interrupts` is empty unless the status is WAITING_APPROVAL. */
+ * Interrupt]}. `interrupts` is empty unless the status is WAITING_APPROVAL (approvalRequestId and expiresAt are set
+ * for WAITING_CLIENT too). */
 AGENTRT_API int32_t agentrt_turn_interrupts(char** out, agentrt_runtime* rt, const char* turn_id);
 
 /* The messages a turn added to its thread, in order, as a JSON array of AG-UI messages (its user message

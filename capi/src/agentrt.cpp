@@ -301,7 +301,15 @@ AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const c
     const auto limits = agentrt::input_limits(st.runtime().config());
     auto req =
         resume_request_from_json(parse_json_arg(decisions_json, "decisions_json", limits.max_json_depth), limits);
-    *out = dup_json(st.runtime().resume(turn, approval, req.decisions, req.run_id, req.context));
+    agentrt::ResumeInput in;
+    in.turn_id = turn;
+    in.approval_request_id = approval;
+    in.decisions = std::move(req.decisions);
+    in.answers = std::move(req.answers);
+    in.run_id = std::move(req.run_id);
+    in.context = std::move(req.context);
+    in.client_tools = std::move(req.client_tools);
+    *out = dup_json(st.runtime().resume(in));
     return AGENTRT_OK;
   });
 }

@@ -38,7 +38,7 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
   const std::string& user = in.required_string("userId");
   if (in.find("messages")) return turn_input_from_agui(input, user, limits);
 
-  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId", "context", "state"},
+  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId", "context", "state", "tools"},
                "or an AG-UI RunAgentInput with 'messages'");
   TurnInput t;
   t.thread_id = in.required_string("threadId");
@@ -50,6 +50,7 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
     check_state(*s, limits);
     t.state = *s;
   }
+  if (const json* tools = in.find("tools")) t.client_tools = client_tools_from_agui(*tools, limits);
   const json& m = in.required("message");
   if (!m.is_object()) in.wrong_type("message", "a JSON object {role: \"user\", content}");
   if (auto c = m.find("content"); c != m.end() && c->is_array() && c->size() > limits.max_input_parts)
@@ -70,12 +71,26 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
   const json* list = &j;
   if (j.is_object()) {
     const JsonReader in(j, "decisions_json");
-    in.only_keys({"decisions", "resume", "runId", "context"});
+    in.only_keys({"decisions", "resume", "answers", "runId", "context", "tools"});
     r.run_id = in.optional_string("runId");
     if (const json* c = in.find("context")) r.context = context_from_agui(*c, limits);
+    if (const json* tools = in.find("tools")) r.client_tools = client_tools_from_agui(*tools, limits);
+    if (const json* answers = in.find("answers")) {
+      // Client tool answers, as AG-UI tool messages without their role.
+      if (!answers->is_array()) in.wrong_type("answers", "an array of {toolCallId, content, error?, id?}");
+      json messages = json::array();
+      for (const auto& a : *answers) {
+        if (!a.is_object()) in.wrong_type("answers", "an array of {toolCallId, content, error?, id?}");
+        json m = a;
+        m["role"] = "tool";
+        messages.push_back(std::move(m));
+      }
+      r.answers = tool_answers_from_agui(json{{"messages", std::move(messages)}}, limits);
+    }
     const char* key = in.find("decisions") ? "decisions" : "resume";
     list = in.find(key);
-    if (!list) in.fail("needs 'decisions' (or 'resume')");
+    if (!list && in.find("answers")) return r;  // client tool answers alone
+    if (!list) in.fail("needs 'decisions' (or 'resume', or 'answers')");
     if (!list->is_array()) in.wrong_type(key, "an array");
   }
   if (!list->is_array()) wire::refuse({}, "decisions_json must be an array of decisions or a JSON object");

@@ -26,10 +26,13 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits);
 
 struct ResumeRequest {
   std::vector<Decision> decisions;
+  std::vector<ToolAnswer> answers;
   std::string run_id;
   std::vector<ContextEntry> context;
+  std::vector<ToolDefinition> client_tools;
 };
-// An array of decisions or AG-UI resume entries, or {decisions|resume: [...], runId?}.
+// An array of decisions or AG-UI resume entries, or {decisions|resume?: [...], answers?: [{toolCallId, content,
+// error?, id?}], runId?, context?, tools?} (decisions or answers, or both).
 ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits);
 
 // Jobs. Each throws Error(invalid_argument) naming the argument and the bad key.

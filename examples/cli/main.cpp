@@ -29,6 +29,11 @@ int cmd_run(Host& host) {
                  "agentrt: thread {} has a turn waiting for approval ({}); one turn at a time per thread.\n"
                  "Answer it first with: {}\n",
                  host.opt.thread, active->id, host.resume_command());
+    else if (active->status == TurnStatus::waiting_client)
+      fmt::print(stderr,
+                 "agentrt: thread {} has a turn waiting for a client's tool answers ({}): the client that offered "
+                 "the tools answers it, or it expires at its deadline\n",
+                 host.opt.thread, active->id);
     else
       fmt::print(stderr, "agentrt: thread {} has a turn {} ({}) in another process; try again when it has ended\n",
                  host.opt.thread, to_string(active->status), active->id);

@@ -24,6 +24,7 @@ constexpr bool is_terminal(LedgerStatus s) noexcept {
 // The transition table (ARCHITECTURE.md, "Words: tool ledger").
 //   requested -> approved (no approval needed, or a person approved) | rejected | expired (the deadline passed)
 //                | failed (unknown tool, invalid arguments) | interrupted (the turn was cancelled or failed)
+//                | finished (a client tool call: the client ran it and answered; failed when it answered an error)
 //   approved  -> started | failed (the tool is gone when it is due) | interrupted (cancelled before it started)
 //   started   -> finished | failed | interrupted (cancelled, or found started after a crash: outcome unknown)
 //                | started (found started after a crash, run again: only a call to an idempotent tool — advance()
@@ -34,7 +35,7 @@ constexpr bool is_terminal(LedgerStatus s) noexcept {
 inline constexpr TransitionTable<LedgerStatus, 8> kLedgerTransitions = {
     {LedgerStatus::requested,
      {LedgerStatus::approved, LedgerStatus::rejected, LedgerStatus::expired, LedgerStatus::failed,
-      LedgerStatus::interrupted}},
+      LedgerStatus::interrupted, LedgerStatus::finished}},
     {LedgerStatus::approved, {LedgerStatus::started, LedgerStatus::failed, LedgerStatus::interrupted}},
     {LedgerStatus::started,
      {LedgerStatus::finished, LedgerStatus::failed, LedgerStatus::interrupted, LedgerStatus::started,

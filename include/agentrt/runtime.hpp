@@ -56,6 +56,11 @@ struct RuntimeConfig {
   size_t max_context_bytes = 64 * 1024;
   // A thread's shared state (AG-UI state) as JSON text: at most this many bytes (its nesting: max_json_depth).
   size_t max_state_bytes = 256 * 1024;
+  // A run's client tools (TurnInput::client_tools, AG-UI RunAgentInput.tools): at most this many, of at most
+  // this many bytes together (names, descriptions and parameter schemas as JSON text). A client tool's answer
+  // (ToolAnswer::content and error) is limited by max_input_bytes.
+  size_t max_client_tools = 64;
+  size_t max_client_tools_bytes = 256 * 1024;
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::shared_ptr<Summarizer> summarizer;  // default: Summarizer{}
@@ -97,6 +102,26 @@ struct ContextEntry {
   bool operator==(const ContextEntry&) const = default;
 };
 
+// A tool the client offers for one run and runs itself (AG-UI client-provided tools: RunAgentInput.tools), as
+// ToolDefinition {name, description, parameters (a JSON Schema object; null: any object)}. The model sees it in the
+// execution stage beside the server's tools. A call to it is validated against its schema, recorded in the ledger
+// (`client`), streamed as TOOL_CALL_START/ARGS/END, and the turn waits for its answer: the run ends with
+// RUN_FINISHED {outcome: {type: "success", pendingToolCallIds}} (WAITING_CLIENT), or with the interrupt outcome when
+// calls that need approval wait too (WAITING_APPROVAL). A resume (ResumeInput::answers) answers it.
+// The name of a client tool: 1..64 of [A-Za-z0-9_-], not the name of a registered tool, once per run.
+
+// A client tool's answer: what the client's tool returned for one of the turn's pending client calls (AG-UI: a
+// role "tool" message). Stored as the call's result like a server tool's (ToolAgentOutput: `result` is the
+// content's JSON when it is JSON text, else the text; the summary; the payload object) and given to the model.
+struct ToolAnswer {
+  std::string tool_call_id;
+  std::string content;     // what the tool returned
+  std::string error;       // non-empty: the tool failed (the call's status is failed; content may hold more)
+  std::string message_id;  // the client's id of its tool message: history's tool message keeps it when it is a
+                           // valid id not used in the thread yet (generated otherwise)
+  bool operator==(const ToolAnswer&) const = default;
+};
+
 // A turn's new input. Only `message` is taken; a caller's history never reaches the model.
 struct TurnInput {
   std::string thread_id;
@@ -110,6 +135,8 @@ struct TurnInput {
   // and the run starts with its STATE_SNAPSHOT. Unset: the thread keeps its state (the run starts with a snapshot
   // of it when it has one).
   std::optional<json> state;
+  // Tools the client runs itself, offered to the model for this run only (see ToolDefinition above).
+  std::vector<ToolDefinition> client_tools;
 };
 
 struct TurnHandle {
@@ -130,6 +157,18 @@ struct Decision {
   std::optional<json> edited_args;  // approve with edits: a full replacement, validated again
   std::string reason;               // reject: what the model is told
 };
+// What continues a paused turn (WAITING_APPROVAL or WAITING_CLIENT): a decision for every open interrupt and an
+// answer for every pending client tool call, both exactly once.
+struct ResumeInput {
+  std::string turn_id;
+  std::string approval_request_id;  // the pause's (TurnRecord::approval_request_id): a repeat gets the first answer
+  std::vector<Decision> decisions;
+  std::vector<ToolAnswer> answers;
+  std::string run_id;                        // the continuation run's id; generated when empty
+  std::vector<ContextEntry> context;         // for the continuation's model calls (as TurnInput::context)
+  std::vector<ToolDefinition> client_tools;  // offered in the continuation (as TurnInput::client_tools)
+};
+
 // {interruptId|toolCallId, action|approved, editedArgs, reason}. Error(invalid_argument) for a malformed
 // decision or one nested deeper than max_depth (from_json: kDefaultMaxJsonDepth).
 Decision decision_from_json(const json& j, size_t max_depth);
@@ -143,6 +182,9 @@ struct InputLimits {
   size_t max_context_entries = 64;               // a run's context entries
   size_t max_context_bytes = 64 * 1024;          // their descriptions and values together
   size_t max_state_bytes = 256 * 1024;           // a thread's state as JSON text
+  size_t max_client_tools = 64;                  // a run's client tools
+  size_t max_client_tools_bytes = 256 * 1024;    // their names, descriptions and schemas together
+  size_t max_answer_bytes = 1 << 20;             // a client tool answer's content and error together
 };
 InputLimits input_limits(const RuntimeConfig& config);
 // Error(too_large) when a run's context has more entries or bytes than the limits allow.
@@ -150,6 +192,10 @@ void check_context(const std::vector<ContextEntry>& context, const InputLimits& 
 // Error(invalid_argument) for a null state or one nested deeper than the limit, Error(too_large) when its JSON text
 // is longer than max_state_bytes.
 void check_state(const json& state, const InputLimits& limits);
+// Error(invalid_argument) for a client tool without a valid name, with a name twice, with parameters that are not a
+// JSON Schema object, or nested deeper than the limit; Error(too_large) for more tools or bytes than the limits
+// allow. (A clash with a registered tool is checked by the runtime that has the registry.)
+void check_client_tools(const std::vector<ToolDefinition>& tools, const InputLimits& limits);
 
 // The new input of an AG-UI RunAgentInput: the latest user message only. The client's history (every other
 // message) is ignored. Throws Error(invalid_argument) for a malformed input, one without a user message or
@@ -159,6 +205,14 @@ TurnInput turn_input_from_agui(const json& run_agent_input, std::string user_id,
 // AG-UI RunAgentInput.context ({description, value}[], both strings; null or absent: none), checked against the
 // limits: Error(invalid_argument) for a malformed list, Error(too_large) past the limits.
 std::vector<ContextEntry> context_from_agui(const json& context, const InputLimits& limits = {});
+// AG-UI RunAgentInput.tools ({name, description, parameters?}[]; null or absent: none) as client tools, checked
+// (check_client_tools): Error(invalid_argument) / Error(too_large).
+std::vector<ToolDefinition> client_tools_from_agui(const json& tools, const InputLimits& limits = {});
+// Every role "tool" message of an AG-UI RunAgentInput, as answers ({id, toolCallId, content: string | parts (text
+// parts only), error?}), in order. Which of them answer a pending call is the caller's to pick (the others are the
+// client's history: ignored). Error(invalid_argument) for a malformed tool message or media in its content,
+// Error(too_large) for one longer than limits.max_answer_bytes.
+std::vector<ToolAnswer> tool_answers_from_agui(const json& run_agent_input, const InputLimits& limits = {});
 // AG-UI resume entries ({interruptId, status:"resolved"|"cancelled", payload:{approved, editedArgs, reason}})
 // as decisions. "resolved" without a payload approves. Error(invalid_argument) for a malformed list or one
 // nested deeper than limits.max_json_depth.
@@ -220,6 +274,11 @@ class Runtime {
   // the continuation's model calls (as TurnInput::context). Error(too_large) past the context limits.
   json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
               std::string_view run_id = {}, const std::vector<ContextEntry>& context = {});
+  // The same with client tool answers (a turn WAITING_CLIENT, or WAITING_APPROVAL with client calls pending too):
+  // every pending client call answered exactly once (Error(invalid_argument) otherwise, also for an answer to a
+  // call that is not one of them), Error(too_large) for an answer past the limits. The answers are committed with
+  // the decision and given to the model in the continuation.
+  json resume(const ResumeInput& input);
 
   // The same, run on the calling thread instead of a worker (no hand-off): they return the turn's record
   // once it is paused for approval or finished. For hosts that want a blocking call (scripts, CLIs, tests).
@@ -227,6 +286,7 @@ class Runtime {
   TurnRecord resume_turn(std::string_view turn_id, std::string_view approval_request_id,
                          const std::vector<Decision>& decisions, std::string_view run_id = {},
                          const std::vector<ContextEntry>& context = {});
+  TurnRecord resume_turn(const ResumeInput& input);
 
   // Stores an upload for a user's thread (the thread must be theirs or not exist yet) and signs its URL.
   // Error(unsupported) without an object store; Error(too_large)/Error(invalid_argument) per the limits.

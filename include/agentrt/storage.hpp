@@ -73,6 +73,7 @@ struct LedgerEntry {
   LedgerStatus status = LedgerStatus::requested;
   bool needs_approval = false;
   bool idempotent = false;
+  bool client = false;  // a client tool's call: the client runs it and answers it (a resume's ToolAnswer)
   std::string interrupt_id;
   json decision;       // the person's decision, when there was one
   std::string output;  // ToolAgentOutput JSON text once the call has an outcome; "" = none yet
@@ -148,8 +149,8 @@ class Store {
   // The thread's shared state as its last commit with one left it (JSON text); nullopt when none was ever
   // written.
   virtual std::optional<std::string> thread_state(std::string_view thread_id) = 0;
-  // Marks the thread deleted. Error(conflict) while it has an active (RUNNING, WAITING_APPROVAL, RESUMING)
-  // turn, checked in the same transaction; a commit that would create or continue a deleted thread's row
+  // Marks the thread deleted. Error(conflict) while it has an active (RUNNING, WAITING_APPROVAL, WAITING_CLIENT,
+  // RESUMING) turn, checked in the same transaction; a commit that would create or continue a deleted thread's row
   // (CommitBatch::create_thread) is refused with Error(conflict) too, so a start and a delete never interleave.
   virtual void soft_delete_thread(std::string_view thread_id) = 0;
 
@@ -159,12 +160,13 @@ class Store {
   virtual std::optional<TurnRecord> active_turn(std::string_view thread_id) = 0;  // non-terminal turn
   virtual std::optional<TurnRecord> last_turn(std::string_view thread_id) = 0;
   virtual std::vector<TurnRecord> turns_in_status(TurnStatus status) = 0;
-  // WAITING_APPROVAL turns whose deadline (expires_at > 0) is at or before now_ms: what the sweeper expires.
-  // A backend should answer it from an index rather than read every waiting turn.
+  // Waiting turns (WAITING_APPROVAL, WAITING_CLIENT) whose deadline (expires_at > 0) is at or before now_ms: what
+  // the sweeper expires. A backend should answer it from an index rather than read every waiting turn.
   virtual std::vector<TurnRecord> turns_expired(int64_t now_ms) {
     std::vector<TurnRecord> out;
-    for (auto& t : turns_in_status(TurnStatus::waiting_approval))
-      if (t.expires_at > 0 && t.expires_at <= now_ms) out.push_back(std::move(t));
+    for (TurnStatus s : {TurnStatus::waiting_approval, TurnStatus::waiting_client})
+      for (auto& t : turns_in_status(s))
+        if (t.expires_at > 0 && t.expires_at <= now_ms) out.push_back(std::move(t));
     return out;
   }
 

@@ -104,6 +104,55 @@ ModelResult tool_call_result(std::string id, std::string name, std::string argum
   return r;
 }
 
+// Arguments that satisfy a (simple) JSON Schema: each declared property, an enum's or const's first value, a
+// string, number or boolean of its type; nested objects and arrays to a few levels.
+json sample_value(const json& schema, std::string_view name, int depth) {
+  if (!schema.is_object() || depth > 4) return nullptr;
+  if (auto c = schema.find("const"); c != schema.end()) return *c;
+  if (auto e = schema.find("enum"); e != schema.end() && e->is_array() && !e->empty()) return e->front();
+  std::string type = schema.value("type", schema.contains("properties") ? "object" : "string");
+  if (auto t = schema.find("type"); t != schema.end() && t->is_array() && !t->empty() && t->front().is_string())
+    type = t->front().get<std::string>();
+  if (type == "object") {
+    json out = json::object();
+    if (auto props = schema.find("properties"); props != schema.end() && props->is_object())
+      for (const auto& [key, sub] : props->items()) out[key] = sample_value(sub, key, depth + 1);
+    return out;
+  }
+  if (type == "array") {
+    json out = json::array();
+    const size_t n = schema.value("minItems", 0);
+    for (size_t i = 0; i < n && i < 4; ++i)
+      out.push_back(sample_value(schema.value("items", json::object()), name, depth + 1));
+    return out;
+  }
+  if (type == "integer" || type == "number") return schema.value("minimum", 1);
+  if (type == "boolean") return true;
+  if (type == "null") return nullptr;
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower.find("theme") != std::string::npos) return "dark";
+  if (lower.find("color") != std::string::npos || lower.find("colour") != std::string::npos) return "#336699";
+  return "example";
+}
+
+// The tool a message asks for by name ("use change_theme"), when the request offers one by that name.
+const ToolDefinition* tool_asked_for(const ModelRequest& req, const std::string& lower) {
+  for (size_t at = lower.find("use "); at != std::string::npos; at = lower.find("use ", at + 1)) {
+    size_t end = at + 4;
+    while (end < lower.size() &&
+           (std::isalnum(static_cast<unsigned char>(lower[end])) || lower[end] == '_' || lower[end] == '-'))
+      ++end;
+    const std::string name = lower.substr(at + 4, end - at - 4);
+    for (const auto& t : req.tools) {
+      std::string tool = t.name;
+      std::transform(tool.begin(), tool.end(), tool.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (!name.empty() && tool == name) return &t;
+    }
+  }
+  return nullptr;
+}
+
 std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
   auto script = [](const ModelRequest& req) -> ModelResult {
     const Message* user = last_user_message(req);
@@ -117,7 +166,13 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
     if (booking) {
       // Look at what happened since the user's message: the tool's result (or its rejection).
       const Message* tool = last_tool_result_since_last_user(req);
-      if (!tool) return tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
+      if (!tool) {
+        ModelResult r = tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
+        // "book a room and use change_theme": both calls in one answer (an approval and a client tool at once).
+        if (const ToolDefinition* t = tool_asked_for(req, lower); t && t->name != "book_room")
+          r.tool_calls.push_back(ModelToolCall{"call_use_1", t->name, sample_value(t->parameters, t->name, 0).dump()});
+        return r;
+      }
       // Quote what the tool said: after an edited approval the booking differs from the request.
       // Whatever the tool answered (a host tool may answer anything): fields of another type are absent.
       const json result = json::parse(tool->text(), nullptr, false);
@@ -138,6 +193,13 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
       return text_result("I did not book the room: " + why);
     }
     if (text.empty()) return text_result("Hello! Ask me anything, or ask me to book a room.");
+    if (req.stage == "execution" && lower.find("use ") != std::string::npos) {
+      // "use <tool>": a call of the tool offered by that name (a client tool too), then what it answered.
+      if (const Message* tool = last_tool_result_since_last_user(req))
+        return text_result(fmt::format("The tool answered: {}", tool->text()));
+      if (const ToolDefinition* t = tool_asked_for(req, lower))
+        return tool_call_result("call_use_1", t->name, sample_value(t->parameters, t->name, 0).dump());
+    }
     if (lower.find("context") != std::string::npos) {
       // What the application told the model for this run (the system message's context section), quoted.
       for (const auto& m : req.messages) {
@@ -152,8 +214,8 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
     }
     return text_result(
         "You said: \"" + text +
-        "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval, or "
-        "what context I was given.");
+        "\". I am the offline demo model: ask me to book a room to see a tool call that needs your approval, "
+        "what context I was given, or to use a tool by its name (\"use change_theme\").");
   };
   return std::make_shared<ScriptedModel>(script, options);
 }

@@ -166,6 +166,12 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
       turn_ended(run_id, e);
       return std::nullopt;
     case EventType::CUSTOM:
+      if (e.name == kToolAnswerEvent) {
+        auto result = outcome_of(e);
+        return tool_call_result(run_id, projection::text_of(e.value, "messageId"),
+                                projection::text_of(e.value, "toolCallId"), projection::text_of(e.value, "content"),
+                                facts ? *facts : json(nullptr), result ? &*result : nullptr);
+      }
       if (e.name == "agentrt.started") started(run_id, e.value);
       if (e.name == "agentrt.intent") turn_intent(run_id, e.value);
       if (e.name == "agentrt.job") job_changed(e.value);

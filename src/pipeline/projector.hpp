@@ -5,19 +5,22 @@
 //   - an assistant message: its TEXT_MESSAGE_* and TOOL_CALL_* events (text and arguments from their deltas),
 //     stored when the last of them carries metadata.agentrt.message (the message is complete: which calls it
 //     holds, and the text or arguments where the model's final answer differs from what was streamed);
-//   - a tool message: TOOL_CALL_RESULT (content, and metadata.agentrt: the message's metadata and error);
+//   - a tool message: TOOL_CALL_RESULT (content, and metadata.agentrt: the message's metadata and error), or for
+//     a client tool's answer CUSTOM agentrt.tool_answer {toolCallId, messageId, content} with the same metadata;
 //   - the ERROR message of a failed run: RUN_ERROR with metadata.agentrt.messageId.
 // and the tool ledger (one entry per tool call, every change through the table of ledger_state.hpp):
 //   - requested / approved: the assistant message's completion (metadata.agentrt.message.toolCalls: per call,
-//     "tool": "approve" when it waits for a person, "run" when it may run at once; a bare id is a call refused
-//     before it could run), in the stage of the run's open STEP_STARTED;
+//     "tool": "approve" when it waits for a person, "run" when it may run at once, "client" for a client tool's
+//     call (the client runs it); a bare id is a call refused before it could run), in the stage of the run's open
+//     STEP_STARTED;
 //   - approved / rejected by a person, and the approval record: the resumed run's RUN_STARTED
 //     (metadata.agentrt.decision: the approval request id, the decisions as submitted, and per call the
-//     decision as the ledger keeps it);
+//     decision as the ledger keeps it; a client tool's answer is {action: "answer", content, error?, messageId}:
+//     the call keeps waiting for its result, which the continuation records);
 //   - started: CUSTOM agentrt.started {toolCallIds}, committed before the tools run;
 //   - waiting for a person (the interrupt id; a job confirmation moves the call back to requested): the pause's
 //     RUN_FINISHED interrupts;
-//   - the outcome: TOOL_CALL_RESULT (metadata.tool_agent_output: its status and the output).
+//   - the outcome: TOOL_CALL_RESULT or agentrt.tool_answer (metadata.tool_agent_output: its status and the output).
 // and the jobs: CUSTOM agentrt.job carries a job's record as its change commits it (version 0: the job is new;
 // else the change compares-and-sets against version - 1). Within a run it is one of the run's events; a change
 // no run carries (a host's progress report, an outcome that waits for the thread's open run to end) is a
@@ -41,6 +44,9 @@
 
 namespace agentrt {
 inline namespace v1 {
+
+// The CUSTOM event that records a client tool's answer (see above).
+inline constexpr std::string_view kToolAnswerEvent = "agentrt.tool_answer";
 
 // A tool call's outcome as the run records it (the live path hands it over instead of the event's JSON).
 struct ToolOutcome {

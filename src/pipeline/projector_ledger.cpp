@@ -91,6 +91,7 @@ void Projector::requested(const std::string& run_id, const Message& m, const jso
     const json* idempotent = member(facts, "idempotent");
     l.idempotent = idempotent && idempotent->is_boolean() && idempotent->get<bool>();
     l.needs_approval = tool == "approve";
+    l.client = tool == "client";
     if (tool == "run") advance(l, LedgerStatus::approved);
     changed(l);
     ledger_[std::make_pair(turn_id, c.id)] = std::move(l);
@@ -104,9 +105,12 @@ void Projector::decided(const std::string& run_id, const std::string& turn_id, c
     for (const auto& [id, d] : calls->items()) {
       LedgerEntry* l = entry(turn_id, id);
       if (!l) continue;
-      if (text_of(d, "action") == "approve") {
+      const std::string action = text_of(d, "action");
+      if (action == "approve") {
         advance(*l, LedgerStatus::approved);
         if (const json* edited = member(d, "editedArgs")) l->arguments = edited->dump();
+      } else if (action == "answer") {
+        // A client tool's answer: the call waits on (requested) until the continuation records it as the result.
       } else {
         advance(*l, LedgerStatus::rejected);
       }

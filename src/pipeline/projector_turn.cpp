@@ -103,13 +103,15 @@ void Projector::turn_ended(const std::string& run_id, const Event& e) {
   if (!t) return;
   TurnStatus to = TurnStatus::failed;
   if (e.type == EventType::RUN_ERROR) {
-    to = e.code == "approval_expired" ? TurnStatus::expired : TurnStatus::failed;
+    to = e.code == "approval_expired" || e.code == "answer_expired" ? TurnStatus::expired : TurnStatus::failed;
     t->error = e.message;
   } else {
     const std::string outcome = text_of(e.outcome, "type");
-    to = outcome == "interrupt"   ? TurnStatus::waiting_approval
-         : outcome == "cancelled" ? TurnStatus::cancelled
-                                  : TurnStatus::completed;
+    const json* pending = member(e.outcome, "pendingToolCallIds");
+    to = outcome == "interrupt"                                ? TurnStatus::waiting_approval
+         : outcome == "cancelled"                              ? TurnStatus::cancelled
+         : pending && pending->is_array() && !pending->empty() ? TurnStatus::waiting_client
+                                                               : TurnStatus::completed;
   }
   if (const json* facts = turn_facts(e)) {
     if (const json* steps = member(*facts, "steps"); steps && steps->is_number_integer()) t->steps = *steps;
@@ -117,6 +119,8 @@ void Projector::turn_ended(const std::string& run_id, const Event& e) {
     if (const json* error = member(*facts, "error"); error && error->is_string()) t->error = *error;
     if (const json* expires = member(*facts, "expiresAt"); expires && expires->is_number_integer())
       t->expires_at = *expires;
+    if (is_waiting(to))
+      if (const json* apr = member(*facts, "approvalRequestId"); apr && apr->is_string()) t->approval_request_id = *apr;
   }
   t->owner.clear();
   if (to == TurnStatus::waiting_approval) {

@@ -9,6 +9,7 @@
 #include "runtime/approvals.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/turn_runner.hpp"
+#include "util/printable.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -55,16 +56,15 @@ void from_json(const json& j, Decision& d) { d = decision_from_json(j, kDefaultM
 
 Approvals::Approvals(Runtime::Impl& rt) : rt_(rt) {}
 
-json Approvals::resume(std::string_view turn_id, std::string_view approval_request_id,
-                       const std::vector<Decision>& decisions, std::string_view run_id,
-                       const std::vector<ContextEntry>& context, TurnRecord* inline_run) {
-  check_context(context, input_limits(rt_.cfg));
+json Approvals::resume(const ResumeInput& in, TurnRecord* inline_run) {
+  check_context(in.context, input_limits(rt_.cfg));
+  auto client_tools = rt_.offer_client_tools(in.client_tools);
   try {
-    return resume_once(turn_id, approval_request_id, decisions, run_id, context, inline_run);
+    return resume_once(in, std::move(client_tools), inline_run);
   } catch (const Error&) {
     // A concurrent resume with the same id may have won while this one read a half-old state (the turn
     // before, the ledger after): its answer is the answer.
-    if (auto prior = rt_.cfg.store->get_approval(approval_request_id); prior && prior->turn_id == turn_id)
+    if (auto prior = rt_.cfg.store->get_approval(in.approval_request_id); prior && prior->turn_id == in.turn_id)
       return prior->answer;
     throw;
   }
@@ -81,7 +81,7 @@ std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::s
   if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
   // A turn still waiting on this very request has no answer to it yet (the answer is committed with the
   // turn's move out of WAITING_APPROVAL); a resume that wins meanwhile makes ours a conflict, answered below.
-  const bool open = turn->status == TurnStatus::waiting_approval && turn->approval_request_id == approval_request_id;
+  const bool open = is_waiting(turn->status) && turn->approval_request_id == approval_request_id;
   if (auto prior = open ? std::nullopt : rt_.cfg.store->get_approval(approval_request_id)) {
     if (prior->turn_id != turn->id)
       throw Error(ErrorCode::conflict, fmt::format("approval request {} belongs to another turn", approval_request_id));
@@ -90,17 +90,21 @@ std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::s
   }
   if (turn->status == TurnStatus::expired)
     throw Error(ErrorCode::expired, fmt::format("turn {}: the approval request expired ({})", turn->id, turn->error));
-  if (turn->status != TurnStatus::waiting_approval)
+  if (!is_waiting(turn->status))
     throw Error(ErrorCode::invalid_state,
-                fmt::format("turn {} is {}, not waiting for approval", turn->id, to_string(turn->status)));
+                fmt::format("turn {} is {}, not waiting for approval or for client tool answers", turn->id,
+                            to_string(turn->status)));
   if (turn->approval_request_id != approval_request_id)
     throw Error(ErrorCode::not_found, fmt::format("approval request {} is not open on turn {} (the open one is {})",
                                                   approval_request_id, turn->id, turn->approval_request_id));
   const int64_t now = now_ms();
   if (turn->expires_at > 0 && now >= turn->expires_at) {
     rt_.recovery.end_waiting_turn(*turn, TurnStatus::expired, "approval expired");
-    throw Error(ErrorCode::expired,
-                fmt::format("turn {}: the approval request expired at {}", turn->id, iso8601_ms(turn->expires_at)));
+    throw Error(
+        ErrorCode::expired,
+        fmt::format("turn {}: the {} expired at {}", turn->id,
+                    turn->status == TurnStatus::waiting_client ? "wait for the client's answers" : "approval request",
+                    iso8601_ms(turn->expires_at)));
   }
 
   return turn;
@@ -109,7 +113,7 @@ std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::s
 // Each open interrupt's decision, checked against the pause (every one answered exactly once; edited
 // arguments valid for the tool; a confirmation takes none) and applied to its ledger entry in `ledger`.
 Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger,
-                                     const std::vector<Decision>& decisions) {
+                                     const std::vector<Decision>& decisions, const std::vector<ToolAnswer>& answers) {
   // Every open interrupt must be answered exactly once.
   std::map<std::string, const Decision*> by_interrupt;
   for (const auto& d : decisions) {
@@ -189,19 +193,55 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
     l.decision = dj;
     updates.push_back(l);
   }
+  // Every pending client tool call answered exactly once, by an answer within the limits.
+  const InputLimits limits = input_limits(rt_.cfg);
+  std::map<std::string, const ToolAnswer*> by_call;
+  for (const auto& a : answers) {
+    auto pending = std::find_if(ledger.begin(), ledger.end(), [&](const LedgerEntry& l) {
+      return l.client && l.tool_call_id == a.tool_call_id && l.status == LedgerStatus::requested && !l.has_output();
+    });
+    if (pending == ledger.end())
+      throw Error(ErrorCode::invalid_argument, fmt::format("answer for '{}': not a client tool call turn {} waits for",
+                                                           printable(a.tool_call_id, 140), paused.id));
+    if (!by_call.emplace(a.tool_call_id, &a).second)
+      throw Error(ErrorCode::invalid_argument, fmt::format("two answers for client tool call '{}'", a.tool_call_id));
+    if (a.content.size() + a.error.size() > limits.max_answer_bytes)
+      throw Error(ErrorCode::too_large,
+                  fmt::format("the answer for client tool call '{}' is {} bytes; the limit is {}", a.tool_call_id,
+                              a.content.size() + a.error.size(), limits.max_answer_bytes));
+  }
+  for (auto& l : ledger) {
+    if (!l.client || l.status != LedgerStatus::requested || l.has_output()) continue;
+    auto it = by_call.find(l.tool_call_id);
+    if (it == by_call.end())
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("client tool call '{}' ({}) has no answer: a resume must answer every pending call",
+                              l.tool_call_id, l.tool_name));
+    const ToolAnswer& a = *it->second;
+    json dj = json::object();
+    auto& d = dj.get_ref<json::object_t&>();
+    d.emplace("action", "answer");
+    d.emplace("content", a.content);
+    if (!a.error.empty()) d.emplace("error", a.error);
+    if (!a.message_id.empty()) d.emplace("messageId", a.message_id);
+    l.decision = std::move(dj);
+    updates.push_back(l);
+  }
+  if (updates.empty())
+    throw Error(ErrorCode::invalid_argument, fmt::format("turn {} waits for nothing this resume answers", paused.id));
 
   return Decided{std::move(updates), std::move(job_updates)};
 }
 
-json Approvals::resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                            const std::vector<Decision>& decisions, std::string_view run_id,
-                            const std::vector<ContextEntry>& context, TurnRecord* inline_run) {
+json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> client_tools, TurnRecord* inline_run) {
+  const std::string_view turn_id = in.turn_id, approval_request_id = in.approval_request_id, run_id = in.run_id;
+  const auto& decisions = in.decisions;
   std::optional<json> prior_answer;
   std::optional<TurnRecord> turn = open_pause(turn_id, approval_request_id, run_id, prior_answer);
   if (!turn) return *prior_answer;
   auto ledger = rt_.cfg.store->ledger(turn->id);
   const auto stored_ledger = ledger;  // as committed: the projector applies the decisions to it
-  auto [updates, job_updates] = decide(*turn, ledger, decisions);
+  auto [updates, job_updates] = decide(*turn, ledger, decisions, in.answers);
 
   const std::string new_run = run_id.empty() ? new_id("run") : std::string(run_id);
   json answer = resume_answer_to_json(turn->id, turn->thread_id, new_run, approval_request_id);
@@ -226,7 +266,8 @@ json Approvals::resume_once(std::string_view turn_id, std::string_view approval_
   next.interrupts = json::array();
 
   auto handle = rt_.register_run(turn->id);
-  handle->context = context;
+  handle->context = in.context;
+  handle->client_tools = std::move(client_tools);
   auto em = rt_.make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
     // The decision commits whole: the resumed run's RUN_STARTED, which carries the decision (the projector

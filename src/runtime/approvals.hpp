@@ -12,6 +12,7 @@
 
 #include "agentrt/runtime.hpp"
 #include "agentrt/storage.hpp"
+#include "runtime/run_registry.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -20,21 +21,19 @@ class Approvals {
  public:
   explicit Approvals(Runtime::Impl& rt);
   // `inline_run`: the continuation runs on this thread and its final record lands there (resume_turn).
-  // `context`: for the continuation's model calls (checked against the limits first).
-  json resume(std::string_view turn_id, std::string_view approval_request_id, const std::vector<Decision>& decisions,
-              std::string_view run_id, const std::vector<ContextEntry>& context, TurnRecord* inline_run = nullptr);
+  // The context and client tools are checked against the limits first; they are for the continuation.
+  json resume(const ResumeInput& in, TurnRecord* inline_run = nullptr);
 
  private:
   struct Decided {
     std::vector<LedgerEntry> updates;  // the decided entries
     std::vector<JobWrite> jobs;        // the confirmations' jobs, confirmed or declined (and their versions)
   };
-  json resume_once(std::string_view turn_id, std::string_view approval_request_id,
-                   const std::vector<Decision>& decisions, std::string_view run_id,
-                   const std::vector<ContextEntry>& context, TurnRecord* inline_run);
+  json resume_once(const ResumeInput& in, std::vector<ClientToolOffer> client_tools, TurnRecord* inline_run);
   std::optional<TurnRecord> open_pause(std::string_view turn_id, std::string_view approval_request_id,
                                        std::string_view run_id, std::optional<json>& prior_answer);
-  Decided decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger, const std::vector<Decision>& decisions);
+  Decided decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger, const std::vector<Decision>& decisions,
+                 const std::vector<ToolAnswer>& answers);
 
   Runtime::Impl& rt_;
 };

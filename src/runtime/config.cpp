@@ -188,7 +188,9 @@ RuntimeConfig runtime_config_from_json(const json& j) {
              "max_input_messages",
              "max_context_entries",
              "max_context_bytes",
-             "max_state_bytes"},
+             "max_state_bytes",
+             "max_client_tools",
+             "max_client_tools_bytes"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -292,6 +294,10 @@ RuntimeConfig runtime_config_from_json(const json& j) {
       num(j, "max_context_bytes", static_cast<int64_t>(c.max_context_bytes), 0, int64_t{64} * 1024 * 1024));
   c.max_state_bytes = static_cast<size_t>(
       num(j, "max_state_bytes", static_cast<int64_t>(c.max_state_bytes), 2, int64_t{64} * 1024 * 1024));
+  c.max_client_tools =
+      static_cast<size_t>(num(j, "max_client_tools", static_cast<int64_t>(c.max_client_tools), 0, 4096));
+  c.max_client_tools_bytes = static_cast<size_t>(
+      num(j, "max_client_tools_bytes", static_cast<int64_t>(c.max_client_tools_bytes), 0, int64_t{64} * 1024 * 1024));
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

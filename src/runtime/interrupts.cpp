@@ -23,7 +23,7 @@ using namespace turn;
 
 Interrupts::Interrupts(TurnRunner& runner, Runtime::Impl& rt, RunCtx& ctx) : runner_(runner), rt_(rt), ctx_(ctx) {}
 
-void Interrupts::pause(const std::vector<std::string>& ids) {
+void Interrupts::pause(const std::vector<std::string>& ids, const std::vector<std::string>& client_ids) {
   RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
   const int64_t expires = now_ms() + rt_.cfg.approval_timeout.count();
   const std::string apr = new_id("apr");
@@ -81,12 +81,20 @@ void Interrupts::pause(const std::vector<std::string>& ids) {
     interrupts.push_back(std::move(interrupt));
   }
   runner_.end_step();
-  check_transition(ctx_.turn.id, ctx_.turn.status, TurnStatus::waiting_approval);
-  ctx_.turn.status = TurnStatus::waiting_approval;
+  // Client tool calls alone: the run is complete as far as this server goes (AG-UI: success, with the calls
+  // the application is to answer); with an interrupt, the interrupt outcome (the client calls' START/END went out).
+  const TurnStatus to = ids.empty() ? TurnStatus::waiting_client : TurnStatus::waiting_approval;
+  check_transition(ctx_.turn.id, ctx_.turn.status, to);
+  ctx_.turn.status = to;
   ctx_.turn.approval_request_id = apr;
   json outcome = json::object();
-  outcome.get_ref<json::object_t&>().emplace("type", "interrupt");
-  outcome.get_ref<json::object_t&>().emplace("interrupts", interrupts);
+  if (ids.empty()) {
+    outcome.get_ref<json::object_t&>().emplace("type", "success");
+    outcome.get_ref<json::object_t&>().emplace("pendingToolCallIds", client_ids);
+  } else {
+    outcome.get_ref<json::object_t&>().emplace("type", "interrupt");
+    outcome.get_ref<json::object_t&>().emplace("interrupts", interrupts);
+  }
   ctx_.turn.interrupts = std::move(interrupts);
   ctx_.turn.expires_at = expires;
   ctx_.turn.owner.clear();
@@ -126,6 +134,9 @@ std::vector<std::string> Interrupts::decided() {
                            : "the person rejected this call: " + reason};
       }
       runner_.tools().record_result(l.tool_call_id, std::move(out));
+    } else if (l.client && l.status == LedgerStatus::requested && l.decision.is_object() &&
+               l.decision.value("action", "") == "answer") {
+      answered(l);
     } else if (l.status == LedgerStatus::approved) {
       to_run.push_back(l.tool_call_id);
     } else if (l.status == LedgerStatus::started) {
@@ -144,6 +155,33 @@ std::vector<std::string> Interrupts::decided() {
     }
   }
   return to_run;
+}
+
+void Interrupts::answered(const LedgerEntry& l) {
+  // The client's answer, as resume() checked and committed it: the call's result, as a server tool's would be.
+  const std::string content = l.decision.value("content", "");
+  const std::string error = l.decision.value("error", "");
+  ToolAgentOutput out;
+  out.tool_call_id = l.tool_call_id;
+  out.tool_name = l.tool_name;
+  out.args = parse_args(l.arguments);
+  // JSON text is the tool's structured result; anything else is its text.
+  json parsed = content.empty() ? json(nullptr) : parse_json_or_discarded(content, rt_.cfg.max_json_depth);
+  json result = parsed.is_discarded() || parsed.is_null() ? json(content) : std::move(parsed);
+  if (error.empty()) {
+    out.status = ToolStatus::succeeded;
+    out.result = std::move(result);
+  } else {
+    out.status = ToolStatus::failed;
+    if (!content.empty()) out.result = std::move(result);
+    out.error = ToolError{"client_error", error};
+  }
+  // The client's id for its tool message, when it is a valid id the thread does not use yet.
+  std::string message_id = l.decision.value("messageId", "");
+  const bool usable = !message_id.empty() && is_valid_id(message_id) &&
+                      std::none_of(ctx_.history.begin(), ctx_.history.end(),
+                                   [&](const MessageRecord& m) { return m.message.id == message_id; });
+  runner_.tools().record_answer(l.tool_call_id, std::move(out), usable ? message_id : new_id("msg"));
 }
 
 TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,

@@ -21,12 +21,17 @@ class Interrupts {
   // `runner`: the run's step, turn row and commits.
   Interrupts(TurnRunner& runner, Runtime::Impl& rt, RunCtx& ctx);
 
-  // Pauses the run for the calls `ids` (their ledger entries wait for a person) and commits its end.
-  void pause(const std::vector<std::string>& ids);
-  // The decided calls of a resumed turn: records the results of those that do not run; returns those to run.
+  // Pauses the run for the calls `ids` (their ledger entries wait for a person) and the client tool calls
+  // `client_ids` (they wait for the client's answers) and commits its end: WAITING_APPROVAL with the interrupt
+  // outcome when a person is asked anything, else WAITING_CLIENT with the success outcome and pendingToolCallIds.
+  void pause(const std::vector<std::string>& ids, const std::vector<std::string>& client_ids = {});
+  // The decided calls of a resumed turn: records the results of those that do not run (rejected and declined
+  // calls, client tools' answers); returns those to run.
   std::vector<std::string> decided();
 
  private:
+  void answered(const LedgerEntry& l);
+
   TurnRunner& runner_;
   Runtime::Impl& rt_;
   RunCtx& ctx_;

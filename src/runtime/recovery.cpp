@@ -36,10 +36,14 @@ void Recovery::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::strin
   TurnRunner runner(rt_, ctx);
   ctx.em->emit(run_started(ctx.turn));
   const bool expired = to == TurnStatus::expired;
-  const std::string msg = expired
-                              ? fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at))
-                              : "not run: the turn was cancelled";
-  runner.tools().close_unanswered(expired ? "approval_expired" : "cancelled", msg,
+  // A turn that waited for client tool answers alone: its deadline was the client's.
+  const bool client_wait = turn.status == TurnStatus::waiting_client;
+  const std::string code = client_wait ? "answer_expired" : "approval_expired";
+  const std::string msg =
+      !expired      ? "not run: the turn was cancelled"
+      : client_wait ? fmt::format("not answered: the client's answers were due at {}", iso8601_ms(turn.expires_at))
+                    : fmt::format("not run: the approval request expired at {}", iso8601_ms(turn.expires_at));
+  runner.tools().close_unanswered(expired ? code : "cancelled", msg,
                                   expired ? ToolStatus::expired : ToolStatus::rejected);
   // Jobs that waited for a confirmation end with the pause: never started.
   for (const auto& i : turn.interrupts) {
@@ -56,14 +60,18 @@ void Recovery::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::strin
     ctx.em->emit(events::custom("agentrt.job", job_change(next, j->version)));
   }
   ctx.turn.status = to;
-  ctx.turn.error = expired ? msg.substr(9) : reason;
+  ctx.turn.error = expired ? msg.substr(msg.find(": ") + 2) : reason;
   ctx.turn.interrupts = json::array();
   ctx.turn.owner.clear();
   runner.stage_turn();
-  Event end = expired ? events::run_error(fmt::format("approval request {} expired at {}", turn.approval_request_id,
-                                                      iso8601_ms(turn.expires_at)),
-                                          "approval_expired")
-                      : events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}});
+  Event end = expired
+                  ? events::run_error(client_wait ? fmt::format("the client tool calls of turn {} were not "
+                                                                "answered by {}",
+                                                                turn.id, iso8601_ms(turn.expires_at))
+                                                  : fmt::format("approval request {} expired at {}",
+                                                                turn.approval_request_id, iso8601_ms(turn.expires_at)),
+                                      code)
+                  : events::run_finished(turn.thread_id, ctx.turn.run_id, json{{"type", "cancelled"}});
   runner.end_facts(end);
   ctx.em->emit(end);
   ctx.em->flush();

@@ -16,10 +16,17 @@
 #include <vector>
 
 #include "agentrt/cancel.hpp"
+#include "agentrt/json_schema.hpp"
 #include "agentrt/runtime.hpp"
 
 namespace agentrt {
 inline namespace v1 {
+
+// A client tool offered to a run: its definition as the model sees it, and its parameters' schema, compiled.
+struct ClientToolOffer {
+  ToolDefinition definition;
+  std::shared_ptr<const JsonSchema> schema;
+};
 
 // A turn that runs (or is queued to run) in this runtime.
 struct RunHandle {
@@ -27,6 +34,8 @@ struct RunHandle {
   CancelToken cancel;
   std::vector<ContextEntry> context;  // what the host told the model for this run (set before it is queued)
   std::optional<json> state;          // the client's state for the thread (TurnInput::state), taken by the run
+  std::vector<ClientToolOffer>
+      client_tools;  // the tools the client runs itself, for this run (set before it is queued)
 };
 
 class RunRegistry {

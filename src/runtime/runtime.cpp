@@ -137,6 +137,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   if (!input.run_id.empty()) require_id(input.run_id, "run id");
   check_context(input.context, input_limits(cfg));
   if (input.state) check_state(*input.state, input_limits(cfg));
+  auto client_tools = offer_client_tools(input.client_tools);
   // Checked before the message is copied: a copy of a value nested too deep would overflow the stack.
   if (message_depth(input.message, cfg.max_json_depth) > cfg.max_json_depth)
     throw Error(ErrorCode::invalid_argument,
@@ -198,6 +199,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   auto handle = register_run(turn.id);
   handle->context = input.context;
   handle->state = input.state;
+  handle->client_tools = std::move(client_tools);
   // run_turn's start may ride on a group commit (live); start_turn's is committed here, before it returns.
   auto em = make_emitter(turn.thread_id, turn.run_id, -1, inline_run != nullptr, handle);
   ThreadRecord th;
@@ -269,7 +271,7 @@ void Runtime::Impl::cancel(std::string_view turn_id) {
     auto turn = cfg.store->get_turn(turn_id);
     if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
     if (is_terminal(turn->status)) return;
-    if (turn->status != TurnStatus::waiting_approval) {
+    if (!is_waiting(turn->status)) {
       if (runs.cancel(turn_id)) return;
     } else {
       // The run that paused may still be unregistering: a waiting turn is cancelled by compare-and-set.
@@ -303,11 +305,26 @@ Runtime::~Runtime() = default;
 
 ToolRegistry& Runtime::tools() { return impl_->tools; }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
+namespace {
+ResumeInput resume_input(std::string_view turn_id, std::string_view approval_request_id,
+                         const std::vector<Decision>& decisions, std::string_view run_id,
+                         const std::vector<ContextEntry>& context) {
+  ResumeInput in;
+  in.turn_id = turn_id;
+  in.approval_request_id = approval_request_id;
+  in.decisions = decisions;
+  in.run_id = run_id;
+  in.context = context;
+  return in;
+}
+}  // namespace
+
 json Runtime::resume(std::string_view turn_id, std::string_view approval_request_id,
                      const std::vector<Decision>& decisions, std::string_view run_id,
                      const std::vector<ContextEntry>& context) {
-  return impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, context, nullptr);
+  return impl_->approvals.resume(resume_input(turn_id, approval_request_id, decisions, run_id, context));
 }
+json Runtime::resume(const ResumeInput& input) { return impl_->approvals.resume(input); }
 void Runtime::cancel(std::string_view turn_id) { impl_->cancel(turn_id); }
 
 TurnRecord Runtime::run_turn(const TurnInput& input) {
@@ -320,10 +337,37 @@ TurnRecord Runtime::run_turn(const TurnInput& input) {
 TurnRecord Runtime::resume_turn(std::string_view turn_id, std::string_view approval_request_id,
                                 const std::vector<Decision>& decisions, std::string_view run_id,
                                 const std::vector<ContextEntry>& context) {
+  return resume_turn(resume_input(turn_id, approval_request_id, decisions, run_id, context));
+}
+
+TurnRecord Runtime::resume_turn(const ResumeInput& input) {
   TurnRecord out;
-  impl_->approvals.resume(turn_id, approval_request_id, decisions, run_id, context, &out);
+  impl_->approvals.resume(input, &out);
   // A repeated approval id answered from the record: nothing ran here, report the turn as it is.
-  if (out.id.empty()) return wait(turn_id, std::chrono::hours(24));
+  if (out.id.empty()) return wait(input.turn_id, std::chrono::hours(24));
+  return out;
+}
+
+std::vector<ClientToolOffer> Runtime::Impl::offer_client_tools(const std::vector<ToolDefinition>& offered) {
+  check_client_tools(offered, input_limits(cfg));
+  std::vector<ClientToolOffer> out;
+  out.reserve(offered.size());
+  for (const auto& t : offered) {
+    if (tools.find(t.name))
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("client tool '{}' has the name of a tool of this runtime", t.name));
+    ClientToolOffer offer;
+    offer.definition = t;
+    // An absent schema and an empty one mean the same thing: any arguments object.
+    if (offer.definition.parameters.is_null() || offer.definition.parameters.empty())
+      offer.definition.parameters = json{{"type", "object"}, {"properties", json::object()}};
+    try {
+      offer.schema = std::make_shared<const JsonSchema>(offer.definition.parameters);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::invalid_argument, fmt::format("client tool '{}': parameters: {}", t.name, e.message()));
+    }
+    out.push_back(std::move(offer));
+  }
   return out;
 }
 

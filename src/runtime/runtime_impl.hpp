@@ -132,6 +132,8 @@ struct Runtime::Impl {
 
   // `inline_run`: when set, the run executes on the calling thread and its final record lands there.
   TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
+  // A run's client tools, checked (the limits, no clash with a registered tool) and their schemas compiled.
+  std::vector<ClientToolOffer> offer_client_tools(const std::vector<ToolDefinition>& offered);
   TurnHandle repeated_start(const TurnRecord& t);           // a start whose client message id is known
   std::vector<Message> turn_messages(const TurnRecord& t);  // as history() shows them
   void cancel(std::string_view turn_id);

@@ -348,6 +348,15 @@ std::optional<std::string> ToolExecutor::apply_state_delta(const json& delta, js
 }
 
 void ToolExecutor::record_result(const std::string& id, ToolAgentOutput out, const std::string& summary) {
+  record(id, std::move(out), summary, nullptr);
+}
+
+void ToolExecutor::record_answer(const std::string& id, ToolAgentOutput out, const std::string& message_id) {
+  record(id, std::move(out), {}, &message_id);
+}
+
+void ToolExecutor::record(const std::string& id, ToolAgentOutput out, const std::string& summary,
+                          const std::string* answer_id) {
   // TOOL_CALL_RESULT commits with the tool message and the ledger's outcome: after a crash, a result that is
   // in the log is in history and the ledger too, so recovery never gives the call a second one.
   RunEmitter::Unit unit(*ctx_.em);
@@ -397,11 +406,21 @@ void ToolExecutor::record_result(const std::string& id, ToolAgentOutput out, con
   }
   // TOOL_CALL_RESULT: the summary as content, ToolAgentOutput and the ui card in metadata; the tool message's
   // metadata (the index) and error in metadata.agentrt, from which the projector derives the message.
-  const std::string msg_id = new_id("msg");
+  const std::string msg_id = answer_id ? *answer_id : new_id("msg");
   json facts = json::object();
   if (out.error) facts["error"] = out.error->message;
   facts["metadata"] = std::move(index);
-  std::string ev = to_json_string(events::tool_call_result(msg_id, id, out.result_summary));
+  std::string ev;
+  if (answer_id) {
+    json value = json::object();
+    auto& v = value.get_ref<json::object_t&>();
+    v.emplace("toolCallId", id);
+    v.emplace("messageId", msg_id);
+    v.emplace("content", out.result_summary);
+    ev = to_json_string(events::custom(std::string(kToolAnswerEvent), std::move(value)));
+  } else {
+    ev = to_json_string(events::tool_call_result(msg_id, id, out.result_summary));
+  }
   ev.pop_back();
   ev += ",\"metadata\":{\"tool_agent_output\":";
   ev += out_str;

@@ -32,6 +32,10 @@ class ToolExecutor {
   // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger. `summary`: the
   // result's summary when the runtime writes it itself (a started job), else the summarizer's.
   void record_result(const std::string& id, ToolAgentOutput out, const std::string& summary = {});
+  // The same for a client tool's answer (the client ran the call): the same records, and CUSTOM
+  // "agentrt.tool_answer" in place of TOOL_CALL_RESULT (the client has the answer already: a result event would add
+  // a second tool message to its list). `message_id`: the tool message's id in history.
+  void record_answer(const std::string& id, ToolAgentOutput out, const std::string& message_id);
 
   // Gives every call of this turn that has no outcome yet one, so the history never holds an assistant
   // tool call without its result: the ledger's open calls, and calls of the turn's assistant messages that
@@ -42,6 +46,8 @@ class ToolExecutor {
   void close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status);
 
  private:
+  void record(const std::string& id, ToolAgentOutput out, const std::string& summary, const std::string* answer_id);
+
   // The runtime's record of jobs being started by the calls running now (JobService's in-flight jobs).
   // Destroyed after the commit that writes their records: an outcome the host reported after the run took
   // the early ones is applied then, to the committed record.

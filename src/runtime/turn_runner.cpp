@@ -116,7 +116,10 @@ void TurnRunner::end_facts(Event& e) {
   r.emplace("steps", ctx_.turn.steps);
   if (!ctx_.turn.usage.empty()) r.emplace("usage", ctx_.turn.usage);
   if (!ctx_.turn.error.empty()) r.emplace("error", ctx_.turn.error);
-  if (ctx_.turn.status == TurnStatus::waiting_approval) r.emplace("expiresAt", ctx_.turn.expires_at);
+  if (is_waiting(ctx_.turn.status)) {
+    r.emplace("expiresAt", ctx_.turn.expires_at);
+    r.emplace("approvalRequestId", ctx_.turn.approval_request_id);
+  }
   if (!e.metadata.is_object()) e.metadata = json::object();
   e.metadata["agentrt"]["turn"] = std::move(row);
 }
@@ -129,6 +132,8 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
       throw Error(ErrorCode::invalid_state,
                   fmt::format("step limit reached: {} model calls in this turn", rt_.cfg.max_steps));
     auto defs = rt_.tools.definitions(to_string(stage), policy.tools);
+    if (stage == Stage::execution && ctx_.handle)
+      for (const auto& c : ctx_.handle->client_tools) defs.push_back(c.definition);
     ModelRequest req = build_request(stage, policy, defs);
     Answer answer = call_model(stage, req, vis, final_candidate);
     if (answer.result.tool_calls.empty()) {
@@ -307,7 +312,7 @@ TurnRunner::Answer TurnRunner::call_model(Stage stage, const ModelRequest& req, 
       f.emplace("name", calls[i].name);
       f.emplace("arguments", calls[i].arguments);
     }
-    if (!requested[i].problem) f.emplace("tool", l.needs_approval ? "approve" : "run");
+    if (!requested[i].problem) f.emplace("tool", l.client ? "client" : l.needs_approval ? "approve" : "run");
     if (l.idempotent) f.emplace("idempotent", true);
     listed.push_back(std::move(call));
   }
@@ -376,12 +381,21 @@ std::vector<TurnRunner::Requested> TurnRunner::request(Stage stage_id, const std
     l.arguments = c.arguments;
     l.status = LedgerStatus::requested;
     std::shared_ptr<const ToolRegistry::Entry> entry;
-    for (const auto& offered : rt_.tools.offered(stage, policy.tools))
+    const ClientToolOffer* client = nullptr;
+    const auto offered_tools = rt_.tools.offered(stage, policy.tools);
+    for (const auto& offered : offered_tools)
       if (offered->spec.name == c.name) entry = offered;
-    if (!entry) {
+    // The client's tools, in the stage they are offered in (their names never clash with a registered tool's).
+    if (!entry && stage_id == Stage::execution && ctx_.handle)
+      for (const auto& offered : ctx_.handle->client_tools)
+        if (offered.definition.name == c.name) client = &offered;
+    const JsonSchema* schema = entry ? &entry->schema : client ? client->schema.get() : nullptr;
+    if (!schema) {
       std::string names;
-      for (const auto& offered : rt_.tools.offered(stage, policy.tools))
-        names += (names.empty() ? "" : ", ") + offered->spec.name;
+      for (const auto& offered : offered_tools) names += (names.empty() ? "" : ", ") + offered->spec.name;
+      if (stage_id == Stage::execution && ctx_.handle)
+        for (const auto& offered : ctx_.handle->client_tools)
+          names += (names.empty() ? "" : ", ") + offered.definition.name;
       r.problem = ToolError{"unknown_tool", fmt::format("unknown tool '{}'; the tools available are: {}", c.name,
                                                         names.empty() ? "none" : names)};
     } else {
@@ -394,9 +408,11 @@ std::vector<TurnRunner::Requested> TurnRunner::request(Stage stage_id, const std
       } else if (r.args.is_discarded() || !r.args.is_object()) {
         r.problem = ToolError{"invalid_arguments", fmt::format("the arguments of {} are not a JSON object", c.name)};
         r.args = json::object();
-      } else if (auto v = entry->schema.validate(r.args)) {
+      } else if (auto v = schema->validate(r.args)) {
         r.problem = ToolError{"invalid_arguments", fmt::format("invalid arguments for {}: {}{}{}", c.name, v->path,
                                                                v->path.empty() ? "" : ": ", v->message)};
+      } else if (client) {
+        l.client = true;  // the client runs it: the call waits for its answer (requested) when the run pauses
       } else {
         l.idempotent = entry->spec.idempotent;
         try {
@@ -413,7 +429,7 @@ std::vector<TurnRunner::Requested> TurnRunner::request(Stage stage_id, const std
 }
 
 bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
-  std::vector<std::string> run_now, need_approval;
+  std::vector<std::string> run_now, need_approval, client;
   for (auto& r : calls) {
     const LedgerEntry& l = ctx_.ledger.emplace_back(std::move(r.entry));
     if (r.problem) {
@@ -424,6 +440,8 @@ bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
       out.status = ToolStatus::failed;
       out.error = r.problem;
       tools_.record_result(l.tool_call_id, std::move(out));
+    } else if (l.client) {
+      client.push_back(l.tool_call_id);
     } else if (l.needs_approval) {
       need_approval.push_back(l.tool_call_id);
     } else {
@@ -432,8 +450,8 @@ bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
   }
   auto confirm = tools_.execute(run_now);
   need_approval.insert(need_approval.end(), confirm.begin(), confirm.end());
-  if (!need_approval.empty()) {
-    interrupts_.pause(need_approval);
+  if (!need_approval.empty() || !client.empty()) {
+    interrupts_.pause(need_approval, client);
     return false;
   }
   return true;

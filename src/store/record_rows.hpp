@@ -22,7 +22,7 @@
 
 #define AGENTRT_LEDGER_COLS                                                                        \
   "turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,needs_approval," \
-  "idempotent,interrupt_id,decision,output,updated_at"
+  "idempotent,interrupt_id,decision,output,updated_at,client"
 
 #define AGENTRT_JOB_COLS                                                                                    \
   "id,thread_id,turn_id,run_id,tool_call_id,tool_name,user_id,status,progress,message,result,assets,"       \
@@ -97,7 +97,7 @@ LedgerEntry ledger_entry_from_row(const Row& s) {
   using L = LedgerEntry;
   return read_fields<L>(s, &L::turn_id, &L::tool_call_id, &L::thread_id, &L::run_id, &L::tool_name, &L::stage,
                         &L::ordinal, &L::arguments, &L::status, &L::needs_approval, &L::idempotent, &L::interrupt_id,
-                        &L::decision, &L::output, &L::updated_at);
+                        &L::decision, &L::output, &L::updated_at, &L::client);
 }
 
 template <class Row>

@@ -80,7 +80,8 @@ constexpr auto kTurnStatuses =
                                            {TurnStatus::completed, "COMPLETED"},
                                            {TurnStatus::failed, "FAILED"},
                                            {TurnStatus::expired, "EXPIRED"},
-                                           {TurnStatus::cancelled, "CANCELLED"}});
+                                           {TurnStatus::cancelled, "CANCELLED"},
+                                           {TurnStatus::waiting_client, "WAITING_CLIENT"}});
 
 constexpr auto kStageNames = enum_names<Stage>(
     "stage", {{Stage::intent, "intent"}, {Stage::execution, "execution"}, {Stage::organization, "organization"}});

@@ -43,7 +43,7 @@ json turn_handle_to_json(const TurnHandle& h, std::string_view status) {
 }
 
 json turn_interrupts_to_json(const TurnRecord& t) {
-  const bool waiting = t.status == TurnStatus::waiting_approval;
+  const bool waiting = is_waiting(t.status);
   return json{{"turnId", t.id},
               {"threadId", t.thread_id},
               {"status", to_string(t.status)},

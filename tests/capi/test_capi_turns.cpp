@@ -526,3 +526,62 @@ TEST_CASE("shared state through the C ABI: a turn's state, the call's state, a h
   CHECK(last_error() == "agentrt_turn_start: state: 300011 bytes; the limit is 262144");
   CHECK(agentrt_thread_state(&out, r.rt, nullptr) == AGENTRT_E_INVALID_ARGUMENT);
 }
+
+TEST_CASE("client tools through the C ABI: the host offers one, answers its call, and the turn goes on") {
+  Runtime r;
+  const json tool{{"name", "change_theme"},
+                  {"description", "Change the page's theme"},
+                  {"parameters",
+                   {{"type", "object"},
+                    {"properties", {{"theme", {{"type", "string"}, {"enum", {"dark", "light"}}}}}},
+                    {"required", {"theme"}}}}};
+  json in{{"threadId", "t-ct"},
+          {"userId", "u1"},
+          {"message", {{"role", "user"}, {"content", "please use change_theme"}}},
+          {"tools", json::array({tool})}};
+  char* out = nullptr;
+  REQUIRE_MESSAGE(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_OK, last_error());
+  const std::string turn = json::parse(take(out))["turnId"];
+  CHECK(r.wait(turn)["status"] == "WAITING_CLIENT");
+  REQUIRE(agentrt_turn_interrupts(&out, r.rt, turn.c_str()) == AGENTRT_OK);
+  const json pause = json::parse(take(out));
+  CHECK(pause["status"] == "WAITING_CLIENT");
+  CHECK(pause["interrupts"] == json::array());
+  const std::string apr = pause["approvalRequestId"];
+  CHECK(!apr.empty());
+  auto evs = r.events("t-ct");
+  const json* start = find(evs, "TOOL_CALL_START");
+  REQUIRE(start);
+  CHECK((*start)["toolCallName"] == "change_theme");
+  const std::string call = (*start)["toolCallId"];
+  CHECK(evs.back()["outcome"] == json{{"type", "success"}, {"pendingToolCallIds", {call}}});
+
+  auto refused = [&](const json& body) {
+    char* o = nullptr;
+    const int32_t rc = agentrt_turn_resume(&o, r.rt, turn.c_str(), apr.c_str(), body.dump().c_str());
+    CHECK(o == nullptr);
+    return rc;
+  };
+  CHECK(refused(json{{"answers", json::array()}}) == AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(last_error() == "agentrt_turn_resume: client tool call '" + call +
+                            "' (change_theme) has no answer: a resume must answer every pending call");
+  CHECK(refused(json{{"answers", {{{"toolCallId", "nope"}, {"content", "x"}}}}}) == AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(refused(json{{"answers", {{{"content", "x"}}}}}) == AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(refused(json{{"answers", "x"}}) == AGENTRT_E_INVALID_ARGUMENT);
+
+  const json accepted = r.resume(
+      turn, apr, json{{"answers", {{{"toolCallId", call}, {"content", R"({"ok":true})"}, {"id", "tm-capi"}}}}});
+  CHECK(accepted["status"] == "accepted");
+  CHECK(r.wait(turn)["status"] == "COMPLETED");
+  const json history = r.history("t-ct");
+  REQUIRE(history.size() == 4);
+  CHECK(history[2]["role"] == "tool");
+  CHECK(history[2]["id"] == "tm-capi");
+  CHECK(history[3]["content"] == R"(The tool answered: {"ok":true})");
+
+  // A malformed tool list is refused before anything starts.
+  in["threadId"] = "t-ct2";
+  in["tools"] = json::array({{{"name", "a b"}}});
+  CHECK(agentrt_turn_start(&out, r.rt, in.dump().c_str()) == AGENTRT_E_INVALID_ARGUMENT);
+  CHECK(last_error() == "agentrt_turn_start: client tool 'a b': a name is 1 to 64 letters, digits, '_' or '-'");
+}

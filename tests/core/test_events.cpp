@@ -97,6 +97,15 @@ TEST_CASE("the turn state machine refuses transitions its table does not list") 
   CHECK_FALSE(can_transition(TurnStatus::completed, TurnStatus::running));
   CHECK_FALSE(can_transition(TurnStatus::waiting_approval, TurnStatus::completed));
   CHECK_FALSE(can_transition(TurnStatus::running, TurnStatus::expired));
+  CHECK(can_transition(TurnStatus::running, TurnStatus::waiting_client));
+  CHECK(can_transition(TurnStatus::waiting_client, TurnStatus::resuming));
+  CHECK(can_transition(TurnStatus::waiting_client, TurnStatus::expired));
+  CHECK(can_transition(TurnStatus::waiting_client, TurnStatus::cancelled));
+  CHECK_FALSE(can_transition(TurnStatus::waiting_client, TurnStatus::completed));
+  CHECK_FALSE(can_transition(TurnStatus::waiting_client, TurnStatus::waiting_approval));
+  CHECK_FALSE(can_transition(TurnStatus::resuming, TurnStatus::waiting_client));
+  CHECK(to_string(TurnStatus::waiting_client) == "WAITING_CLIENT");
+  CHECK(turn_status_from_string("WAITING_CLIENT") == TurnStatus::waiting_client);
   CHECK_FALSE(can_transition(TurnStatus::expired, TurnStatus::resuming));
   CHECK_THROWS_WITH_AS(check_transition("turn_1", TurnStatus::completed, TurnStatus::running),
                        "turn turn_1: cannot go from COMPLETED to RUNNING", Error);

@@ -105,6 +105,13 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(s->events_after("th1", 0, 10).size() == 1);
     CHECK_FALSE(s->get_turn("t2"));
     CHECK(s->active_turn("th1")->id == "t1");
+    // A turn waiting for client tool answers is active too.
+    auto c = new_turn_batch(conformance_turn("t3", "th2", TurnStatus::waiting_client));
+    s->commit(c);
+    auto c2 = new_turn_batch(conformance_turn("t4", "th2", TurnStatus::running));
+    CHECK_THROWS_AS(s->commit(c2), Error);
+    CHECK(s->active_turn("th2")->status == TurnStatus::waiting_client);
+    CHECK(s->turns_in_status(TurnStatus::waiting_client).size() == 1);
   }
   SUBCASE("a repeated client message id on a thread is a conflict; the turn is found by it") {
     auto s = make();
@@ -185,6 +192,11 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     l.arguments = "{}";
     l.status = LedgerStatus::started;
     b.ledger.push_back(l);
+    LedgerEntry client = l;  // a client tool's call: the flag round-trips
+    client.tool_call_id = "c2";
+    client.status = LedgerStatus::requested;
+    client.client = true;
+    b.ledger.push_back(client);
     s->commit(b);
     CommitBatch b2;
     b2.thread_id = "th1";
@@ -194,7 +206,10 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     b2.approval = ApprovalRecord{"apr_1", "t1", "th1", json::array(), json{{"status", "accepted"}}, 0};
     s->commit(b2);
     auto got = s->ledger("t1");
-    REQUIRE(got.size() == 1);
+    REQUIRE(got.size() == 2);
+    CHECK(got[1].client);
+    CHECK(got[1].status == LedgerStatus::requested);
+    CHECK_FALSE(got[0].client);
     CHECK(got[0].status == LedgerStatus::finished);
     CHECK(got[0].output == R"({"status":"succeeded"})");
     CHECK(s->get_approval("apr_1")->answer["status"] == "accepted");
@@ -263,13 +278,14 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     add("w_none", TurnStatus::waiting_approval, 0);
     add("r_past", TurnStatus::running, 1000);
     add("c_past", TurnStatus::completed, 1000);
+    add("wc_past", TurnStatus::waiting_client, 1500);  // waiting for client tool answers: the same deadline
     auto due = s->turns_expired(2000);
     std::vector<std::string> ids;
     for (const auto& t : due) ids.push_back(t.id);
     std::sort(ids.begin(), ids.end());
-    CHECK(ids == std::vector<std::string>{"w_now", "w_past"});
+    CHECK(ids == std::vector<std::string>{"w_now", "w_past", "wc_past"});
     CHECK(s->turns_expired(999).empty());
-    REQUIRE(s->turns_expired(5000).size() == 3);
+    REQUIRE(s->turns_expired(5000).size() == 4);
   }
   SUBCASE("jobs: insert, compare-and-set, due ones, and require_idle") {
     auto s = make();

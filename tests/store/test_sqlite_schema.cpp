@@ -72,12 +72,13 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
       done.status = TurnStatus::completed;
       insert(s, done);
     }
-    // Back to what that schema had: no `active` column, the index on `status`, no thread_states.
+    // Back to what that schema had: no `active` column, the index on `status`, no thread_states, no ledger.client.
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
     const std::string back = fmt::format(
         "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
-        "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; PRAGMA user_version={};",
+        "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; ALTER TABLE ledger DROP COLUMN client; "
+        "PRAGMA user_version={};",
         predicate, version);
     REQUIRE(sqlite3_exec(db, back.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);

@@ -80,7 +80,7 @@ TEST_CASE("enum names: an unknown name is invalid_argument naming the kind, the 
         "reasoning)");
   CHECK(refusal([](std::string_view s) { turn_status_from_string(s); }, "running") ==
         "unknown turn status 'running' (expected one of: RUNNING, WAITING_APPROVAL, RESUMING, COMPLETED, FAILED, "
-        "EXPIRED, CANCELLED)");
+        "EXPIRED, CANCELLED, WAITING_CLIENT)");
   CHECK(refusal([](std::string_view s) { stage_from_string(s); }, "planning") ==
         "unknown stage 'planning' (expected one of: intent, execution, organization)");
   // The value is quoted printable-escaped and bounded: it may come from a hostile caller or a damaged row.

@@ -342,13 +342,16 @@ class Runtime {
   // existing: true, its status and deltaMessages (the messages it has added so far, as turnMessages()).
   // context: [{description, value}] given to the model for this run only (AG-UI's Context), never stored. state:
   // the thread's shared state as the client has it (AG-UI state): the run starts with its STATE_SNAPSHOT.
-  startTurn(threadId, message, { userId, runId, clientMessageId, context, state } = {}) {
+  // clientTools: [{name, description, parameters?}] tools the caller runs itself (AG-UI client-provided tools): a
+  // call to one pauses the turn (WAITING_CLIENT) until resume(..., { answers }) answers it.
+  startTurn(threadId, message, { userId, runId, clientMessageId, context, state, clientTools } = {}) {
     const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
     const input = { threadId, userId, message: msg };
     if (runId) input.runId = runId;
     if (clientMessageId) input.clientMessageId = clientMessageId;
     if (context !== undefined) input.context = context;
     if (state !== undefined) input.state = state;
+    if (clientTools !== undefined) input.tools = clientTools;
     return this._json(fns.agentrt_turn_start, JSON.stringify(input));
   }
 
@@ -357,13 +360,17 @@ class Runtime {
     return this._json(fns.agentrt_turn_start, JSON.stringify({ ...runAgentInput, userId }));
   }
 
-  // Answers every open interrupt: decisions are {interruptId, action: "approve"|"reject"|"cancel", editedArgs?,
-  // reason?}. The same approvalRequestId again returns the first answer and runs nothing. context: what the
-  // model is told in the continuation run (as startTurn's).
-  resume(turnId, approvalRequestId, decisions, { runId, context } = {}) {
+  // Answers every open interrupt and every pending client tool call: decisions are {interruptId, action:
+  // "approve"|"reject"|"cancel", editedArgs?, reason?}; answers are {toolCallId, content, error?, id?} (content:
+  // what the client tool returned, text or JSON text). The same approvalRequestId again returns the first answer
+  // and runs nothing. context, clientTools: what the model is told and offered in the continuation run (as
+  // startTurn's).
+  resume(turnId, approvalRequestId, decisions = [], { runId, context, answers, clientTools } = {}) {
     const body = { decisions };
+    if (answers !== undefined) body.answers = answers;
     if (runId) body.runId = runId;
     if (context !== undefined) body.context = context;
+    if (clientTools !== undefined) body.tools = clientTools;
     return this._json(fns.agentrt_turn_resume, turnId, approvalRequestId, JSON.stringify(body));
   }
 

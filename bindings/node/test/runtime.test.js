@@ -136,6 +136,30 @@ test('shared state: a tool reads the state and changes it with a delta', async (
   });
 });
 
+test('client tools: the caller runs one and answers its call', async () => {
+  await withRuntime(async (rt) => {
+    const theme = { name: 'change_theme', description: 'Change the theme',
+      parameters: { type: 'object', properties: { theme: { type: 'string' } }, required: ['theme'] } };
+    const h = rt.startTurn('t-node-ct', 'please use change_theme', { userId: 'u1', clientTools: [theme] });
+    const turn = await rt.wait(h.turnId);
+    assert.equal(turn.status, 'WAITING_CLIENT');
+    const events = await collect(rt.events('t-node-ct', { runs: 1, timeoutMs: 10000 }));
+    const call = events.find((e) => e.type === 'TOOL_CALL_START');
+    assert.equal(call.toolCallName, 'change_theme');
+    assert.deepEqual(events[events.length - 1].outcome, { type: 'success', pendingToolCallIds: [call.toolCallId] });
+    assert.throws(() => rt.resume(h.turnId, turn.approvalRequestId, [], { answers: [{ toolCallId: 'forged', content: 'x' }] }),
+      (e) => e.status === 'invalid_argument');
+    const accepted = rt.resume(h.turnId, turn.approvalRequestId, [],
+      { answers: [{ toolCallId: call.toolCallId, content: '{"ok":true}', id: 'tm-node' }] });
+    assert.equal(accepted.status, 'accepted');
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    const history = rt.history('t-node-ct');
+    assert.deepEqual(history.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
+    assert.equal(history[2].id, 'tm-node');
+    assert.equal(history[3].content, 'The tool answered: {"ok":true}');
+  });
+});
+
 test('a tool that throws fails the call with its message', async () => {
   await withRuntime(async (rt) => {
     rt.tool({ ...BOOK_ROOM, approval: 'never' }, async (args) => {

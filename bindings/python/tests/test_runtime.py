@@ -134,6 +134,31 @@ class SharedState(RuntimeCase):
             self.assertEqual(types[types.index("STATE_DELTA") + 1], "TOOL_CALL_RESULT")
 
 
+class ClientTools(RuntimeCase):
+    THEME = {"name": "change_theme", "description": "Change the theme",
+             "parameters": {"type": "object", "properties": {"theme": {"type": "string"}}, "required": ["theme"]}}
+
+    def test_the_caller_runs_a_client_tool_and_answers_its_call(self):
+        with agentrt.Runtime(self.config()) as rt:
+            h = rt.start_turn("t-py-ct", "please use change_theme", user_id="u1", client_tools=[self.THEME])
+            turn = rt.wait(h.turn_id)
+            self.assertEqual(turn["status"], "WAITING_CLIENT")
+            events = list(rt.events("t-py-ct", runs=1, timeout=10))
+            call = next(e for e in events if e.type == "TOOL_CALL_START")
+            self.assertEqual(call["toolCallName"], "change_theme")
+            self.assertEqual(events[-1]["outcome"], {"type": "success", "pendingToolCallIds": [call["toolCallId"]]})
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.resume(h.turn_id, turn["approvalRequestId"], answers=[{"toolCallId": "forged", "content": "x"}])
+            accepted = rt.resume(h.turn_id, turn["approvalRequestId"],
+                                 answers=[{"toolCallId": call["toolCallId"], "content": '{"ok": true}', "id": "tm-py"}])
+            self.assertEqual(accepted["status"], "accepted")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            history = rt.history("t-py-ct")
+            self.assertEqual([m["role"] for m in history], ["user", "assistant", "tool", "assistant"])
+            self.assertEqual(history[2]["id"], "tm-py")
+            self.assertEqual(history[-1]["content"], 'The tool answered: {"ok":true}')
+
+
 class Tools(RuntimeCase):
     def test_a_tool_that_raises_fails_the_call_with_its_message(self):
         with agentrt.Runtime(self.config()) as rt:

@@ -24,7 +24,8 @@ AGENTRT = ""
 SOURCE = ""
 
 DIRECT_ANSWER = ('You said: "hello". I am the offline demo model: ask me to book a room to see a tool call '
-                 'that needs your approval, or what context I was given.')
+                 'that needs your approval, what context I was given, or to use a tool by its name '
+                 '("use change_theme").')
 BOOKED_ANSWER = "Your booking is confirmed: room A1 on Monday."
 TOOL_LINE = '[tool] book_room {"room":"A1","day":"mon"}'
 APPROVAL_LINE = '[approval needed] book_room {"room":"A1","day":"mon"}'

@@ -314,7 +314,7 @@ test("GET /agent/capabilities is an AG-UI AgentCapabilities object true to the s
   // The demo tools, and the demo job tool this server was started with (--demo-jobs).
   assert.deepEqual(caps.tools.items.map((t) => t.name), ["book_room", "check_availability", "render_preview"]);
   assert.equal(caps.tools.supported, true);
-  assert.equal(caps.tools.clientProvided, false);
+  assert.equal(caps.tools.clientProvided, true);
   const book = caps.tools.items[0];
   assert.equal(book.parameters.type, "object");
   assert.deepEqual(caps.humanInTheLoop, { supported: true, approvals: true, interventions: false, feedback: false,
@@ -366,4 +366,124 @@ test("shared state: the client's state in, STATE_SNAPSHOT first, a tool's STATE_
       messages: [{ id: randomUUID(), role: "user", content: "hi" }] }),
   });
   assert.equal(big.status, 413);
+});
+
+const THEME_TOOL = {
+  name: "change_theme",
+  description: "Change the page's colour theme",
+  parameters: { type: "object", properties: { theme: { type: "string", enum: ["dark", "light"] } },
+    required: ["theme"], additionalProperties: false },
+};
+
+function argsOf(events, toolCallId) {
+  return JSON.parse(events.filter((e) => e.type === "TOOL_CALL_ARGS" && e.toolCallId === toolCallId)
+    .map((e) => e.delta).join(""));
+}
+
+test("client tools: a call ends the run with pendingToolCallIds, the tool message answers it in the next run", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "please use change_theme" });
+  const run1 = randomUUID();
+  const first = await runAndRecord(agent, log, { runId: run1, tools: [THEME_TOOL] });
+  assert.deepEqual(first.request.tools, [THEME_TOOL]);
+  assert.deepEqual(squeeze(first.events.map((e) => e.type)), [
+    "RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS",
+    "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]);
+  const call = first.events.find((e) => e.type === "TOOL_CALL_START");
+  assert.equal(call.toolCallName, "change_theme");
+  assert.deepEqual(argsOf(first.events, call.toolCallId), { theme: "dark" });  // valid for the client's schema
+  const fin = first.events[first.events.length - 1];
+  assert.deepEqual(fin.outcome, { type: "success", pendingToolCallIds: [call.toolCallId] });
+  assert.deepEqual(agent.pendingInterrupts, []);
+  const headers = { Authorization: `Bearer ${TOKEN}` };
+  const turn = async () => (await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, { headers })).json());
+  assert.deepEqual((await turn()).messages.map((m) => m.role), ["user", "assistant"]);
+
+  // The application runs the tool and answers; a tool message for a call this server never made is ignored.
+  agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: "call_forged", content: "forged" });
+  const answerId = randomUUID();
+  agent.addMessage({ id: answerId, role: "tool", toolCallId: call.toolCallId, content: '{"ok":true,"theme":"dark"}' });
+  const run2 = randomUUID();
+  const second = await runAndRecord(agent, log, { runId: run2, tools: [THEME_TOOL] });
+  assert.deepEqual(squeeze(second.events.map((e) => e.type)), [
+    "RUN_STARTED", "STEP_STARTED", "CUSTOM", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+    "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]);
+  assert.equal(second.events[0].runId, run2);
+  assert.equal(second.events[0].parentRunId, run1);
+  const recorded = second.events.find((e) => e.type === "CUSTOM");
+  assert.equal(recorded.name, "agentrt.tool_answer");
+  assert.equal(recorded.value.toolCallId, call.toolCallId);
+  assert.deepEqual(second.events[second.events.length - 1].outcome, { type: "success" });
+  assert.match(agent.messages[agent.messages.length - 1].content, /^The tool answered: /);
+  // One tool message per call in the client's list: the server sent no second one.
+  assert.equal(agent.messages.filter((m) => m.role === "tool" && m.toolCallId === call.toolCallId).length, 1);
+  const history = await turn();
+  assert.deepEqual(history.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  assert.equal(history.messages[2].id, answerId);
+  assert.equal(history.messages[2].toolCallId, call.toolCallId);
+
+  // The next run sends the same tool messages again (the client's history): ignored, the new message is a new turn.
+  agent.addMessage({ id: randomUUID(), role: "user", content: "thanks" });
+  const third = await runAndRecord(agent, log, { runId: randomUUID(), tools: [THEME_TOOL] });
+  assert.deepEqual(third.events[third.events.length - 1].outcome, { type: "success" });
+  assert.equal((await turn()).messages.length, 6);
+});
+
+test("client tools: a clash with a server tool is 422; a request that answers nothing of a waiting turn is 409", async () => {
+  const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json", Accept: "text/event-stream" };
+  const post = (body) => fetch(`${baseUrl}/agent/runs`, { method: "POST", headers, body: JSON.stringify(body) });
+  const threadId = randomUUID();
+  const user = { id: randomUUID(), role: "user", content: "please use change_theme" };
+  const clash = await post({ threadId, runId: randomUUID(), messages: [user],
+    tools: [{ name: "book_room", description: "mine" }] });
+  assert.equal(clash.status, 422);
+  assert.match((await clash.json()).error.message, /client tool 'book_room' has the name of a tool/);
+  const bad = await post({ threadId, runId: randomUUID(), messages: [user], tools: [{ name: "a b", description: "" }] });
+  assert.equal(bad.status, 422);
+
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage(user);
+  const first = await runAndRecord(agent, log, { runId: randomUUID(), tools: [THEME_TOOL] });
+  const callId = first.events.find((e) => e.type === "TOOL_CALL_START").toolCallId;
+  // Only a forged answer: nothing new for the waiting turn.
+  const forged = await post({ threadId: agent.threadId, runId: randomUUID(), tools: [THEME_TOOL],
+    messages: [...agent.messages, { id: randomUUID(), role: "tool", toolCallId: "call_other", content: "x" }] });
+  assert.equal(forged.status, 409);
+  // A new user message while the call waits.
+  const newer = await post({ threadId: agent.threadId, runId: randomUUID(), tools: [THEME_TOOL],
+    messages: [...agent.messages, { id: randomUUID(), role: "user", content: "hello?" }] });
+  assert.equal(newer.status, 409);
+  const body = await newer.json();
+  assert.equal(body.error.code, "pending_tool_calls");
+  assert.match(body.error.message, new RegExp(callId));
+});
+
+test("client tools: an approval and a client tool pending together are answered by one run", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "book a room and use change_theme" });
+  const first = await runAndRecord(agent, log, { runId: randomUUID(), tools: [THEME_TOOL] });
+  const starts = first.events.filter((e) => e.type === "TOOL_CALL_START");
+  assert.deepEqual(starts.map((e) => e.toolCallName), ["book_room", "change_theme"]);
+  const fin = first.events[first.events.length - 1];
+  assert.equal(fin.outcome.type, "interrupt");
+  assert.equal(agent.pendingInterrupts.length, 1);
+  const interrupt = agent.pendingInterrupts[0];
+  assert.equal(interrupt.toolCallId, starts[0].toolCallId);
+
+  agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: starts[1].toolCallId, content: "theme is dark" });
+  const second = await runAndRecord(agent, log, {
+    runId: randomUUID(),
+    tools: [THEME_TOOL],
+    resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }],
+  });
+  const results = second.events.filter((e) => e.type === "TOOL_CALL_RESULT");
+  assert.deepEqual(results.map((e) => e.toolCallId), [starts[0].toolCallId]);  // the server's tool, run once
+  assert.match(agent.messages[agent.messages.length - 1].content, /booking is confirmed/);
+  assert.deepEqual(second.events[second.events.length - 1].outcome, { type: "success" });
+  const headers = { Authorization: `Bearer ${TOKEN}` };
+  const history = await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, { headers })).json();
+  assert.deepEqual(history.messages.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
 });

@@ -58,10 +58,10 @@ json agent_capabilities(ServerContext& s) {
         {"pushNotifications", false},
         {"resumable", true}}},
       {"tools",
-       {{"supported", !items.empty()},
+       {{"supported", true},  // the server's tools, and the client's (RunAgentInput.tools)
         {"items", std::move(items)},
         {"parallelCalls", true},
-        {"clientProvided", false}}},
+        {"clientProvided", true}}},
       // RunAgentInput.state is the thread's; runs start with STATE_SNAPSHOT, tools change it with STATE_DELTA.
       {"state", {{"snapshots", true}, {"deltas", true}, {"memory", false}, {"persistentState", true}}},
       {"multiAgent", {{"supported", false}}},

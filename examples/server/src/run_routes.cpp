@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -54,6 +55,17 @@ TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* 
     return h;
   } catch (const Error& e) {
     auto active = e.code() == ErrorCode::conflict ? s.rt->active_turn(c.internal_thread) : std::nullopt;
+    if (active && active->status == TurnStatus::waiting_client) {
+      std::string ids;
+      size_t n = 0;
+      for (const auto& l : s.rt->tool_calls(active->id))
+        if (l.client && l.status == LedgerStatus::requested && !l.has_output())
+          ids += (n++ ? ", " : "") + l.tool_call_id;
+      throw ApiError{409, "pending_tool_calls",
+                     fmt::format("thread {} has {} client tool call(s) waiting for their answer (a role \"tool\" "
+                                 "message each): {}",
+                                 c.client_thread, n, ids)};
+    }
     if (!active || active->status != TurnStatus::waiting_approval) throw;
     std::string ids;
     for (const auto& i : active->interrupts) ids += (ids.empty() ? "" : ", ") + i.value("id", std::string());
@@ -75,18 +87,47 @@ bool cancels_on_disconnect(const ServerContext& s, const json& in) {
   return it->get<bool>();
 }
 
+bool has_tool_message(const json& in) {
+  auto msgs = in.find("messages");
+  if (msgs == in.end() || !msgs->is_array()) return false;
+  return std::any_of(msgs->begin(), msgs->end(), [](const json& m) {
+    auto role = m.is_object() ? m.find("role") : m.end();
+    return role != m.end() && role->is_string() && *role == "tool";
+  });
+}
+
+// The request's answers to the client tool calls `waiting` waits for: its role "tool" messages for those calls (the
+// first for each). Every other tool message is the client's history (or forged): ignored, not even decoded.
+std::vector<ToolAnswer> pending_answers(ServerContext& s, const TurnRecord& waiting, const json& in) {
+  std::set<std::string> pending;
+  for (const auto& l : s.rt->tool_calls(waiting.id))
+    if (l.client && l.status == LedgerStatus::requested && !l.has_output()) pending.insert(l.tool_call_id);
+  json answering = {{"messages", json::array()}};
+  for (const auto& m : in["messages"]) {
+    if (!m.is_object() || m.value("role", json()) != "tool") continue;
+    auto id = m.find("toolCallId");
+    if (id == m.end() || !id->is_string() || !pending.erase(id->get<std::string>())) continue;
+    answering["messages"].push_back(m);
+  }
+  return tool_answers_from_agui(answering, input_limits(s.rt->config()));
+}
+
 // Ownership was checked by the caller (post_run). Returns the sequence number to stream after; `turn_out`: the
 // resumed turn.
-int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume, const json& in,
-                   std::string& turn_out) {
+int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, const json& resume,
+                   std::vector<ToolAnswer> answers, const json& in, std::string& turn_out) {
   const InputLimits limits = input_limits(s.rt->config());
-  auto decisions = decisions_from_agui_resume(resume, limits);
-  const auto context = context_from_agui(in.value("context", json()), limits);
+  ResumeInput r;
+  if (resume.is_array()) r.decisions = decisions_from_agui_resume(resume, limits);
+  r.answers = std::move(answers);
+  r.context = context_from_agui(in.value("context", json()), limits);
+  r.client_tools = client_tools_from_agui(in.value("tools", json()), limits);
+  r.run_id = run_id;
   std::string turn_id;
   std::string approval_id;
   bool replay = false;
   auto active = s.rt->active_turn(c.internal_thread);
-  if (active && active->status == TurnStatus::waiting_approval) {
+  if (active && is_waiting(active->status)) {
     turn_id = active->id;
     approval_id = active->approval_request_id;
   } else {
@@ -104,7 +145,9 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
   }
   if (!replay) s.rate_limit(c);
   const int64_t before = replay ? 0 : s.rt->thread(c.internal_thread)->last_seq;
-  json answer = s.rt->resume(turn_id, approval_id, decisions, run_id, context);
+  r.turn_id = turn_id;
+  r.approval_request_id = approval_id;
+  json answer = s.rt->resume(r);
   s.recent_turns.note(turn_id);
   turn_out = turn_id;
   if (answer.value("runId", "") != run_id)
@@ -131,10 +174,15 @@ void post_run(ServerContext& s, ApiCall& c) {
   if (!resume.is_null() && !resume.is_array())
     throw ApiError{422, "invalid_argument", "RunAgentInput: 'resume' must be an array"};
   const bool cancel_on_disconnect = cancels_on_disconnect(s, in);
-  if (resume.is_array() && !resume.empty()) {
+  // Answers to the client tool calls the thread's turn waits for (its other tool messages are history).
+  std::vector<ToolAnswer> answers;
+  if (has_tool_message(in))
+    if (auto waiting = s.rt->active_turn(c.internal_thread); waiting && is_waiting(waiting->status))
+      answers = pending_answers(s, *waiting, in);
+  if ((resume.is_array() && !resume.empty()) || !answers.empty()) {
     auto slot = s.stream_slots.take(c.user);
     std::string turn_id;
-    const int64_t after = resume_run(s, c, run_id, resume, in, turn_id);
+    const int64_t after = resume_run(s, c, run_id, resume, std::move(answers), in, turn_id);
     open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after, cancel_on_disconnect ? turn_id : "");
     return;
   }

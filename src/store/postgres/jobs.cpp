@@ -19,7 +19,8 @@ JobRecord read_job(const Row& r) { return store_rows::job_from_row(r); }
 }  // namespace
 
 void PostgresStore::require_idle(Pipeline& p, std::string_view thread_id) {
-  p.add("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE " AND status<>'WAITING_APPROVAL'",
+  p.add("SELECT id FROM turns WHERE thread_id=$1 AND " AGENTRT_ACTIVE
+        " AND status<>'WAITING_APPROVAL' AND status<>'WAITING_CLIENT'",
         Params().add(thread_id), "look for an open run", [thread = std::string(thread_id)](const Result& r) {
           if (r.rows() > 0)
             throw Error(ErrorCode::conflict,

@@ -240,8 +240,8 @@ void PostgresStore::write_ledger(Pipeline& p, LedgerEntry& l, int64_t now) {
   l.updated_at = now;
   p.add(
       "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,"
-      "needs_approval,idempotent,interrupt_id,decision,output,updated_at) "
-      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
+      "needs_approval,idempotent,interrupt_id,decision,output,updated_at,client) "
+      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
       "run_id=EXCLUDED.run_id,arguments=EXCLUDED.arguments,status=EXCLUDED.status,"
       "needs_approval=EXCLUDED.needs_approval,idempotent=EXCLUDED.idempotent,interrupt_id=EXCLUDED.interrupt_id,"
       "decision=EXCLUDED.decision,output=EXCLUDED.output,updated_at=EXCLUDED.updated_at",
@@ -260,7 +260,8 @@ void PostgresStore::write_ledger(Pipeline& p, LedgerEntry& l, int64_t now) {
           .add(l.interrupt_id)
           .add(l.decision.is_null() ? std::string() : dump(l.decision))
           .add(l.output)
-          .add(l.updated_at),
+          .add(l.updated_at)
+          .add(l.client),
       "record a tool call");
 }
 

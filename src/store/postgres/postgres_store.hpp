@@ -13,7 +13,7 @@
 #include "store/message_layout.hpp"
 
 // The active turns, as the partial index turns_one_active states it (the schema's predicate, word for word).
-#define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING')"
+#define AGENTRT_ACTIVE "(status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING' OR status='WAITING_CLIENT')"
 
 namespace agentrt {
 inline namespace v1 {
@@ -56,7 +56,7 @@ class PostgresStore final : public Store {
   PostgresStore(const PostgresStore&) = delete;
   PostgresStore& operator=(const PostgresStore&) = delete;
 
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;

@@ -138,7 +138,8 @@ std::vector<TurnRecord> PostgresStore::turns_expired(int64_t now) {
   return pool_->with([&](Connection& c) {
     // The partial index of active turns holds the waiting ones; only the overdue rows are read.
     return read_rows(
-        c.exec("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND " AGENTRT_ACTIVE
+        c.exec("SELECT " AGENTRT_TURN_COLS
+               " FROM turns WHERE (status='WAITING_APPROVAL' OR status='WAITING_CLIENT') AND " AGENTRT_ACTIVE
                " AND expires_at > 0 AND expires_at <= $1 ORDER BY created_at, pos",
                Params().add(now), "read expired turns"),
         read_turn);

@@ -79,6 +79,14 @@ CREATE TABLE thread_documents(
     R"sql(
 CREATE TABLE thread_states(thread_id text COLLATE "C" PRIMARY KEY, state text NOT NULL);
 )sql",
+    // 4: client tool calls (AG-UI client-provided tools) in the ledger, and a turn waiting for their answers
+    // (WAITING_CLIENT) is active: one per thread, like one waiting for approval.
+    R"sql(
+ALTER TABLE ledger ADD COLUMN client boolean NOT NULL DEFAULT false;
+DROP INDEX turns_one_active;
+CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
+  WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING' OR status='WAITING_CLIENT';
+)sql",
 };
 
 // Held (for the transaction) by the store that migrates: two processes opening a new database do not both try.

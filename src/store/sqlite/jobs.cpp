@@ -12,7 +12,8 @@ using namespace sqlite;
 // ------------------------------------------------------------------------------------------------- jobs
 
 void SqliteStore::require_idle(std::string_view thread_id) {
-  auto q = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE " AND status<>'WAITING_APPROVAL'");
+  auto q = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE
+                " AND status<>'WAITING_APPROVAL' AND status<>'WAITING_CLIENT'");
   q.bind(1, thread_id);
   if (q.step())
     throw Error(ErrorCode::conflict, fmt::format("thread {} has a run open (turn {})", thread_id, q.text(0)));

@@ -116,7 +116,8 @@ std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
 std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
   // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
-  auto s = stmt("SELECT " AGENTRT_TURN_COLS " FROM turns WHERE status='WAITING_APPROVAL' AND " AGENTRT_ACTIVE
+  auto s = stmt("SELECT " AGENTRT_TURN_COLS
+                " FROM turns WHERE (status='WAITING_APPROVAL' OR status='WAITING_CLIENT') AND " AGENTRT_ACTIVE
                 " AND expires_at > 0 AND expires_at <= ? "
                 "ORDER BY created_at");
   s.bind(1, now);

@@ -13,10 +13,10 @@ namespace agentrt {
 inline namespace v1 {
 namespace sqlite {
 
-// The active turns (RUNNING, WAITING_APPROVAL, RESUMING), as the partial index turns_one_active states it: a
-// query names the index's predicate word for word, or the planner cannot use the index. The row's `active`
-// column says it, written only when it changes (see commit_rows), so a move between two active statuses
-// leaves the index alone.
+// The active turns (RUNNING, WAITING_APPROVAL, WAITING_CLIENT, RESUMING), as the partial index turns_one_active states
+// it: a query names the index's predicate word for word, or the planner cannot use the index. The row's `active` column
+// says it, written only when it changes (see commit_rows), so a move between two active statuses leaves the index
+// alone.
 #define AGENTRT_ACTIVE "active=1"
 
 using store_rows::dump;

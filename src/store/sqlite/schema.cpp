@@ -81,6 +81,11 @@ CREATE UNIQUE INDEX turns_one_active ON turns(thread_id) WHERE active=1;
     R"sql(
 CREATE TABLE thread_states(thread_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 )sql",
+    // 6: client tool calls (AG-UI client-provided tools) in the ledger; a turn waiting for their answers
+    // (WAITING_CLIENT) is active like one waiting for approval (the `active` column says so: nothing to migrate).
+    R"sql(
+ALTER TABLE ledger ADD COLUMN client INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

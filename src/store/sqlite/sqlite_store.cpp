@@ -235,8 +235,8 @@ void SqliteStore::commit_rows(CommitBatch& b) {
       l.updated_at = now;
       auto up = stmt(
           "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
-          "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at) "
-          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
+          "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at,client) "
+          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
           "run_id=excluded.run_id,arguments=excluded.arguments,status=excluded.status,"
           "needs_approval=excluded.needs_approval,idempotent=excluded.idempotent,interrupt_id=excluded.interrupt_id,"
           "decision=excluded.decision,output=excluded.output,updated_at=excluded.updated_at");
@@ -244,7 +244,7 @@ void SqliteStore::commit_rows(CommitBatch& b) {
       up.bind(6, l.stage).bind(7, l.ordinal).bind(8, l.arguments).bind(9, to_string(l.status));
       up.bind(10, l.needs_approval).bind(11, l.idempotent).bind(12, l.interrupt_id);
       up.bind(13, l.decision.is_null() ? std::string() : dump(l.decision));
-      up.bind(14, l.output).bind(15, l.updated_at);
+      up.bind(14, l.output).bind(15, l.updated_at).bind(16, l.client);
       up.run();
     }
     if (b.approval) {
