@@ -18,31 +18,40 @@ import { from, lastValueFrom, toArray } from "rxjs";
 
 const TOKEN = "conformance-token-1";
 let server;
-let dataDir;
 let baseUrl;
 
-before(async () => {
+// An agentrt-server on the offline demo model, on a free port, with its own data folder.
+async function startServer(extraArgs = []) {
   const binary = process.env.AGENTRT_SERVER;
   assert.ok(binary, "set AGENTRT_SERVER to the agentrt-server binary");
-  dataDir = mkdtempSync(join(tmpdir(), "agentrt-conformance-"));
-  server = spawn(binary, ["--listen", "127.0.0.1:0", "--data", dataDir, "--token", `${TOKEN}:conformance`,
-    "--model", "demo", "--log-level", "warn", "--demo-jobs", "300"], { stdio: ["ignore", "pipe", "inherit"] });
-  const lines = createInterface({ input: server.stdout });
+  const dir = mkdtempSync(join(tmpdir(), "agentrt-conformance-"));
+  const proc = spawn(binary, ["--listen", "127.0.0.1:0", "--data", dir, "--token", `${TOKEN}:conformance`,
+    "--model", "demo", "--log-level", "warn", ...extraArgs], { stdio: ["ignore", "pipe", "inherit"] });
+  const lines = createInterface({ input: proc.stdout });
   const first = await new Promise((resolve, reject) => {
     lines.once("line", resolve);
-    server.once("exit", (code) => reject(new Error(`agentrt-server exited with ${code}`)));
+    proc.once("exit", (code) => reject(new Error(`agentrt-server exited with ${code}`)));
   });
   const port = Number(/port (\d+)/.exec(first)[1]);
-  baseUrl = `http://127.0.0.1:${port}/api/v1`;
+  return { proc, dir, url: `http://127.0.0.1:${port}/api/v1` };
+}
+
+async function stopServer({ proc, dir }) {
+  if (proc && proc.exitCode === null) {
+    const exited = new Promise((resolve) => proc.once("exit", resolve));
+    proc.kill("SIGTERM");
+    await exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+before(async () => {
+  server = await startServer(["--demo-jobs", "300"]);
+  baseUrl = server.url;
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve));
-    server.kill("SIGTERM");
-    await exited;
-  }
-  rmSync(dataDir, { recursive: true, force: true });
+  await stopServer(server);
 });
 
 // A fetch that keeps a copy of every request body and of every response's raw bytes.
@@ -486,4 +495,141 @@ test("client tools: an approval and a client tool pending together are answered 
   const headers = { Authorization: `Bearer ${TOKEN}` };
   const history = await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, { headers })).json();
   assert.deepEqual(history.messages.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+});
+
+// A client that reloads the way AG-UI clients do: connectAgent() calls connect(), which here posts the request to
+// agentrt-server's /agent/connect instead of starting a run.
+class ReattachingAgent extends HttpAgent {
+  constructor(config) {
+    super(config);
+    this.connectUrl = config.connectUrl;
+  }
+
+  connect(input) {
+    return new HttpAgent({ url: this.connectUrl, headers: this.headers, fetch: this.fetch }).run(input);
+  }
+}
+
+function reloadedAgent(threadId, log, url = baseUrl) {
+  return new ReattachingAgent({
+    url: `${url}/agent/runs`,
+    connectUrl: `${url}/agent/connect`,
+    headers: { Authorization: `Bearer ${TOKEN}` },
+    threadId,
+    fetch: recordingFetch(log),
+  });
+}
+
+async function connectAndRecord(agent, log, params = {}) {
+  await agent.connectAgent({ runId: randomUUID(), ...params });
+  const entry = log[log.length - 1];
+  await entry.done;
+  assert.equal(entry.status, 200);
+  assert.match(entry.contentType, /^text\/event-stream/);
+  const events = parseSse(entry.raw);
+  await checkEvents(events);
+  return events;
+}
+
+test("connect: a reloaded client gets the thread's messages and state, and a paused turn's interrupts to answer", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.setState({ theme: "light" });
+  agent.addMessage({ id: randomUUID(), role: "user", content: "hello" });
+  await runAndRecord(agent, log, { runId: randomUUID() });
+  agent.addMessage({ id: randomUUID(), role: "user", content: "please book a room" });
+  await runAndRecord(agent, log, { runId: randomUUID() });
+  assert.equal(agent.pendingInterrupts.length, 1);
+
+  // A reload: a new client that knows only the thread id.
+  const reloadLog = [];
+  const reloaded = reloadedAgent(agent.threadId, reloadLog);
+  const events = await connectAndRecord(reloaded, reloadLog);
+  assert.deepEqual(events.map((e) => e.type), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]);
+  const headers = { Authorization: `Bearer ${TOKEN}` };
+  const history = await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, { headers })).json();
+  assert.deepEqual(reloaded.messages.map((m) => [m.id, m.role]), history.messages.map((m) => [m.id, m.role]));
+  assert.deepEqual(reloaded.state, { theme: "light" });
+  assert.equal(events[3].outcome.type, "interrupt");
+  assert.equal(reloaded.pendingInterrupts.length, 1);
+  assert.equal(reloaded.pendingInterrupts[0].id, agent.pendingInterrupts[0].id);
+
+  // The reloaded client answers the interrupt and the turn goes on.
+  const resumed = await runAndRecord(reloaded, reloadLog, {
+    runId: randomUUID(),
+    resume: [{ interruptId: reloaded.pendingInterrupts[0].id, status: "resolved" }],
+  });
+  assert.deepEqual(resumed.events[resumed.events.length - 1].outcome, { type: "success" });
+  assert.match(reloaded.messages[reloaded.messages.length - 1].content, /booking is confirmed/);
+
+  // A thread nobody used yet: an empty snapshot, no state, a finished run.
+  const emptyLog = [];
+  const fresh = reloadedAgent(randomUUID(), emptyLog);
+  const none = await connectAndRecord(fresh, emptyLog);
+  assert.deepEqual(none.map((e) => e.type), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+  assert.deepEqual(none[1].messages, []);
+  assert.deepEqual(none[2].outcome, { type: "success" });
+});
+
+test("connect: a turn waiting for a client tool's answer is re-attached with its pendingToolCallIds", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "please use change_theme" });
+  const first = await runAndRecord(agent, log, { runId: randomUUID(), tools: [THEME_TOOL] });
+  const callId = first.events.find((e) => e.type === "TOOL_CALL_START").toolCallId;
+  const reloadLog = [];
+  const reloaded = reloadedAgent(agent.threadId, reloadLog);
+  const events = await connectAndRecord(reloaded, reloadLog);
+  assert.deepEqual(events[events.length - 1].outcome, { type: "success", pendingToolCallIds: [callId] });
+  const call = reloaded.messages.find((m) => m.role === "assistant" && m.toolCalls?.length);
+  assert.equal(call.toolCalls[0].id, callId);
+  // It answers from where it stands.
+  reloaded.addMessage({ id: randomUUID(), role: "tool", toolCallId: callId, content: "dark" });
+  const done = await runAndRecord(reloaded, reloadLog, { runId: randomUUID(), tools: [THEME_TOOL] });
+  assert.deepEqual(done.events[done.events.length - 1].outcome, { type: "success" });
+  assert.equal(reloaded.messages[reloaded.messages.length - 1].content, "The tool answered: dark");
+});
+
+test("connect: a run in progress is re-attached from its start, live to its end, nothing twice", async () => {
+  const slow = await startServer(["--demo-delay-ms", "30"]);
+  try {
+    const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json",
+      Accept: "text/event-stream" };
+    const threadId = randomUUID();
+    const runId = randomUUID();
+    const user = { id: randomUUID(), role: "user", content: "a long answer, slowly please" };
+    const res = await fetch(`${slow.url}/agent/runs`, { method: "POST", headers,
+      body: JSON.stringify({ threadId, runId, messages: [user], tools: [], context: [], state: {}, forwardedProps: {} }) });
+    assert.equal(res.status, 200);
+    // Read the first run's stream until its text has started, then reload.
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let raw = "";
+    while (!raw.includes("TEXT_MESSAGE_CONTENT")) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, "the run ended before its text streamed");
+      raw += decoder.decode(value, { stream: true });
+    }
+    const reloadLog = [];
+    const reloaded = reloadedAgent(threadId, reloadLog, slow.url);
+    const events = await connectAndRecord(reloaded, reloadLog);
+    assert.equal(events[0].type, "RUN_STARTED");
+    assert.equal(events[0].runId, runId);  // the run in progress, not a new one
+    assert.equal(events[1].type, "MESSAGES_SNAPSHOT");
+    assert.deepEqual(events[1].messages.map((m) => m.id), [user.id]);
+    // The snapshot, then the run's own events from its start (the part streamed before the reload too), once.
+    assert.deepEqual(squeeze(events.map((e) => e.type)), [
+      "RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED",
+      "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED",
+      "STEP_FINISHED", "RUN_FINISHED"]);
+    const text = events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join("");
+    // What the reloaded client holds is the thread's history.
+    const history = await (await fetch(`${slow.url}/agent/runs/${threadId}/history`, { headers })).json();
+    assert.deepEqual(reloaded.messages.map((m) => [m.id, m.role, m.content]),
+      history.messages.map((m) => [m.id, m.role, m.content]));
+    assert.equal(history.messages[1].content, text);
+    await reader.cancel();
+  } finally {
+    await stopServer(slow);
+  }
 });

@@ -200,6 +200,7 @@ struct AgentServer::Impl final : HttpApp {
       case Route::object: return get_object(s, c);
       case Route::transcriptions: return post_transcription(s, c);
       case Route::capabilities: return get_capabilities(s, c);
+      case Route::connect: return post_connect(s, c);
       case Route::health:
       case Route::none: break;
     }

@@ -33,6 +33,7 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
   if (is({"health"}, "GET")) return {Route::health, {}};
   if (is({"agent", "runs"}, "POST")) return {Route::runs, {}};
   if (is({"agent", "capabilities"}, "GET")) return {Route::capabilities, {}};
+  if (is({"agent", "connect"}, "POST")) return {Route::connect, {}};
   if (is({"agent", "runs", "*", "events"}, "GET")) return {Route::events, std::string(seg[2])};
   if (is({"agent", "runs", "*", "resume"}, "POST")) return {Route::resume, std::string(seg[2])};
   if (is({"agent", "runs", "*", "cancel"}, "POST")) return {Route::cancel, std::string(seg[2])};

@@ -26,6 +26,7 @@ enum class Route {
   object,
   transcriptions,
   capabilities,
+  connect,
 };
 
 // A request path's route (Route::none: no such endpoint) and the id it names, if any.

@@ -35,6 +35,9 @@ void get_object(ServerContext& s, ApiCall& c);
 json agent_capabilities(ServerContext& s);
 void get_capabilities(ServerContext& s, ApiCall& c);
 
+// connect_routes.cpp: POST /agent/connect (re-attach: MESSAGES_SNAPSHOT, STATE_SNAPSHOT, then the run in progress).
+void post_connect(ServerContext& s, ApiCall& c);
+
 // asr_routes.cpp: POST /asr/transcriptions.
 void post_transcription(ServerContext& s, ApiCall& c);
 

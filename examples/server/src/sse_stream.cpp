@@ -101,7 +101,7 @@ std::shared_ptr<EventStreamWriter> SseStream::writer() const {
 }
 
 void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
-                     int64_t after, std::string cancel_turn) {
+                     int64_t after, std::string cancel_turn, std::vector<SharedChunk> prelude) {
   auto st = std::make_shared<SseStream>(s, c.user, c.internal_thread, mode, std::move(run_id), after);
   st->cancel_on_disconnect(std::move(cancel_turn));
   Headers headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
@@ -112,6 +112,7 @@ void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::
   auto writer = c.out->start_stream(std::move(headers), st, s.cfg.limits.keepalive, tick);
   slot.owner = nullptr;  // the stream gives it back (on_closed)
   st->set_writer(writer);
+  if (!prelude.empty()) writer->push(prelude.data(), prelude.size());
   std::shared_ptr<EventFeeds::Member> member;
   try {
     member = s.feeds->join(c.internal_thread, c.client_thread, after, st);

@@ -72,8 +72,9 @@ class SseStream final : public FeedSubscriber,
 // `id: <seq>` + `data: <json>` frames (LF only), ": keep-alive" during silence. The stream takes over `slot`.
 // `cancel_turn`: a one_run stream whose client leaves before the run's end cancels that turn (cancel on
 // disconnect); empty: the run goes on.
+// `prelude`: frames written first, before the feed's (a connect's snapshots).
 void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
-                     int64_t after, std::string cancel_turn = {});
+                     int64_t after, std::string cancel_turn = {}, std::vector<SharedChunk> prelude = {});
 
 // Nothing runs on the thread and every committed event up to what the stream was given was sent: ends it (checked
 // on a work thread).

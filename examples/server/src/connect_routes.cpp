@@ -1,0 +1,142 @@
+// The connect route: re-attach to a thread the way an AG-UI client reloads (its connect()): one run's worth of
+// events that give the client the thread as it stands — MESSAGES_SNAPSHOT, STATE_SNAPSHOT — and then the run in
+// progress, live, or how the thread's last turn left it (paused on interrupts, waiting for client tool answers).
+#include "routes.hpp"
+
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "agentrt/clock.hpp"
+#include "agentrt/records.hpp"
+#include "sse_stream.hpp"
+#include "thread_namespace.hpp"
+
+namespace agentrt::server {
+
+namespace {
+
+// The sequence number of the first event of run `run_id`, the thread's last run (every run event after it is that
+// run's): the least `after` whose next run event is the run's, found by bisection over the log.
+std::optional<StoredEvent> first_event_of(ServerContext& s, const ApiCall& c, const std::string& run_id,
+                                          int64_t last_seq) {
+  int64_t lo = 0, hi = last_seq;  // the answer's `after` lies in [lo, hi]
+  std::optional<StoredEvent> found;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    auto page = s.rt->events_page(c.internal_thread, c.user, mid, 1);
+    if (page.empty() || page.front().run_id == run_id) {
+      hi = mid;
+    } else {
+      lo = page.front().seq;  // that event is an earlier run's: the run starts after it
+    }
+  }
+  auto page = s.rt->events_page(c.internal_thread, c.user, lo, 1);
+  if (!page.empty() && page.front().run_id == run_id) found = std::move(page.front());
+  return found;
+}
+
+// The ids of the messages events of the log after `after` make (or stream), to leave out of a snapshot that the
+// replay of those events completes.
+std::set<std::string> messages_made_after(ServerContext& s, const ApiCall& c, int64_t after) {
+  std::set<std::string> ids;
+  for (;;) {
+    auto page = s.rt->events_page(c.internal_thread, c.user, after, kMaxEventsPage);
+    if (page.empty()) return ids;
+    for (const auto& e : page) {
+      json j = json::parse(e.json, nullptr, false);
+      if (!j.is_object()) continue;
+      for (const char* key : {"messageId", "parentMessageId"})
+        if (auto it = j.find(key); it != j.end() && it->is_string()) ids.insert(it->get<std::string>());
+      if (auto v = j.find("value"); v != j.end() && v->is_object())
+        if (auto m = v->find("messageId"); m != v->end() && m->is_string()) ids.insert(m->get<std::string>());
+    }
+    after = page.back().seq;
+  }
+}
+
+SharedChunk frame(const Event& e, int64_t seq, const ApiCall& c) {
+  auto chunk = std::make_shared<StreamChunk>();
+  const std::string data = rewrite_json_string(to_json_string(e), c.internal_thread, c.client_thread);
+  chunk->bytes = fmt::format("id: {}\ndata: {}\n\n", seq, data);
+  chunk->seq = seq;
+  return chunk;
+}
+
+Event messages_snapshot(json messages) {
+  Event e;
+  e.type = EventType::MESSAGES_SNAPSHOT;
+  e.messages = std::move(messages);
+  e.timestamp = now_ms();
+  return e;
+}
+
+}  // namespace
+
+// POST /agent/connect: AG-UI RunAgentInput ({threadId, runId}; the rest is not taken) -> text/event-stream.
+void post_connect(ServerContext& s, ApiCall& c) {
+  json in = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
+  for (const char* k : {"threadId", "runId"})
+    if (!in.contains(k) || !in[k].is_string())
+      throw ApiError{422, "invalid_argument", fmt::format("RunAgentInput: '{}' must be a string", k)};
+  std::string run_id = in["runId"].get<std::string>();
+  if (!run_id.empty()) require_id(run_id, "run id");
+  s.usable_thread(c, in["threadId"].get<std::string>());
+  auto slot = s.stream_slots.take(c.user);
+  const auto thread = s.rt->thread(c.internal_thread);
+  const int64_t last_seq = thread ? thread->last_seq : 0;
+  auto active = thread ? s.rt->active_turn(c.internal_thread) : std::nullopt;
+
+  // A run in progress: its own RUN_STARTED, the snapshots without what its events make, then its events.
+  const bool live = active && (active->status == TurnStatus::running || active->status == TurnStatus::resuming);
+  std::optional<StoredEvent> started = live ? first_event_of(s, c, active->run_id, last_seq) : std::nullopt;
+  json messages = json::array();
+  for (auto& m : s.rt->history(c.internal_thread)) messages.push_back(m);  // read before the events (see below)
+  std::vector<SharedChunk> prelude;
+  if (started) {
+    // History first, the events second: a message completed in between is among the events, and left out.
+    const auto replayed = messages_made_after(s, c, started->seq);
+    json kept = json::array();
+    for (auto& m : messages)
+      if (!replayed.count(m.value("id", std::string()))) kept.push_back(std::move(m));
+    messages = std::move(kept);
+    auto head = std::make_shared<StreamChunk>();
+    head->bytes = fmt::format("id: {}\ndata: {}\n\n", started->seq,
+                              rewrite_json_string(started->json, c.internal_thread, c.client_thread));
+    head->seq = started->seq;
+    head->run_id = started->run_id;
+    prelude.push_back(std::move(head));
+  } else {
+    prelude.push_back(frame(events::run_started(c.internal_thread, run_id), last_seq, c));
+  }
+  const int64_t at = started ? started->seq : last_seq;
+  prelude.push_back(frame(messages_snapshot(std::move(messages)), at, c));
+  if (auto state = s.rt->thread_state(c.internal_thread))
+    prelude.push_back(frame(events::state_snapshot(std::move(*state)), at, c));
+  if (started) {
+    open_sse_stream(s, c, slot, SseStream::Mode::one_run, started->run_id, started->seq, {}, std::move(prelude));
+    return;
+  }
+  // Nothing running: how the last turn left the thread, as the end of this run.
+  json outcome = {{"type", "success"}};
+  if (active && active->status == TurnStatus::waiting_approval) {
+    outcome = {{"type", "interrupt"}, {"interrupts", active->interrupts}};
+  } else if (active && active->status == TurnStatus::waiting_client) {
+    json pending = json::array();
+    for (const auto& l : s.rt->tool_calls(active->id))
+      if (l.client && l.status == LedgerStatus::requested && !l.has_output()) pending.push_back(l.tool_call_id);
+    outcome["pendingToolCallIds"] = std::move(pending);
+  }
+  prelude.push_back(frame(events::run_finished(c.internal_thread, run_id, std::move(outcome)), at, c));
+  std::string body;
+  for (const auto& f : prelude) body += f->bytes;
+  HttpResponse r;
+  r.content_type = "text/event-stream";
+  r.body = std::move(body);
+  r.headers = {{"Cache-Control", "no-cache"}};
+  for (auto& h : c.extra) r.headers.push_back(h);
+  c.send(std::move(r));
+}
+
+}  // namespace agentrt::server
