@@ -268,9 +268,10 @@ AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const ch
  * WAITING_CLIENT). `decisions_json` is an array of
  *   {interruptId, action: "approve"|"reject"|"cancel", editedArgs?, reason?}
  * or of AG-UI resume entries {interruptId, status: "resolved"|"cancelled", payload?}, or an object
- * {decisions?: [...], answers?: [{toolCallId, content, error?, id?}], runId?, context?, tools?} naming the client
- * tool calls' answers (`content`: what the tool returned, JSON text or text; `error`: it failed; `id`: the tool
- * message's id in history), the new run's id, what the model is told in it and the client tools it is offered.
+ * {decisions?: [...], answers?: [{toolCallId, content, error?, id?}], runId?, context?, tools?, state?} naming the
+ * client tool calls' answers (`content`: what the tool returned, JSON text or text; `error`: it failed; `id`: the tool
+ * message's id in history), the new run's id, what the model is told in it, the client tools it is offered and the
+ * thread's state as the client has it (the new run starts with it, as a turn input's `state`).
  * A call that is not pending, or a pending one without an answer, is AGENTRT_E_INVALID_ARGUMENT. *out = {status:
  * "accepted", turnId, runId, approvalRequestId}; the continuation runs as a new run on the workers. The same approval
  * request id again returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,

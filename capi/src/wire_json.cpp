@@ -71,7 +71,11 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
   const json* list = &j;
   if (j.is_object()) {
     const JsonReader in(j, "decisions_json");
-    in.only_keys({"decisions", "resume", "answers", "runId", "context", "tools"});
+    in.only_keys({"decisions", "resume", "answers", "runId", "context", "tools", "state"});
+    if (const json* s = in.find("state"); s && !s->is_null()) {
+      check_state(*s, limits);
+      r.state = *s;
+    }
     r.run_id = in.optional_string("runId");
     if (const json* c = in.find("context")) r.context = context_from_agui(*c, limits);
     if (const json* tools = in.find("tools")) r.client_tools = client_tools_from_agui(*tools, limits);

@@ -30,9 +30,10 @@ struct ResumeRequest {
   std::string run_id;
   std::vector<ContextEntry> context;
   std::vector<ToolDefinition> client_tools;
+  std::optional<json> state;
 };
 // An array of decisions or AG-UI resume entries, or {decisions|resume?: [...], answers?: [{toolCallId, content,
-// error?, id?}], runId?, context?, tools?} (decisions or answers, or both).
+// error?, id?}], runId?, context?, tools?, state?} (decisions or answers, or both).
 ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits);
 
 // Jobs. Each throws Error(invalid_argument) naming the argument and the bad key.

@@ -167,6 +167,9 @@ struct ResumeInput {
   std::string run_id;                        // the continuation run's id; generated when empty
   std::vector<ContextEntry> context;         // for the continuation's model calls (as TurnInput::context)
   std::vector<ToolDefinition> client_tools;  // offered in the continuation (as TurnInput::client_tools)
+  // The thread's shared state as the client has it now (as TurnInput::state): the continuation starts with it.
+  // Unset: the thread keeps its state.
+  std::optional<json> state;
 };
 
 // {interruptId|toolCallId, action|approved, editedArgs, reason}. Error(invalid_argument) for a malformed

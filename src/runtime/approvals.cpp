@@ -58,6 +58,7 @@ Approvals::Approvals(Runtime::Impl& rt) : rt_(rt) {}
 
 json Approvals::resume(const ResumeInput& in, TurnRecord* inline_run) {
   check_context(in.context, input_limits(rt_.cfg));
+  if (in.state) check_state(*in.state, input_limits(rt_.cfg));
   auto client_tools = rt_.offer_client_tools(in.client_tools);
   try {
     return resume_once(in, std::move(client_tools), inline_run);
@@ -268,6 +269,7 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   auto handle = rt_.register_run(turn->id);
   handle->context = in.context;
   handle->client_tools = std::move(client_tools);
+  handle->state = in.state;
   auto em = rt_.make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
     // The decision commits whole: the resumed run's RUN_STARTED, which carries the decision (the projector

@@ -289,7 +289,7 @@ TEST_CASE("turn functions answer unknown ids with AGENTRT_E_NOT_FOUND and bad on
               "agentrt_turn_resume", "decisions_json: 'decisions' must be an array");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"decisions":[],"why":1})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_resume",
-              "decisions_json: unknown key 'why' (decisions, resume, answers, runId, context, tools)");
+              "decisions_json: unknown key 'why' (decisions, resume, answers, runId, context, tools, state)");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", "7"), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_turn_resume", "decisions_json must be an array of decisions or a JSON object");
   check_error(agentrt_turn_resume(nullptr, r.rt, "turn_nope", "apr_1", dec), AGENTRT_E_INVALID_ARGUMENT,

@@ -235,3 +235,37 @@ TEST_CASE("a state over the limits, nested too deep or null is refused at the st
   e = error_of([&] { turn_input_from_agui(in, "u1", small); });
   CHECK(e == std::pair{ErrorCode::too_large, std::string("state: 7 bytes; the limit is 4")});
 }
+
+TEST_CASE("a resume's state becomes the thread's: the continuation starts with it and its tool sees it") {
+  Harness h;
+  h.threads.insert("t-resume-state");
+  ToolSpec spec;
+  std::vector<json> seen;
+  spec.name = "book_room";
+  spec.description = "Book";
+  spec.approval = ApprovalPolicy::always();
+  spec.handler = sync_tool([&seen](const ToolCallContext& c) {
+    seen.push_back(c.state);
+    ToolResult r;
+    r.result = json{{"ok", true}};
+    return r;
+  });
+  h.rt->tools().add(std::move(spec));
+  auto paused = h.rt->run_turn(with_state("t-resume-state", "book it", json{{"theme", "light"}}));
+  REQUIRE(paused.status == TurnStatus::waiting_approval);
+  ResumeInput in;
+  in.turn_id = paused.id;
+  in.approval_request_id = paused.approval_request_id;
+  in.decisions.push_back(Decision{"call_1", Decision::Action::approve, std::nullopt, ""});
+  in.state = json{{"theme", std::string(300000, 'x')}};
+  CHECK(error_of([&] { h.rt->resume(in); }).first == ErrorCode::too_large);  // the limits hold here too
+  in.state = json{{"theme", "dark"}};
+  CHECK(h.rt->resume_turn(in).status == TurnStatus::completed);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == json{{"theme", "dark"}});
+  CHECK(h.rt->thread_state("t-resume-state") == json{{"theme", "dark"}});
+  auto evs = h.events("t-resume-state", 2);
+  auto states = state_events(evs);
+  REQUIRE(states.size() == 2);
+  CHECK(states[1]["snapshot"] == json{{"theme", "dark"}});
+}

@@ -363,14 +363,15 @@ class Runtime {
   // Answers every open interrupt and every pending client tool call: decisions are {interruptId, action:
   // "approve"|"reject"|"cancel", editedArgs?, reason?}; answers are {toolCallId, content, error?, id?} (content:
   // what the client tool returned, text or JSON text). The same approvalRequestId again returns the first answer
-  // and runs nothing. context, clientTools: what the model is told and offered in the continuation run (as
-  // startTurn's).
-  resume(turnId, approvalRequestId, decisions = [], { runId, context, answers, clientTools } = {}) {
+  // and runs nothing. context, clientTools, state: what the model is told and offered in the continuation run, and
+  // the thread's state it starts with (as startTurn's).
+  resume(turnId, approvalRequestId, decisions = [], { runId, context, answers, clientTools, state } = {}) {
     const body = { decisions };
     if (answers !== undefined) body.answers = answers;
     if (runId) body.runId = runId;
     if (context !== undefined) body.context = context;
     if (clientTools !== undefined) body.tools = clientTools;
+    if (state !== undefined) body.state = state;
     return this._json(fns.agentrt_turn_resume, turnId, approvalRequestId, JSON.stringify(body));
   }
 

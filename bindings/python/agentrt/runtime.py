@@ -465,12 +465,12 @@ class Runtime:
         return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
 
     def resume(self, turn_id, approval_request_id, decisions=(), *, answers=None, run_id=None, context=None,
-               client_tools=None):
+               client_tools=None, state=None):
         """Answers every open interrupt and every pending client tool call: decisions are {interruptId, action:
         approve|reject|cancel, editedArgs?, reason?}; answers are {toolCallId, content, error?, id?} (content: what
         the client tool returned, as text or JSON text). The same approval_request_id again returns the first answer
-        and runs nothing. context, client_tools: what the model is told and offered in the continuation run (as
-        start_turn's)."""
+        and runs nothing. context, client_tools, state: what the model is told and offered in the continuation run,
+        and the thread's state it starts with (as start_turn's)."""
         body = {"decisions": list(decisions)}
         if answers is not None:
             body["answers"] = list(answers)
@@ -480,6 +480,8 @@ class Runtime:
             body["context"] = context
         if client_tools is not None:
             body["tools"] = list(client_tools)
+        if state is not None:
+            body["state"] = state
         return self._call_json(lib.agentrt_turn_resume, turn_id.encode(), approval_request_id.encode(), _dumps(body))
 
     def approve_all(self, turn_id, *, action="approve"):

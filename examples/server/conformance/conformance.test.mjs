@@ -346,26 +346,29 @@ test("shared state: the client's state in, STATE_SNAPSHOT first, a tool's STATE_
   assert.deepEqual(paused.events[1].snapshot, { theme: "light" });
   const interrupt = agent.pendingInterrupts[0];
 
-  // The resumed run starts with the thread's state; the demo's book_room adds the booking to it.
+  // The resume request's state is the client's now: the resumed run starts with it; the demo's book_room adds the
+  // booking to it.
+  agent.setState({ theme: "dark" });
   const resumed = await runAndRecord(agent, log, {
     runId: randomUUID(),
     resume: [{ interruptId: interrupt.id, status: "resolved" }],
   });
   const types = resumed.events.map((e) => e.type);
   assert.deepEqual(types.slice(0, 2), ["RUN_STARTED", "STATE_SNAPSHOT"]);
+  assert.deepEqual(resumed.events[1].snapshot, { theme: "dark" });
   const delta = resumed.events.find((e) => e.type === "STATE_DELTA");
   assert.deepEqual(delta.delta, [{ op: "add", path: "/bookings", value: [{ room: "A1", day: "mon" }] }]);
   assert.equal(types[types.indexOf("STATE_DELTA") + 1], "TOOL_CALL_RESULT");
   // The client applied the snapshot and the delta.
-  assert.deepEqual(agent.state, { theme: "light", bookings: [{ room: "A1", day: "mon" }] });
+  assert.deepEqual(agent.state, { theme: "dark", bookings: [{ room: "A1", day: "mon" }] });
 
   // The thread keeps it: history has it, and the next run (the client sends what it has) starts with it.
   const headers = { Authorization: `Bearer ${TOKEN}` };
   const history = await (await fetch(`${baseUrl}/agent/runs/${agent.threadId}/history`, { headers })).json();
-  assert.deepEqual(history.state, { theme: "light", bookings: [{ room: "A1", day: "mon" }] });
+  assert.deepEqual(history.state, { theme: "dark", bookings: [{ room: "A1", day: "mon" }] });
   agent.addMessage({ id: randomUUID(), role: "user", content: "thanks" });
   const next = await runAndRecord(agent, log, { runId: randomUUID() });
-  assert.deepEqual(next.events[1].snapshot, { theme: "light", bookings: [{ room: "A1", day: "mon" }] });
+  assert.deepEqual(next.events[1].snapshot, { theme: "dark", bookings: [{ room: "A1", day: "mon" }] });
 
   // A state over the server's limit is refused before any event.
   const big = await fetch(`${baseUrl}/agent/runs`, {

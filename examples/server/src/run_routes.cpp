@@ -122,6 +122,10 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
   r.answers = std::move(answers);
   r.context = context_from_agui(in.value("context", json()), limits);
   r.client_tools = client_tools_from_agui(in.value("tools", json()), limits);
+  if (auto st = in.find("state"); st != in.end() && !st->is_null()) {
+    check_state(*st, limits);
+    r.state = *st;
+  }
   r.run_id = run_id;
   std::string turn_id;
   std::string approval_id;
