@@ -636,3 +636,32 @@ test("connect: a run in progress is re-attached from its start, live to its end,
     await stopServer(slow);
   }
 });
+
+test("a client before AG-UI 1.0 (no protocolVersion) gets run ends it can read: no pendingToolCallIds, no cancelled", async () => {
+  const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json", Accept: "text/event-stream" };
+  const threadId = randomUUID();
+  const body = { threadId, runId: randomUUID(), tools: [THEME_TOOL], context: [], state: {}, forwardedProps: {},
+    messages: [{ id: randomUUID(), role: "user", content: "please use change_theme" }] };
+  const old = await fetch(`${baseUrl}/agent/runs`, { method: "POST", headers, body: JSON.stringify(body) });
+  assert.equal(old.status, 200);
+  const events = parseSse(await old.text());
+  assert.deepEqual(events[events.length - 1].outcome, { type: "success" });
+  assert.ok(events.some((e) => e.type === "TOOL_CALL_START"));  // the client derives the pending call from these
+  // The same thread re-attached by a 1.0 client names the pending call.
+  const current = await fetch(`${baseUrl}/agent/connect`, { method: "POST", headers,
+    body: JSON.stringify({ threadId, runId: randomUUID(), protocolVersion: "1.0.0", messages: [] }) });
+  const attached = parseSse(await current.text());
+  assert.equal(attached[attached.length - 1].outcome.pendingToolCallIds.length, 1);
+  const legacy = await fetch(`${baseUrl}/agent/connect`, { method: "POST", headers,
+    body: JSON.stringify({ threadId, runId: randomUUID(), messages: [] }) });
+  const plain = parseSse(await legacy.text());
+  assert.deepEqual(plain[plain.length - 1].outcome, { type: "success" });
+});
+
+test("the official 1.0 client says its protocol version, so it gets the 1.0 outcomes", async () => {
+  const log = [];
+  const agent = newAgent(log);
+  agent.addMessage({ id: randomUUID(), role: "user", content: "hello" });
+  const run = await runAndRecord(agent, log, { runId: randomUUID() });
+  assert.match(run.request.protocolVersion, /^1\./);
+});

@@ -115,7 +115,10 @@ void post_connect(ServerContext& s, ApiCall& c) {
   if (auto state = s.rt->thread_state(c.internal_thread))
     prelude.push_back(frame(events::state_snapshot(std::move(*state)), at, c));
   if (started) {
-    open_sse_stream(s, c, slot, SseStream::Mode::one_run, started->run_id, started->seq, {}, std::move(prelude));
+    SseOptions options;
+    options.prelude = std::move(prelude);
+    options.pre_1_0 = speaks_pre_1_0(in);
+    open_sse_stream(s, c, slot, SseStream::Mode::one_run, started->run_id, started->seq, std::move(options));
     return;
   }
   // Nothing running: how the last turn left the thread, as the end of this run.
@@ -129,6 +132,7 @@ void post_connect(ServerContext& s, ApiCall& c) {
     outcome["pendingToolCallIds"] = std::move(pending);
   }
   prelude.push_back(frame(events::run_finished(c.internal_thread, run_id, std::move(outcome)), at, c));
+  if (speaks_pre_1_0(in)) prelude.back() = pre_1_0_frame(prelude.back());
   std::string body;
   for (const auto& f : prelude) body += f->bytes;
   HttpResponse r;

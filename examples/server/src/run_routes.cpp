@@ -187,7 +187,8 @@ void post_run(ServerContext& s, ApiCall& c) {
     auto slot = s.stream_slots.take(c.user);
     std::string turn_id;
     const int64_t after = resume_run(s, c, run_id, resume, std::move(answers), in, turn_id);
-    open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after, cancel_on_disconnect ? turn_id : "");
+    open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, after,
+                    SseOptions{cancel_on_disconnect ? turn_id : "", {}, speaks_pre_1_0(in)});
     return;
   }
   if (prefers_json(c.req.header("Accept"))) {
@@ -210,7 +211,7 @@ void post_run(ServerContext& s, ApiCall& c) {
                                message_id, h.run_id)};
   // A repeat replays its run from the start (only that run's events: one_run filters by run id).
   open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1),
-                  cancel_on_disconnect ? h.turn_id : "");
+                  SseOptions{cancel_on_disconnect ? h.turn_id : "", {}, speaks_pre_1_0(in)});
 }
 
 // POST /agent/runs/{threadId}/resume {approvalRequestId, decisions, runId?} -> 202 {status:"accepted", ...}

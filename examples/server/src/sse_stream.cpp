@@ -8,12 +8,47 @@
 
 namespace agentrt::server {
 
+bool speaks_pre_1_0(const json& in) {
+  auto v = in.is_object() ? in.find("protocolVersion") : in.end();
+  if (v == in.end() || !v->is_string()) return true;
+  const std::string& s = v->get_ref<const std::string&>();
+  return s.rfind("0.", 0) == 0;
+}
+
+std::optional<std::string> pre_1_0_run_finished(std::string_view event_json) {
+  if (event_json.find("\"RUN_FINISHED\"") == std::string_view::npos) return std::nullopt;
+  json e = json::parse(event_json, nullptr, false);
+  if (!e.is_object() || e.value("type", "") != "RUN_FINISHED") return std::nullopt;
+  auto o = e.find("outcome");
+  if (o == e.end() || !o->is_object()) return std::nullopt;
+  if (o->value("type", "") == "cancelled") {
+    e.erase("outcome");
+  } else if (o->contains("pendingToolCallIds")) {
+    o->erase("pendingToolCallIds");
+  } else {
+    return std::nullopt;
+  }
+  return e.dump();
+}
+
+SharedChunk pre_1_0_frame(const SharedChunk& f) {
+  const size_t data = f->bytes.find("data: ");
+  if (data == std::string::npos) return f;
+  const size_t end = f->bytes.find('\n', data);
+  auto rewritten = pre_1_0_run_finished(std::string_view(f->bytes).substr(data + 6, end - data - 6));
+  if (!rewritten) return f;
+  auto c = std::make_shared<StreamChunk>(*f);
+  c->bytes = f->bytes.substr(0, data + 6) + *rewritten + f->bytes.substr(end);
+  return c;
+}
+
 void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* joined) {
   auto w = writer();
   if (!w || n == 0) return;
   // The whole batch as one chunk, unless one_run must leave some of it out: another run's frames, or frames
-  // after the terminal one that ends the stream.
+  // after the terminal one that ends the stream; or a client before AG-UI 1.0 needs a run's end rewritten.
   bool whole = joined != nullptr;
+  for (size_t i = 0; whole && pre_1_0_ && i < n; ++i) whole = !frames[i]->terminal;
   for (size_t i = 0; whole && mode_ == Mode::one_run && i < n; ++i)
     whole = frames[i]->run_id == run_id_ && (!frames[i]->terminal || i + 1 == n);
   bool terminal = false;
@@ -26,7 +61,7 @@ void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* 
     mine.reserve(n);
     for (size_t i = 0; i < n && !(terminal && mode_ == Mode::one_run); ++i) {
       if (mode_ == Mode::one_run && frames[i]->run_id != run_id_) continue;
-      mine.push_back(frames[i]);
+      mine.push_back(pre_1_0_ && frames[i]->terminal ? pre_1_0_frame(frames[i]) : frames[i]);
       terminal = terminal || frames[i]->terminal;
     }
     if (!mine.empty() && !w->push(mine.data(), mine.size())) return;
@@ -101,9 +136,11 @@ std::shared_ptr<EventStreamWriter> SseStream::writer() const {
 }
 
 void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::Mode mode, std::string run_id,
-                     int64_t after, std::string cancel_turn, std::vector<SharedChunk> prelude) {
+                     int64_t after, SseOptions options) {
   auto st = std::make_shared<SseStream>(s, c.user, c.internal_thread, mode, std::move(run_id), after);
-  st->cancel_on_disconnect(std::move(cancel_turn));
+  st->cancel_on_disconnect(std::move(options.cancel_turn));
+  st->pre_1_0(options.pre_1_0);
+  auto& prelude = options.prelude;
   Headers headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
   for (auto& h : c.extra) headers.push_back(h);
   log_access(c.access_log, c.req, 200);

@@ -752,6 +752,23 @@ class CancelOnDisconnectTest(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             Server(config={"cancel_on_disconnect": "yes"})
 
+    def test_a_client_before_agui_1_0_reads_a_cancelled_run_as_a_plain_end(self):
+        # Its RunAgentInput names no protocolVersion: its outcome schema knows no "cancelled" (nor pendingToolCallIds).
+        with Server("--demo-delay-ms", "25") as srv:
+            thread = new_id("t")
+            inp = run_input(thread, "a long answer, slowly please")
+            del inp["protocolVersion"]
+            s = srv.open_stream("POST", "/api/v1/agent/runs", inp)
+            self.assertEqual(s.status, 200)
+            s.read_events(until=lambda f: f[1]["type"] == "TEXT_MESSAGE_CONTENT")
+            st, _, _, _ = srv.request("POST", "/api/v1/agent/runs/%s/cancel" % thread)
+            self.assertEqual(st, 202)
+            frames = s.read_events()
+            self.assertEqual(frames[-1][1]["type"], "RUN_FINISHED")
+            self.assertNotIn("outcome", frames[-1][1])
+            # The log keeps the 1.0 form: a 1.0 reader of the thread sees the cancellation.
+            self.assertEqual(srv.thread_events(thread)[-1][1]["outcome"], {"type": "cancelled"})
+
     def test_a_stream_closed_after_its_run_paused_or_ended_stops_nothing(self):
         with Server(config={"cancel_on_disconnect": True}) as srv:
             thread = new_id("t")
