@@ -79,6 +79,8 @@ struct LedgerEntry {
   std::string output;  // ToolAgentOutput JSON text once the call has an outcome; "" = none yet
   int64_t updated_at = 0;
   bool has_output() const { return !output.empty(); }
+  // A client tool call that waits for the client's answer (a resume's ToolAnswer).
+  bool awaits_client() const { return client && status == LedgerStatus::requested && !has_output(); }
 };
 // The one way a ledger entry's status changes: through the table of ledger_state.hpp (Error(invalid_state) for
 // a move it refuses, and for started -> started unless the call is idempotent; the entry is left as it was).

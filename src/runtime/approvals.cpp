@@ -199,7 +199,7 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
   std::map<std::string, const ToolAnswer*> by_call;
   for (const auto& a : answers) {
     auto pending = std::find_if(ledger.begin(), ledger.end(), [&](const LedgerEntry& l) {
-      return l.client && l.tool_call_id == a.tool_call_id && l.status == LedgerStatus::requested && !l.has_output();
+      return l.tool_call_id == a.tool_call_id && l.awaits_client();
     });
     if (pending == ledger.end())
       throw Error(ErrorCode::invalid_argument, fmt::format("answer for '{}': not a client tool call turn {} waits for",
@@ -212,7 +212,7 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
                               a.content.size() + a.error.size(), limits.max_answer_bytes));
   }
   for (auto& l : ledger) {
-    if (!l.client || l.status != LedgerStatus::requested || l.has_output()) continue;
+    if (!l.awaits_client()) continue;
     auto it = by_call.find(l.tool_call_id);
     if (it == by_call.end())
       throw Error(ErrorCode::invalid_argument,

@@ -134,8 +134,7 @@ std::vector<std::string> Interrupts::decided() {
                            : "the person rejected this call: " + reason};
       }
       runner_.tools().record_result(l.tool_call_id, std::move(out));
-    } else if (l.client && l.status == LedgerStatus::requested && l.decision.is_object() &&
-               l.decision.value("action", "") == "answer") {
+    } else if (l.awaits_client() && l.decision.is_object() && l.decision.value("action", "") == "answer") {
       answered(l);
     } else if (l.status == LedgerStatus::approved) {
       to_run.push_back(l.tool_call_id);

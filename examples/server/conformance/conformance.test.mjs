@@ -434,6 +434,10 @@ test("client tools: a call ends the run with pendingToolCallIds, the tool messag
   assert.deepEqual(history.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
   assert.equal(history.messages[2].id, answerId);
   assert.equal(history.messages[2].toolCallId, call.toolCallId);
+  // Stored like a server tool's result: the summary as content, the whole answer as a payload object.
+  assert.equal(history.messages[2].content, "change_theme completed");
+  assert.match(history.messages[2].metadata.storage_path, new RegExp(`^agent-outputs/.*/${run2}/${call.toolCallId}\\.json$`));
+  assert.match(history.messages[2].metadata.payload_sha256, /^[0-9a-f]{64}$/);
 
   // The next run sends the same tool messages again (the client's history): ignored, the new message is a new turn.
   agent.addMessage({ id: randomUUID(), role: "user", content: "thanks" });

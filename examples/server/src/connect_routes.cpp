@@ -76,13 +76,9 @@ Event messages_snapshot(json messages) {
 
 // POST /agent/connect: AG-UI RunAgentInput ({threadId, runId}; the rest is not taken) -> text/event-stream.
 void post_connect(ServerContext& s, ApiCall& c) {
-  json in = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
-  for (const char* k : {"threadId", "runId"})
-    if (!in.contains(k) || !in[k].is_string())
-      throw ApiError{422, "invalid_argument", fmt::format("RunAgentInput: '{}' must be a string", k)};
-  std::string run_id = in["runId"].get<std::string>();
+  const json in = run_agent_input_body(s, c);
+  const std::string run_id = in["runId"].get<std::string>();
   if (!run_id.empty()) require_id(run_id, "run id");
-  s.usable_thread(c, in["threadId"].get<std::string>());
   auto slot = s.stream_slots.take(c.user);
   const auto thread = s.rt->thread(c.internal_thread);
   const int64_t last_seq = thread ? thread->last_seq : 0;
@@ -128,7 +124,7 @@ void post_connect(ServerContext& s, ApiCall& c) {
   } else if (active && active->status == TurnStatus::waiting_client) {
     json pending = json::array();
     for (const auto& l : s.rt->tool_calls(active->id))
-      if (l.client && l.status == LedgerStatus::requested && !l.has_output()) pending.push_back(l.tool_call_id);
+      if (l.awaits_client()) pending.push_back(l.tool_call_id);
     outcome["pendingToolCallIds"] = std::move(pending);
   }
   prelude.push_back(frame(events::run_finished(c.internal_thread, run_id, std::move(outcome)), at, c));

@@ -35,6 +35,10 @@ void get_object(ServerContext& s, ApiCall& c);
 json agent_capabilities(ServerContext& s);
 void get_capabilities(ServerContext& s, ApiCall& c);
 
+// A RunAgentInput body with its string threadId and runId (422 otherwise), the call's thread named after it (the
+// caller's, or none yet: 404 for another user's); returns the body with threadId as the runtime names it.
+json run_agent_input_body(ServerContext& s, ApiCall& c);
+
 // connect_routes.cpp: POST /agent/connect (re-attach: MESSAGES_SNAPSHOT, STATE_SNAPSHOT, then the run in progress).
 void post_connect(ServerContext& s, ApiCall& c);
 

@@ -59,8 +59,7 @@ TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* 
       std::string ids;
       size_t n = 0;
       for (const auto& l : s.rt->tool_calls(active->id))
-        if (l.client && l.status == LedgerStatus::requested && !l.has_output())
-          ids += (n++ ? ", " : "") + l.tool_call_id;
+        if (l.awaits_client()) ids += (n++ ? ", " : "") + l.tool_call_id;
       throw ApiError{409, "pending_tool_calls",
                      fmt::format("thread {} has {} client tool call(s) waiting for their answer (a role \"tool\" "
                                  "message each): {}",
@@ -101,7 +100,7 @@ bool has_tool_message(const json& in) {
 std::vector<ToolAnswer> pending_answers(ServerContext& s, const TurnRecord& waiting, const json& in) {
   std::set<std::string> pending;
   for (const auto& l : s.rt->tool_calls(waiting.id))
-    if (l.client && l.status == LedgerStatus::requested && !l.has_output()) pending.insert(l.tool_call_id);
+    if (l.awaits_client()) pending.insert(l.tool_call_id);
   json answering = {{"messages", json::array()}};
   for (const auto& m : in["messages"]) {
     if (!m.is_object() || m.value("role", json()) != "tool") continue;
@@ -162,18 +161,23 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
 
 }  // namespace
 
+json run_agent_input_body(ServerContext& s, ApiCall& c) {
+  json in = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
+  for (const char* k : {"threadId", "runId"})
+    if (!in.contains(k) || !in[k].is_string())
+      throw ApiError{422, "invalid_argument", fmt::format("RunAgentInput: '{}' must be a string", k)};
+  s.usable_thread(c, in["threadId"].get<std::string>());
+  in["threadId"] = c.internal_thread;  // the runtime's name of it
+  return in;
+}
+
 // POST /agent/runs: AG-UI RunAgentInput in, this run's events out. With `Accept: application/json` (preferred
 // to text/event-stream) a start is answered in JSON instead of a stream: a repeated message id with the turn
 // it already started and the messages that turn added (200, existing:true), a new one with the started
 // turn's ids (202, existing:false) to follow on /events.
 void post_run(ServerContext& s, ApiCall& c) {
-  json in = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
-  for (const char* k : {"threadId", "runId"})
-    if (!in.contains(k) || !in[k].is_string())
-      throw ApiError{422, "invalid_argument", fmt::format("RunAgentInput: '{}' must be a string", k)};
+  json in = run_agent_input_body(s, c);
   const std::string run_id = in["runId"].get<std::string>();
-  s.usable_thread(c, in["threadId"].get<std::string>());
-  in["threadId"] = c.internal_thread;  // the runtime's name of it
   const json resume = in.value("resume", json());
   if (!resume.is_null() && !resume.is_array())
     throw ApiError{422, "invalid_argument", "RunAgentInput: 'resume' must be an array"};
