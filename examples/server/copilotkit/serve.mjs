@@ -1,5 +1,6 @@
 // The test's web server (not an adapter: nothing here reads or changes the protocol): the built page from dist/,
-// /api/v1/* passed through to agentrt-server byte for byte (the page and the API on one origin), and
+// /api/v1/* passed through to agentrt-server byte for byte (the page and the API on one origin, as a deployment
+// behind one reverse proxy has them), and
 // /api/copilotkit/* answered by CopilotKit's own CopilotRuntime, whose one agent is an AG-UI HttpAgent pointed at
 // agentrt-server. startPageServer() returns {url, close}.
 import { createServer, request as httpRequest } from "node:http";
