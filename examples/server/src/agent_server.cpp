@@ -105,7 +105,7 @@ struct AgentServer::Impl final : HttpApp {
       v.answer = early(req, std::move(r));
       return v;
     }
-    const RouteMatch m = match_route(req.method, req.path);
+    const RouteMatch m = route_of(req);
     if (m.route == Route::none) {
       v.answer = early(req, error_response(404, "not_found", "no such endpoint"));
       return v;
@@ -116,7 +116,7 @@ struct AgentServer::Impl final : HttpApp {
                                            "request bodies are taken without Content-Encoding (identity only)"));
       return v;
     }
-    const bool token_required = m.route != Route::health && m.route != Route::object;
+    const bool token_required = m.route != Route::health && m.route != Route::object && m.route != Route::web;
     if (token_required || req.has_header("Authorization")) {
       std::string error;
       if (!authenticate(req, error)) {
@@ -133,6 +133,13 @@ struct AgentServer::Impl final : HttpApp {
     return v;
   }
 
+  // The API's route, or the web page's files for a GET outside the API.
+  RouteMatch route_of(const HttpRequest& req) const {
+    RouteMatch m = match_route(req.method, req.path);
+    if (m.route == Route::none && is_web_request(ctx.cfg, req)) m.route = Route::web;
+    return m;
+  }
+
   bool authenticate(const HttpRequest& req, std::string& error) const {
     const std::string_view h = req.header("Authorization");
     constexpr std::string_view bearer = "Bearer ";
@@ -147,7 +154,7 @@ struct AgentServer::Impl final : HttpApp {
 
   void on_request(HttpRequest req, std::shared_ptr<HttpResponder> out) override {
     auto call = std::make_shared<ApiCall>();
-    call->match = match_route(req.method, req.path);
+    call->match = route_of(req);
     call->extra = cors_headers(req);
     call->access_log = ctx.cfg.access_log;
     call->req = std::move(req);
@@ -201,6 +208,7 @@ struct AgentServer::Impl final : HttpApp {
       case Route::transcriptions: return post_transcription(s, c);
       case Route::capabilities: return get_capabilities(s, c);
       case Route::connect: return post_connect(s, c);
+      case Route::web: return get_web(s, c);
       case Route::health:
       case Route::none: break;
     }
@@ -213,7 +221,8 @@ struct AgentServer::Impl final : HttpApp {
     constexpr std::string_view bearer = "Bearer ";
     if (h.size() > bearer.size() && h.substr(0, bearer.size()) == bearer)
       if (auto u = ctx.tokens->find(h.substr(bearer.size()))) return *u;
-    if (match_route(req.method, req.path).route == Route::object && !req.has_header("Authorization")) return {};
+    const Route r = route_of(req).route;
+    if ((r == Route::object || r == Route::web) && !req.has_header("Authorization")) return {};
     throw ApiError{401, "unauthorized", "the bearer token is not valid"};
   }
 };

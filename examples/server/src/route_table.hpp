@@ -27,6 +27,7 @@ enum class Route {
   transcriptions,
   capabilities,
   connect,
+  web,  // a static file of the web page (see web_routes.cpp): outside match_route, which knows no config
 };
 
 // A request path's route (Route::none: no such endpoint) and the id it names, if any.

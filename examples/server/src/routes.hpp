@@ -39,6 +39,10 @@ void get_capabilities(ServerContext& s, ApiCall& c);
 // caller's, or none yet: 404 for another user's); returns the body with threadId as the runtime names it.
 json run_agent_input_body(ServerContext& s, ApiCall& c);
 
+// web_routes.cpp: the web page's static files (GET outside /api/, when web_root is set).
+bool is_web_request(const ServerConfig& cfg, const HttpRequest& req);
+void get_web(ServerContext& s, ApiCall& c);
+
 // connect_routes.cpp: POST /agent/connect (re-attach: MESSAGES_SNAPSHOT, STATE_SNAPSHOT, then the run in progress).
 void post_connect(ServerContext& s, ApiCall& c);
 

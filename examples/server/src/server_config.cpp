@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string_view>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
@@ -81,7 +83,7 @@ void parse_listen(const std::string& value, std::string& host, int& port) {
 ServerConfig server_config_from_json(const json& j) {
   only_keys(j,
             {"listen", "public_url", "tokens", "limits", "runtime", "asr", "demo_chunk_delay_ms", "demo_jobs_ms",
-             "cors_origins", "access_log", "cancel_on_disconnect", "log_level"},
+             "cors_origins", "access_log", "cancel_on_disconnect", "log_level", "web_root"},
             "config");
   ServerConfig c;
   if (j.contains("listen")) parse_listen(string(j, "listen", ""), c.host, c.port);
@@ -174,6 +176,10 @@ ServerConfig server_config_from_json(const json& j) {
       c.cors_origins.push_back(s.get<std::string>());
     }
   }
+  if (auto w = j.find("web_root"); w != j.end() && !w->is_null()) {
+    if (!w->is_string()) bad("'web_root' must be a string (a folder)");
+    c.web_root = w->get<std::string>();
+  }
   if (auto a = j.find("access_log"); a != j.end() && !a->is_null()) {
     if (!a->is_boolean()) bad("'access_log' must be a boolean");
     c.access_log = a->get<bool>();
@@ -205,6 +211,7 @@ std::string server_usage() {
   --demo-jobs MS         register the demo job tool render_preview (its jobs finish MS ms after they start);
                          with the demo model, "render beach" calls it ("render beach confirm" asks first)
   --log-level LEVEL      debug|info|warn|error|off (default info); --access-log
+  --web-root DIR         serve the static files of DIR (a built web page) at / (GET, no token)
   --help
 )";
 }
@@ -274,6 +281,8 @@ bool apply_server_flags(int argc, char** argv, ServerConfig& c) {
       c.log_level = parse_log_level(value());
     } else if (a == "--access-log") {
       c.access_log = true;
+    } else if (a == "--web-root") {
+      c.web_root = value();
     } else {
       bad(fmt::format("unknown option '{}'\n{}", a, server_usage()));
     }
@@ -288,6 +297,10 @@ void validate_server_config(const ServerConfig& c) {
     if (const char* problem = id_problem(user))
       bad(fmt::format("user id '{}' {} (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')",
                       user.substr(0, 140), problem));
+  }
+  if (!c.web_root.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(c.web_root, ec)) bad(fmt::format("web_root '{}' is not a folder", c.web_root));
   }
 }
 

@@ -52,6 +52,9 @@ struct ServerConfig {
   int demo_jobs_ms = 0;                   // > 0: the render_preview demo job tool; its jobs finish after this long
   std::vector<std::string> cors_origins;  // origins allowed to call the API from a browser ("*" for any)
   bool access_log = false;                // one line per request on stderr
+  // A folder of static files (a built web page) served at / to GET requests outside /api/, without a token; empty:
+  // none (those paths are 404).
+  std::string web_root;
   // A client that closes the stream of its POST /agent/runs before the run's end stops the run (the turn is
   // cancelled), as CopilotKit and other AG-UI front ends mean "stop" by aborting the request. Off: the run goes on
   // (and can be followed again on /events). A request may ask for it with forwardedProps.cancelOnDisconnect.
@@ -64,8 +67,8 @@ struct ServerConfig {
 // reserve_connections, max_header_bytes, max_header_fields, header_timeout_ms, idle_timeout_ms, body_timeout_ms,
 // write_timeout_ms, stream_buffer_bytes, io_threads, work_threads, listen_backlog, runs_per_minute, run_burst,
 // keepalive_ms, signed_url_ttl_ms, shutdown_grace_ms}), runtime, asr, demo_chunk_delay_ms, demo_jobs_ms,
-// cors_origins, access_log, cancel_on_disconnect, log_level. Unknown keys are refused with Error(invalid_argument), as
-// are user ids that are not 1-128 of [A-Za-z0-9._-].
+// cors_origins, access_log, cancel_on_disconnect, log_level, web_root. Unknown keys are refused with
+// Error(invalid_argument), as are user ids that are not 1-128 of [A-Za-z0-9._-].
 ServerConfig server_config_from_json(const json& j);
 
 // Applies command-line flags over `config` (a --config file is read first, wherever it appears). Throws

@@ -863,6 +863,59 @@ class ConfigFileTest(unittest.TestCase):
             self.assertEqual(srv.health()["streams"], 0)
 
 
+class WebRootTest(unittest.TestCase):
+    """web_root: a built page's static files at / (GET, no token), typed, cached and under a content security policy;
+    nothing outside the folder, nothing hidden, nothing encoded; the API unchanged."""
+
+    def test_the_page_is_served_from_its_folder_and_nothing_else_is(self):
+        import os
+        import tempfile
+        outside = tempfile.mkdtemp(prefix="agentrt-outside-")
+        with open(os.path.join(outside, "secret.txt"), "w") as f:
+            f.write("secret")
+        root = tempfile.mkdtemp(prefix="agentrt-web-")
+        os.makedirs(os.path.join(root, "assets"))
+        with open(os.path.join(root, "index.html"), "w") as f:
+            f.write("<!doctype html><title>agentrt</title>")
+        with open(os.path.join(root, "assets", "app-3f2a.js"), "w") as f:
+            f.write("console.log(1)")
+        with open(os.path.join(root, ".env"), "w") as f:
+            f.write("TOKEN=x")
+        os.symlink(os.path.join(outside, "secret.txt"), os.path.join(root, "escape.txt"))
+        os.symlink(os.path.join(root, "assets", "app-3f2a.js"), os.path.join(root, "inside.js"))
+        with Server("--web-root", root) as srv:
+            st, h, body, _ = srv.request("GET", "/", token=None)
+            self.assertEqual((st, body), (200, b"<!doctype html><title>agentrt</title>"))
+            self.assertEqual(h["content-type"], "text/html; charset=utf-8")
+            self.assertEqual(h["cache-control"], "no-cache")
+            self.assertIn("default-src 'self'", h["content-security-policy"])
+            self.assertIn("frame-ancestors 'none'", h["content-security-policy"])
+            self.assertEqual(h["x-content-type-options"], "nosniff")
+            st, h, body, _ = srv.request("GET", "/assets/app-3f2a.js", token=None)
+            self.assertEqual((st, body, h["content-type"]), (200, b"console.log(1)", "text/javascript; charset=utf-8"))
+            self.assertEqual(h["cache-control"], "public, max-age=31536000, immutable")
+            st, h2, body, _ = srv.request("GET", "/assets/app-3f2a.js", token=None,
+                                          headers={"If-None-Match": h["etag"]})
+            self.assertEqual((st, body), (304, b""))
+            self.assertEqual(srv.request("GET", "/index.html", token=None)[0], 200)
+            self.assertEqual(srv.request("GET", "/inside.js", token=None)[0], 200)  # a link within the folder
+            for path in ["/../secret.txt", "/assets/../../secret.txt", "/%2e%2e/secret.txt", "/escape.txt",
+                         "/.env", "/assets/.env", "/missing.js", "/assets//app-3f2a.js", "/assets%2fapp-3f2a.js",
+                         "/" + "a" * 600]:
+                st, _, body, _ = srv.request("GET", path, token=None)
+                self.assertEqual(st, 404, path)
+                self.assertNotIn(b"secret", body)
+                self.assertNotIn(b"TOKEN", body)
+            self.assertEqual(srv.request("POST", "/", token=None)[0], 404)
+            # The API keeps its rules: a token, JSON errors.
+            self.assertEqual(srv.request("GET", "/api/v1/agent/threads", token=None)[0], 401)
+            self.assertEqual(srv.request("GET", "/api/v1/nothing")[0], 404)
+        with Server() as srv:  # no web_root: no page
+            self.assertEqual(srv.request("GET", "/", token=None)[0], 404)
+        with self.assertRaises(RuntimeError):
+            Server("--web-root", os.path.join(root, "index.html"))  # not a folder
+
+
 class FakeTranscriptionService(http.server.BaseHTTPRequestHandler):
     """An OpenAI-compatible /v1/audio/transcriptions on 127.0.0.1 that records what it received."""
     received = []
