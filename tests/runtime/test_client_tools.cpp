@@ -371,3 +371,15 @@ TEST_CASE("a turn waiting for a client tool answer survives a restart and resume
   CHECK(done.status == TurnStatus::completed);
   CHECK(h.rt->history("t-restart")[2].id == "tm-r");
 }
+
+TEST_CASE("a client tool's answer that is not valid UTF-8 is stored with replacement characters, never a failure") {
+  Harness h(theme_script);
+  h.threads.insert("t-utf8");
+  auto paused = h.wait(h.rt->start_turn(theme_input("t-utf8")).turn_id);
+  REQUIRE(paused.status == TurnStatus::waiting_client);
+  auto done = h.rt->resume_turn(answer_of(paused, {ToolAnswer{"call_c1", "dark \xff\xfe end", "", ""}}));
+  CHECK(done.status == TurnStatus::completed);
+  auto history = h.rt->history("t-utf8");
+  REQUIRE(history.size() == 4);
+  CHECK(history[3].content.find("dark \xEF\xBF\xBD\xEF\xBF\xBD end") != std::string::npos);
+}
