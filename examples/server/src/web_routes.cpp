@@ -96,7 +96,7 @@ void get_web(ServerContext& s, ApiCall& c) {
   if (real.string().rfind(prefix, 0) != 0) not_found();
   const uintmax_t size = fs::file_size(real, ec);
   if (ec || size > kMaxWebFileBytes) not_found();
-  const auto mtime = fs::last_write_time(real, ec).time_since_epoch().count();
+  const auto mtime = static_cast<uint64_t>(fs::last_write_time(real, ec).time_since_epoch().count());
   const std::string etag = fmt::format("\"{:x}-{:x}\"", size, mtime);
 
   HttpResponse r;

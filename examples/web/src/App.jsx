@@ -1,0 +1,452 @@
+// The agentrt page: sign in with a bearer token, pick or start a thread, and chat. The thread's AG-UI events come
+// through @ag-ui/client's HttpAgent (agent.js): streamed text, the stage in progress, tool calls and their cards,
+// approvals (approve, reject with a reason, edit the arguments), Stop, errors. A reload re-attaches through connect.
+import React, { useCallback, useEffect, useRef, useState } from "react";
+
+import { threadAgent } from "./agent.js";
+import { call, cancelRun, clearSession, deleteThread, listThreads, loadSession, saveSession } from "./api.js";
+import { ToolCard } from "./cards.jsx";
+
+const STAGES = { intent: "Understanding the request", execution: "Working", organization: "Writing the answer" };
+
+function textOf(content) {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.filter((p) => p.type === "text").map((p) => p.text).join("");
+  return "";
+}
+
+function newId() {
+  return crypto.randomUUID();
+}
+
+function threadFromHash() {
+  const m = /thread=([^&]+)/.exec(window.location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+function SignIn({ onSignIn }) {
+  const [token, setToken] = useState("");
+  const [server, setServer] = useState("");
+  return (
+    <form
+      className="signin"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (token.trim()) onSignIn({ token: token.trim(), server: server.trim() });
+      }}
+    >
+      <h1>agentrt</h1>
+      <label>
+        Token
+        <input type="password" value={token} onChange={(e) => setToken(e.target.value)} autoComplete="off" />
+      </label>
+      <label>
+        Server
+        <input value={server} placeholder="this page's server" onChange={(e) => setServer(e.target.value)} />
+      </label>
+      <button type="submit">Sign in</button>
+    </form>
+  );
+}
+
+function Countdown({ expiresAt }) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, []);
+  const at = Date.parse(expiresAt ?? "");
+  if (Number.isNaN(at)) return null;
+  const left = Math.max(0, Math.floor((at - now) / 1000));
+  if (left === 0) return <span className="expired">expired</span>;
+  const h = Math.floor(left / 3600);
+  const m = Math.floor((left % 3600) / 60);
+  const s = left % 60;
+  return <span className="countdown">expires in {h > 0 ? `${h}h ` : ""}{m}m {s}s</span>;
+}
+
+// The edited arguments checked against the interrupt's responseSchema.properties.editedArgs (the tool's JSON Schema):
+// types, required properties, enums, no unknown properties when the schema says so. The server checks them again.
+function checkArgs(schema, value, path = "") {
+  if (!schema || typeof schema !== "object") return null;
+  const type = Array.isArray(value) ? "array" : value === null ? "null" : typeof value;
+  const want = schema.type;
+  const fits = (t) =>
+    t === type || (t === "integer" && type === "number" && Number.isInteger(value)) || (t === "number" && type === "number");
+  if (want && !(Array.isArray(want) ? want.some(fits) : fits(want))) return `${path || "the arguments"}: should be ${want}`;
+  if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value)))
+    return `${path || "the value"}: should be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`;
+  if (type === "object") {
+    for (const r of schema.required ?? []) if (!(r in value)) return `${path}/${r}: is required`;
+    const props = schema.properties ?? {};
+    for (const [k, v] of Object.entries(value)) {
+      if (props[k]) {
+        const problem = checkArgs(props[k], v, `${path}/${k}`);
+        if (problem) return problem;
+      } else if (schema.additionalProperties === false) {
+        return `${path}/${k}: is not a known argument`;
+      }
+    }
+  }
+  return null;
+}
+
+function ApprovalCard({ interrupt, decided, onDecide, onDismiss }) {
+  const [mode, setMode] = useState("choose");
+  const meta = interrupt.metadata ?? {};
+  const [reason, setReason] = useState("");
+  const [edited, setEdited] = useState(JSON.stringify(meta.arguments ?? {}, null, 2));
+  const [problem, setProblem] = useState(null);
+  const expired = Date.parse(interrupt.expiresAt ?? "") <= Date.now();
+  const confirmation = interrupt.reason === "confirmation";
+  const resolved = (payload) => ({ interruptId: interrupt.id, status: "resolved", payload });
+  return (
+    <div className="approval" role="group" aria-label={`Approval for ${meta.toolName ?? "a tool call"}`}>
+      <div className="approval-title">
+        {interrupt.message ?? `Approve ${meta.toolName}?`} <Countdown expiresAt={interrupt.expiresAt} />
+      </div>
+      <pre className="args">{JSON.stringify(meta.arguments ?? {}, null, 2)}</pre>
+      {decided ? (
+        <div className="muted">{decided}: waiting for the other decisions</div>
+      ) : expired ? (
+        <button type="button" onClick={onDismiss}>
+          Dismiss
+        </button>
+      ) : mode === "choose" ? (
+        <div className="actions">
+          <button type="button" onClick={() => onDecide(resolved({ approved: true }), "Approved")}>
+            Approve
+          </button>
+          <button type="button" onClick={() => setMode("reject")}>
+            Reject
+          </button>
+          {!confirmation && (
+            <button type="button" onClick={() => setMode("edit")}>
+              Edit
+            </button>
+          )}
+        </div>
+      ) : mode === "reject" ? (
+        <div className="actions">
+          <label>
+            Reason
+            <input value={reason} onChange={(e) => setReason(e.target.value)} />
+          </label>
+          <button type="button" onClick={() => onDecide(resolved({ approved: false, reason }), "Rejected")}>
+            Confirm reject
+          </button>
+          <button type="button" onClick={() => setMode("choose")}>
+            Back
+          </button>
+        </div>
+      ) : (
+        <div className="actions">
+          <label>
+            Arguments
+            <textarea rows={6} value={edited} onChange={(e) => setEdited(e.target.value)} />
+          </label>
+          {problem && (
+            <div className="error" role="alert">
+              {problem}
+            </div>
+          )}
+          <button
+            type="button"
+            onClick={() => {
+              let value;
+              try {
+                value = JSON.parse(edited);
+              } catch (e) {
+                setProblem(`not JSON: ${e.message}`);
+                return;
+              }
+              const schema = interrupt.responseSchema?.properties?.editedArgs ?? { type: "object" };
+              const bad = checkArgs(schema, value);
+              if (bad) {
+                setProblem(bad);
+                return;
+              }
+              onDecide(resolved({ approved: true, editedArgs: value }), "Approved with edits");
+            }}
+          >
+            Approve with edits
+          </button>
+          <button type="button" onClick={() => setMode("choose")}>
+            Back
+          </button>
+        </div>
+      )}
+    </div>
+  );
+}
+
+function ToolCallView({ toolCall, result, onAction }) {
+  return (
+    <div className="tool-call">
+      <div className="tool-name">{toolCall.function.name}</div>
+      <pre className="args">{toolCall.function.arguments}</pre>
+      {result &&
+        (result.error ? (
+          <div className="card failed" data-ui-type="error">
+            {textOf(result.content) || result.error}
+          </div>
+        ) : (
+          <ToolCard ui={result.metadata?.ui} summary={textOf(result.content)} onAction={onAction} />
+        ))}
+    </div>
+  );
+}
+
+function MessageView({ m, results, onAction }) {
+  if (m.role === "user") return <div className="msg user">{textOf(m.content)}</div>;
+  if (m.role === "system") {
+    const text = textOf(m.content);
+    if (text.startsWith("ERROR ")) {
+      return (
+        <div className="msg error" role="alert">
+          {text.slice("ERROR ".length)}
+        </div>
+      );
+    }
+    return <div className="msg system">{text}</div>;
+  }
+  if (m.role === "reasoning") {
+    return (
+      <details className="msg reasoning">
+        <summary>Reasoning</summary>
+        {textOf(m.content)}
+      </details>
+    );
+  }
+  if (m.role !== "assistant") return null;
+  return (
+    <div className="msg assistant">
+      {textOf(m.content) && <div className="text">{textOf(m.content)}</div>}
+      {(m.toolCalls ?? []).map((c) => (
+        <ToolCallView key={c.id} toolCall={c} result={results.get(c.id)} onAction={onAction} />
+      ))}
+    </div>
+  );
+}
+
+function Chat({ session, threadId, onChanged }) {
+  const agentRef = useRef(null);
+  const [messages, setMessages] = useState([]);
+  const [running, setRunning] = useState(false);
+  const [stage, setStage] = useState(null);
+  const [interrupts, setInterrupts] = useState([]);
+  const [decisions, setDecisions] = useState({});
+  const [notice, setNotice] = useState(null);
+  const [usage, setUsage] = useState(null);
+  const [input, setInput] = useState("");
+
+  const run = useCallback(
+    async (start) => {
+      setNotice(null);
+      setRunning(true);
+      try {
+        await start(agentRef.current);
+      } catch (e) {
+        setNotice({ kind: "error", text: e.message ?? String(e) });
+      } finally {
+        setRunning(false);
+        setStage(null);
+        setInterrupts([...(agentRef.current?.pendingInterrupts ?? [])]);
+        setDecisions({});
+        onChanged();
+      }
+    },
+    [onChanged],
+  );
+
+  useEffect(() => {
+    const agent = threadAgent(session, threadId);
+    agentRef.current = agent;
+    setMessages([]);
+    setInterrupts([]);
+    setUsage(null);
+    const sub = agent.subscribe({
+      onMessagesChanged: ({ messages: all }) => setMessages([...all]),
+      onStepStartedEvent: ({ event }) => setStage(event.stepName),
+      onStepFinishedEvent: () => setStage(null),
+      onRunFinishedEvent: ({ event, outcome }) => {
+        if (event.usage) setUsage(event.usage);
+        if (outcome === "cancelled") setNotice({ kind: "info", text: "Stopped." });
+      },
+      onRunErrorEvent: ({ event }) => setNotice({ kind: "error", text: event.message }),
+    });
+    // Re-attach: the thread's messages and state, its open interrupts, and a run in progress, live.
+    run((a) => a.connectAgent({ runId: newId() }));
+    return () => sub.unsubscribe();
+  }, [session, threadId, run]);
+
+  const send = (text) => {
+    if (!text.trim() || running) return;
+    agentRef.current.addMessage({ id: newId(), role: "user", content: text });
+    setInput("");
+    run((a) => a.runAgent({ runId: newId() }));
+  };
+
+  const decide = (interruptId, entry, label) => {
+    const next = { ...decisions, [interruptId]: { entry, label } };
+    setDecisions(next);
+    if (interrupts.every((i) => next[i.id])) {
+      // Every open interrupt answered: one resume for all of them.
+      run((a) => a.runAgent({ runId: newId(), resume: interrupts.map((i) => next[i.id].entry) }));
+    }
+  };
+
+  const onAction = async (action) => {
+    if (typeof action.endpoint === "string") {
+      await call(session, action.method ?? "POST", action.endpoint, action.payload ?? {});
+    } else {
+      send(String(action.message ?? action.label ?? action.action));
+    }
+  };
+
+  const results = new Map(messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, m]));
+  const tokens = (usage ?? []).reduce(
+    (acc, u) => ({ input: acc.input + (u.inputTokens ?? 0), output: acc.output + (u.outputTokens ?? 0) }),
+    { input: 0, output: 0 },
+  );
+  return (
+    <main className="chat">
+      <div className="messages" aria-live="polite">
+        {messages.map((m) => (
+          <MessageView key={m.id} m={m} results={results} onAction={onAction} />
+        ))}
+        {interrupts.map((i) => (
+          <ApprovalCard
+            key={i.id}
+            interrupt={i}
+            decided={decisions[i.id]?.label}
+            onDecide={(entry, label) => decide(i.id, entry, label)}
+            onDismiss={() => {
+              agentRef.current.pendingInterrupts = agentRef.current.pendingInterrupts.filter((p) => p.id !== i.id);
+              setInterrupts([...agentRef.current.pendingInterrupts]);
+            }}
+          />
+        ))}
+      </div>
+      {running && (
+        <div className="stage" role="status">
+          {stage ? (STAGES[stage] ?? stage) : "Working"}…
+        </div>
+      )}
+      {notice && (
+        <div className={notice.kind === "error" ? "notice error" : "notice"} role={notice.kind === "error" ? "alert" : "status"}>
+          {notice.text}
+        </div>
+      )}
+      <form
+        className="composer"
+        onSubmit={(e) => {
+          e.preventDefault();
+          send(input);
+        }}
+      >
+        <label htmlFor="message">Message</label>
+        <textarea
+          id="message"
+          rows={2}
+          value={input}
+          onChange={(e) => setInput(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && !e.shiftKey) {
+              e.preventDefault();
+              send(input);
+            }
+          }}
+        />
+        {running ? (
+          <button type="button" onClick={() => cancelRun(session, threadId).catch((e) => setNotice({ kind: "error", text: e.message }))}>
+            Stop
+          </button>
+        ) : (
+          <button type="submit" disabled={interrupts.length > 0}>
+            Send
+          </button>
+        )}
+      </form>
+      <footer className="usage" title="Token usage of the last run">
+        {usage ? `tokens: ${tokens.input} in, ${tokens.output} out` : ""}
+      </footer>
+    </main>
+  );
+}
+
+export function App() {
+  const [session, setSession] = useState(loadSession);
+  const [threads, setThreads] = useState([]);
+  const [threadId, setThreadId] = useState(() => threadFromHash() ?? newId());
+  const [problem, setProblem] = useState(null);
+
+  const refresh = useCallback(() => {
+    if (!session) return;
+    listThreads(session)
+      .then(setThreads)
+      .catch((e) => setProblem(e.message));
+  }, [session]);
+  useEffect(refresh, [refresh]);
+  useEffect(() => {
+    window.location.hash = `thread=${encodeURIComponent(threadId)}`;
+  }, [threadId]);
+
+  if (!session) {
+    return (
+      <SignIn
+        onSignIn={(s) => {
+          saveSession(s);
+          setSession(s);
+        }}
+      />
+    );
+  }
+  return (
+    <div className="layout">
+      <nav className="threads" aria-label="Threads">
+        <button type="button" onClick={() => setThreadId(newId())}>
+          New thread
+        </button>
+        <ul>
+          {threads.map((t) => (
+            <li key={t.id} className={t.id === threadId ? "current" : ""}>
+              <button type="button" className="link" onClick={() => setThreadId(t.id)}>
+                {t.title || t.id}
+              </button>
+              <button
+                type="button"
+                aria-label={`Delete thread ${t.title || t.id}`}
+                onClick={() =>
+                  deleteThread(session, t.id)
+                    .then(() => {
+                      if (t.id === threadId) setThreadId(newId());
+                      refresh();
+                    })
+                    .catch((e) => setProblem(e.message))
+                }
+              >
+                Delete
+              </button>
+            </li>
+          ))}
+        </ul>
+        <button
+          type="button"
+          onClick={() => {
+            clearSession();
+            setSession(null);
+          }}
+        >
+          Sign out
+        </button>
+        {problem && (
+          <div className="notice error" role="alert">
+            {problem}
+          </div>
+        )}
+      </nav>
+      <Chat key={threadId} session={session} threadId={threadId} onChanged={refresh} />
+    </div>
+  );
+}

@@ -1,0 +1,42 @@
+// The session (a bearer token and the server's URL, kept in session storage) and agentrt-server's REST calls. The
+// event stream itself goes through @ag-ui/client's HttpAgent (see agent.js).
+const TOKEN_KEY = "agentrt.token";
+const SERVER_KEY = "agentrt.server";
+
+export function loadSession() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { token, server: sessionStorage.getItem(SERVER_KEY) ?? "" } : null;
+}
+
+export function saveSession({ token, server }) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+  sessionStorage.setItem(SERVER_KEY, server);
+}
+
+export function clearSession() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(SERVER_KEY);
+}
+
+export function apiUrl(session, path) {
+  return `${session.server.replace(/\/$/, "")}/api/v1${path}`;
+}
+
+export function authHeaders(session) {
+  return { Authorization: `Bearer ${session.token}` };
+}
+
+// A JSON call; throws an Error with the server's message on a non-2xx answer.
+export async function call(session, method, path, body) {
+  const headers = { ...authHeaders(session), Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(apiUrl(session, path), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new Error(data?.error?.message ?? `${method} ${path}: HTTP ${res.status}`);
+  return data;
+}
+
+export const listThreads = (s) => call(s, "GET", "/agent/threads").then((d) => d.threads);
+export const deleteThread = (s, id) => call(s, "DELETE", `/agent/threads/${encodeURIComponent(id)}`);
+export const cancelRun = (s, id) => call(s, "POST", `/agent/runs/${encodeURIComponent(id)}/cancel`);

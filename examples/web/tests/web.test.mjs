@@ -1,0 +1,180 @@
+// The web page in Debian's Chromium (playwright-core), served by a real agentrt-server (--web-root dist) on the
+// offline demo model: golden path A; golden path B approved (its card live and again after a reload), rejected with
+// a reason, approved with edited arguments (checked against the schema first); Stop; threads. Each test saves a
+// screenshot into test-results/ (SCREENSHOTS=dir saves them there instead: the README's come from such a run).
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const TOKEN = "web-test-token-1";
+const WAIT = { timeout: 60000 };  // never reached on a loaded machine: it only turns a hang into a failure
+const dist = fileURLToPath(new URL("../dist/", import.meta.url));
+const shots = process.env.SCREENSHOTS ?? fileURLToPath(new URL("../test-results/", import.meta.url));
+let browser;
+const servers = [];
+
+async function startServer(extra = []) {
+  const binary = process.env.AGENTRT_SERVER;
+  assert.ok(binary, "set AGENTRT_SERVER to the agentrt-server binary");
+  const dir = mkdtempSync(join(tmpdir(), "agentrt-web-"));
+  const proc = spawn(binary, ["--listen", "127.0.0.1:0", "--data", dir, "--token", `${TOKEN}:web`, "--model", "demo",
+    "--log-level", "warn", "--web-root", dist, ...extra], { stdio: ["ignore", "pipe", "inherit"] });
+  const first = await new Promise((resolve, reject) => {
+    createInterface({ input: proc.stdout }).once("line", resolve);
+    proc.once("exit", (code) => reject(new Error(`agentrt-server exited with ${code}`)));
+  });
+  const server = { proc, dir, url: `http://127.0.0.1:${Number(/port (\d+)/.exec(first)[1])}` };
+  servers.push(server);
+  return server;
+}
+
+let server;
+before(async () => {
+  const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+  assert.ok(existsSync(chromiumPath), `no Chromium at ${chromiumPath} (scripts/deps installs Debian's chromium)`);
+  assert.ok(existsSync(join(dist, "index.html")), "build the page first (npm run build)");
+  mkdirSync(shots, { recursive: true });
+  server = await startServer();
+  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox"] });
+});
+
+after(async () => {
+  await browser?.close();
+  for (const s of servers) {
+    if (s.proc.exitCode === null) {
+      const exited = new Promise((resolve) => s.proc.once("exit", resolve));
+      s.proc.kill("SIGTERM");
+      await exited;
+    }
+    rmSync(s.dir, { recursive: true, force: true });
+  }
+});
+
+// A signed-in page on a new thread; page errors and failed requests collected.
+async function openPage(base = server.url) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console: ${m.text()}`);
+  });
+  await page.goto(`${base}/`);
+  await page.getByLabel("Token").fill(TOKEN);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByLabel("Message").waitFor(WAIT);
+  return { page, context, problems };
+}
+
+async function send(page, text) {
+  await page.getByLabel("Message").fill(text);
+  await page.getByRole("button", { name: "Send" }).click();
+}
+
+const assistant = (page, text) => page.locator(".msg.assistant", { hasText: text });
+
+test("golden path A: a question streams its answer into the page, and the thread is listed", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    await send(page, "hello");
+    await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    await page.getByRole("button", { name: "Send" }).waitFor(WAIT);  // the run ended
+    await page.getByRole("navigation", { name: "Threads" }).getByRole("button", { name: "Delete" }).first().waitFor(WAIT);
+    // The demo model reports no token usage: the footer stays empty (a model that reports it fills it).
+    assert.equal(await page.locator("footer.usage").textContent(), "");
+    await page.screenshot({ path: join(shots, "golden-path-a.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("golden path B: the approval card, Approve, the booking card live and again after a reload", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    await send(page, "please book a room");
+    const approval = page.getByRole("group", { name: "Approval for book_room" });
+    await approval.waitFor(WAIT);
+    assert.match(await approval.textContent(), /expires in/);
+    assert.match(await approval.textContent(), /"room": "A1"/);
+    await page.screenshot({ path: join(shots, "approval.png") });
+    await approval.getByRole("button", { name: "Approve" }).click();
+    const card = page.locator('[data-ui-type="booking_confirmation"]');
+    await card.waitFor(WAIT);
+    assert.match(await card.textContent(), /Room A1 booked for mon/);
+    await assistant(page, "Your booking is confirmed: room A1 on Monday.").waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "live-turn-with-card.png") });
+    // A reload re-attaches to the thread: the same messages and the same card.
+    await page.reload();
+    await page.locator('[data-ui-type="booking_confirmation"]').waitFor(WAIT);
+    await assistant(page, "Your booking is confirmed: room A1 on Monday.").waitFor(WAIT);
+    assert.equal(await page.locator(".msg.user").count(), 1);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("golden path B rejected with a reason: the model is told why, nothing is booked", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    await send(page, "please book a room");
+    const approval = page.getByRole("group", { name: "Approval for book_room" });
+    await approval.getByRole("button", { name: "Reject" }).click(WAIT);
+    await approval.getByLabel("Reason").fill("not this week");
+    await approval.getByRole("button", { name: "Confirm reject" }).click();
+    await assistant(page, "I did not book the room").waitFor(WAIT);
+    assert.match(await assistant(page, "I did not book the room").textContent(), /not this week/);
+    assert.equal(await page.locator('[data-ui-type="booking_confirmation"]').count(), 0);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("golden path B with edited arguments: checked against the tool's schema, then booked as edited", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    await send(page, "please book a room");
+    const approval = page.getByRole("group", { name: "Approval for book_room" });
+    await approval.getByRole("button", { name: "Edit" }).click(WAIT);
+    const args = approval.getByLabel("Arguments");
+    await args.fill('{"room": "B2", "day": "someday"}');
+    await approval.getByRole("button", { name: "Approve with edits" }).click();
+    assert.match(await approval.getByRole("alert").textContent(), /\/day: should be one of/);
+    await args.fill("{not json");
+    await approval.getByRole("button", { name: "Approve with edits" }).click();
+    assert.match(await approval.getByRole("alert").textContent(), /not JSON/);
+    await args.fill('{"room": "B2", "day": "tue"}');
+    await approval.getByRole("button", { name: "Approve with edits" }).click();
+    await assistant(page, "Your booking is confirmed: room B2 on Tuesday.").waitFor(WAIT);
+    assert.match(await page.locator('[data-ui-type="booking_confirmation"]').textContent(), /Room B2 booked for tue/);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("Stop cancels the running turn; the page says so and takes the next message", async () => {
+  const slow = await startServer(["--demo-delay-ms", "40"]);
+  const { page, context, problems } = await openPage(slow.url);
+  try {
+    await send(page, "a long answer, slowly please");
+    await page.getByRole("status").filter({ hasText: "Working" }).waitFor(WAIT);
+    await page.locator(".msg.assistant").first().waitFor(WAIT);  // its text has begun
+    await page.getByRole("button", { name: "Stop" }).click();
+    await page.getByRole("status").filter({ hasText: "Stopped." }).waitFor(WAIT);
+    await send(page, "hello");
+    await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
