@@ -80,6 +80,14 @@ async function send(page, text) {
 
 const assistant = (page, text) => page.locator(".msg.assistant", { hasText: text });
 
+// Asks the demo model for a booking: its book_room call waits for approval. Returns the approval card.
+async function askToBook(page) {
+  await send(page, "please book a room");
+  const approval = page.getByRole("group", { name: "Approval for book_room" });
+  await approval.waitFor(WAIT);
+  return approval;
+}
+
 test("golden path A: a question streams its answer into the page, and the thread is listed", async () => {
   const { page, context, problems } = await openPage();
   try {
@@ -99,9 +107,7 @@ test("golden path A: a question streams its answer into the page, and the thread
 test("golden path B: the approval card, Approve, the booking card live and again after a reload", async () => {
   const { page, context, problems } = await openPage();
   try {
-    await send(page, "please book a room");
-    const approval = page.getByRole("group", { name: "Approval for book_room" });
-    await approval.waitFor(WAIT);
+    const approval = await askToBook(page);
     assert.match(await approval.textContent(), /expires in/);
     assert.match(await approval.textContent(), /"room": "A1"/);
     await page.screenshot({ path: join(shots, "approval.png") });
@@ -125,9 +131,8 @@ test("golden path B: the approval card, Approve, the booking card live and again
 test("golden path B rejected with a reason: the model is told why, nothing is booked", async () => {
   const { page, context, problems } = await openPage();
   try {
-    await send(page, "please book a room");
-    const approval = page.getByRole("group", { name: "Approval for book_room" });
-    await approval.getByRole("button", { name: "Reject" }).click(WAIT);
+    const approval = await askToBook(page);
+    await approval.getByRole("button", { name: "Reject" }).click();
     await approval.getByLabel("Reason").fill("not this week");
     await approval.getByRole("button", { name: "Confirm reject" }).click();
     await assistant(page, "I did not book the room").waitFor(WAIT);
@@ -142,9 +147,8 @@ test("golden path B rejected with a reason: the model is told why, nothing is bo
 test("golden path B with edited arguments: checked against the tool's schema, then booked as edited", async () => {
   const { page, context, problems } = await openPage();
   try {
-    await send(page, "please book a room");
-    const approval = page.getByRole("group", { name: "Approval for book_room" });
-    await approval.getByRole("button", { name: "Edit" }).click(WAIT);
+    const approval = await askToBook(page);
+    await approval.getByRole("button", { name: "Edit" }).click();
     const args = approval.getByLabel("Arguments");
     await args.fill('{"room": "B2", "day": "someday"}');
     await approval.getByRole("button", { name: "Approve with edits" }).click();
