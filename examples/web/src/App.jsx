@@ -244,10 +244,26 @@ function Chat({ session, threadId, onChanged }) {
     async (start) => {
       setNotice(null);
       setRunning(true);
+      const agent = agentRef.current;
       try {
-        await start(agentRef.current);
+        await start(agent);
       } catch (e) {
-        setNotice({ kind: "error", text: e.message ?? String(e) });
+        // The server's refusal ("HTTP 4xx/5xx: ...") is the answer. Anything else is the connection: re-attach
+        // through connect, which gives the thread as it stands and the run in progress from its start (its messages
+        // are replaced, not added to: nothing twice, nothing missed), until it answers.
+        let error = e;
+        for (let attempt = 1; error && !/^HTTP \d/.test(error.message ?? "") && agentRef.current === agent; ++attempt) {
+          setNotice({ kind: "info", text: "Connection lost: reconnecting…" });
+          await new Promise((r) => setTimeout(r, Math.min(250 * attempt, 3000)));
+          try {
+            await agent.connectAgent({ runId: newId() });
+            error = null;
+            setNotice(null);
+          } catch (again) {
+            error = again;
+          }
+        }
+        if (error) setNotice({ kind: "error", text: error.message ?? String(error) });
       } finally {
         setRunning(false);
         setStage(null);

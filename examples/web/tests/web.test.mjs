@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer as createTcpServer, connect as tcpConnect } from "node:net";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -180,5 +181,57 @@ test("Stop cancels the running turn; the page says so and takes the next message
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
+  }
+});
+
+// A TCP relay between the browser and a server whose open connections the test can cut, as a network does.
+async function relayTo(target) {
+  const { port } = new URL(target);
+  const sockets = new Set();
+  const relay = createTcpServer((client) => {
+    const upstream = tcpConnect(Number(port), "127.0.0.1");
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {});
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise((resolve) => relay.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${relay.address().port}`,
+    cut: () => {
+      for (const s of sockets) s.destroy();
+    },
+    close: () => new Promise((resolve) => relay.close(resolve)),
+  };
+}
+
+test("a connection cut mid-turn: the page reconnects and shows the whole answer once", async () => {
+  const slow = await startServer(["--demo-delay-ms", "40"]);
+  const relay = await relayTo(slow.url);
+  const { page, context, problems } = await openPage(relay.url);
+  try {
+    await send(page, "a long answer, slowly please");
+    await page.locator(".msg.assistant").first().waitFor(WAIT);  // its text has begun
+    relay.cut();
+    await page.getByRole("status").filter({ hasText: "Connection lost: reconnecting" }).waitFor(WAIT);
+    await page.getByRole("button", { name: "Send" }).waitFor(WAIT);  // the run ended, seen through the new connection
+    const answers = page.locator(".msg.assistant");
+    assert.equal(await answers.count(), 1);
+    const shown = await answers.first().textContent();
+    assert.match(shown, /^You said: "a long answer, slowly please"/);
+    // What the page shows is what the server stored: nothing missed, nothing twice.
+    const thread = decodeURIComponent(/thread=([^&]+)/.exec(new URL(page.url()).hash)[1]);
+    const res = await fetch(`${slow.url}/api/v1/agent/runs/${thread}/history`, {
+      headers: { Authorization: `Bearer ${TOKEN}` },
+    });
+    const history = await res.json();
+    assert.equal(shown, history.messages[1].content);
+    // The cut itself is reported by the browser and the client (a failed fetch); nothing else went wrong.
+    assert.deepEqual(problems.filter((p) => !/Agent execution failed|network|Failed to fetch|ERR_/.test(p)), []);
+  } finally {
+    await context.close();
+    await relay.close();
   }
 });
