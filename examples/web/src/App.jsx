@@ -4,7 +4,7 @@
 import React, { useCallback, useEffect, useRef, useState } from "react";
 
 import { threadAgent } from "./agent.js";
-import { call, cancelRun, clearSession, deleteThread, listThreads, loadSession, saveSession } from "./api.js";
+import { call, cancelRun, clearSession, deleteThread, listThreads, loadSession, saveSession, upload } from "./api.js";
 import { ToolCard } from "./cards.jsx";
 
 const STAGES = { intent: "Understanding the request", execution: "Working", organization: "Writing the answer" };
@@ -197,8 +197,26 @@ function ToolCallView({ toolCall, result, onAction }) {
   );
 }
 
+// An image part's URL: a signed URL (history re-signs them), or inline data.
+function imageSrc(part) {
+  const src = part.source ?? {};
+  if (src.type === "url") return src.value;
+  if (src.type === "data") return `data:${src.mimeType ?? part.mimeType ?? "image/png"};base64,${src.value}`;
+  return null;
+}
+
 function MessageView({ m, results, onAction }) {
-  if (m.role === "user") return <div className="msg user">{textOf(m.content)}</div>;
+  if (m.role === "user") {
+    const images = Array.isArray(m.content) ? m.content.filter((p) => p.type === "image" && imageSrc(p)) : [];
+    return (
+      <div className="msg user">
+        {textOf(m.content)}
+        {images.map((p, i) => (
+          <img key={i} className="attachment" src={imageSrc(p)} alt={`attachment ${i + 1}`} />
+        ))}
+      </div>
+    );
+  }
   if (m.role === "system") {
     const text = textOf(m.content);
     if (text.startsWith("ERROR ")) {
@@ -239,6 +257,8 @@ function Chat({ session, threadId, onChanged }) {
   const [notice, setNotice] = useState(null);
   const [usage, setUsage] = useState(null);
   const [input, setInput] = useState("");
+  // Images picked, pasted or dropped for the next message: {key, name, preview, part?, error?}.
+  const [attachments, setAttachments] = useState([]);
 
   const run = useCallback(
     async (start) => {
@@ -296,10 +316,26 @@ function Chat({ session, threadId, onChanged }) {
     return () => sub.unsubscribe();
   }, [session, threadId, run]);
 
+  const attach = (files) => {
+    for (const file of files) {
+      if (!file.type.startsWith("image/")) continue;
+      const key = newId();
+      setAttachments((all) => [...all, { key, name: file.name || "image", preview: URL.createObjectURL(file) }]);
+      upload(session, threadId, file)
+        .then((up) => setAttachments((all) => all.map((a) => (a.key === key ? { ...a, part: up.part } : a))))
+        .catch((e) => setAttachments((all) => all.map((a) => (a.key === key ? { ...a, error: e.message } : a))));
+    }
+  };
+  const uploading = attachments.some((a) => !a.part && !a.error);
+
   const send = (text) => {
-    if (!text.trim() || running) return;
-    agentRef.current.addMessage({ id: newId(), role: "user", content: text });
+    if (!text.trim() || running || uploading) return;
+    const parts = attachments.filter((a) => a.part).map((a) => a.part);
+    const content = parts.length > 0 ? [{ type: "text", text }, ...parts] : text;
+    agentRef.current.addMessage({ id: newId(), role: "user", content });
     setInput("");
+    attachments.forEach((a) => URL.revokeObjectURL(a.preview));
+    setAttachments([]);
     run((a) => a.runAgent({ runId: newId() }));
   };
 
@@ -360,7 +396,29 @@ function Chat({ session, threadId, onChanged }) {
           e.preventDefault();
           send(input);
         }}
+        onDragOver={(e) => e.preventDefault()}
+        onDrop={(e) => {
+          e.preventDefault();
+          attach([...e.dataTransfer.files]);
+        }}
       >
+        {attachments.length > 0 && (
+          <div className="attachments">
+            {attachments.map((a) => (
+              <figure key={a.key}>
+                <img src={a.preview} alt={`preview of ${a.name}`} />
+                <figcaption>{a.error ? <span className="error">{a.error}</span> : a.part ? a.name : "uploading…"}</figcaption>
+                <button
+                  type="button"
+                  aria-label={`Remove ${a.name}`}
+                  onClick={() => setAttachments((all) => all.filter((x) => x.key !== a.key))}
+                >
+                  ×
+                </button>
+              </figure>
+            ))}
+          </div>
+        )}
         <label htmlFor="message">Message</label>
         <textarea
           id="message"
@@ -373,16 +431,32 @@ function Chat({ session, threadId, onChanged }) {
               send(input);
             }
           }}
+          onPaste={(e) => {
+            const files = [...e.clipboardData.files];
+            if (files.length > 0) attach(files);
+          }}
         />
         {running ? (
           <button type="button" onClick={() => cancelRun(session, threadId).catch((e) => setNotice({ kind: "error", text: e.message }))}>
             Stop
           </button>
         ) : (
-          <button type="submit" disabled={interrupts.length > 0}>
+          <button type="submit" disabled={interrupts.length > 0 || uploading}>
             Send
           </button>
         )}
+        <label className="attach">
+          Attach images
+          <input
+            type="file"
+            accept="image/*"
+            multiple
+            onChange={(e) => {
+              attach([...e.target.files]);
+              e.target.value = "";
+            }}
+          />
+        </label>
       </form>
       <footer className="usage" title="Token usage of the last run">
         {usage ? `tokens: ${tokens.input} in, ${tokens.output} out` : ""}

@@ -37,6 +37,18 @@ export async function call(session, method, path, body) {
   return data;
 }
 
+// Stores an image for the thread (POST /agent/uploads): {id, url, mimeType, size, part}; `part` goes in a message.
+export async function upload(session, threadId, file) {
+  const res = await fetch(apiUrl(session, `/agent/uploads?threadId=${encodeURIComponent(threadId)}`), {
+    method: "POST",
+    headers: { ...authHeaders(session), "Content-Type": file.type || "application/octet-stream" },
+    body: file,
+  });
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new Error(data?.error?.message ?? `upload: HTTP ${res.status}`);
+  return data;
+}
+
 export const listThreads = (s) => call(s, "GET", "/agent/threads").then((d) => d.threads);
 export const deleteThread = (s, id) => call(s, "DELETE", `/agent/threads/${encodeURIComponent(id)}`);
 export const cancelRun = (s, id) => call(s, "POST", `/agent/runs/${encodeURIComponent(id)}/cancel`);

@@ -235,3 +235,31 @@ test("a connection cut mid-turn: the page reconnects and shows the whole answer 
     await relay.close();
   }
 });
+
+// A 1x1 PNG.
+const DOT = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==", "base64");
+
+test("an image attached: previewed, uploaded, sent as an AG-UI part, and shown again from history", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    await page.getByLabel("Attach images").setInputFiles({ name: "dot.png", mimeType: "image/png", buffer: DOT });
+    await page.getByAltText("preview of dot.png").waitFor(WAIT);
+    await page.locator("figcaption", { hasText: "dot.png" }).waitFor(WAIT);  // uploaded
+    await send(page, "what is this?");
+    // The demo model quotes the message as it reached it: the text, then how the image is named to it.
+    await assistant(page, 'You said: "what is this?').waitFor(WAIT);
+    assert.match(await assistant(page, "You said").textContent(), /img_[0-9a-f]+/);
+    const shown = page.locator(".msg.user img.attachment");
+    assert.match(await shown.getAttribute("src"), /\/api\/v1\/objects\//);
+    assert.equal(await page.locator(".attachments").count(), 0);  // the composer is empty again
+    // After a reload the image comes from history, re-signed, and loads under the page's CSP.
+    await page.reload();
+    const again = page.locator(".msg.user img.attachment");
+    await again.waitFor(WAIT);
+    await page.waitForFunction(() => document.querySelector(".msg.user img.attachment")?.naturalWidth === 1, null, WAIT);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
