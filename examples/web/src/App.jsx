@@ -4,7 +4,18 @@
 import React, { useCallback, useEffect, useRef, useState } from "react";
 
 import { threadAgent } from "./agent.js";
-import { call, cancelRun, clearSession, deleteThread, listThreads, loadSession, saveSession, upload } from "./api.js";
+import {
+  call,
+  cancelJob,
+  cancelRun,
+  clearSession,
+  deleteThread,
+  listJobs,
+  listThreads,
+  loadSession,
+  saveSession,
+  upload,
+} from "./api.js";
 import { ToolCard } from "./cards.jsx";
 
 const STAGES = { intent: "Understanding the request", execution: "Working", organization: "Writing the answer" };
@@ -247,6 +258,29 @@ function MessageView({ m, results, onAction }) {
   );
 }
 
+const openJob = (j) => j.status === "queued" || j.status === "running";
+
+// A job a tool started: its progress while it runs, its outcome when it ends (the outcome also reaches the chat as the
+// call's result, in a run of its own).
+function JobCard({ job, onCancel }) {
+  return (
+    <div className="job" data-job-status={job.status} role="group" aria-label={`Job ${job.toolName}`}>
+      <div>
+        <strong>{job.toolName}</strong> · {job.status}
+        {job.confirmation === "pending" ? " · waiting for your confirmation" : ""}
+      </div>
+      {openJob(job) && <progress max={1} value={job.progress ?? 0} aria-label={`Progress of ${job.toolName}`} />}
+      {job.message && <div className="muted">{job.message}</div>}
+      {job.error && <div className="error">{job.error.message}</div>}
+      {openJob(job) && job.confirmation !== "pending" && (
+        <button type="button" onClick={onCancel}>
+          Cancel job
+        </button>
+      )}
+    </div>
+  );
+}
+
 function Chat({ session, threadId, onChanged }) {
   const agentRef = useRef(null);
   const [messages, setMessages] = useState([]);
@@ -257,6 +291,7 @@ function Chat({ session, threadId, onChanged }) {
   const [notice, setNotice] = useState(null);
   const [usage, setUsage] = useState(null);
   const [input, setInput] = useState("");
+  const [jobs, setJobs] = useState([]);
   // Images picked, pasted or dropped for the next message: {key, name, preview, part?, error?}.
   const [attachments, setAttachments] = useState([]);
 
@@ -315,6 +350,32 @@ function Chat({ session, threadId, onChanged }) {
     run((a) => a.connectAgent({ runId: newId() }));
     return () => sub.unsubscribe();
   }, [session, threadId, run]);
+
+  // The thread's jobs after each run; while one is open, looked at again every 700 ms. A job that ended delivered its
+  // outcome as a run of its own: re-attach to show it.
+  const started = messages.length > 0;  // a thread without messages has no jobs (nor a record to ask)
+  useEffect(() => {
+    if (running || !started) return undefined;
+    let stop = false;
+    let before = null;
+    const look = async () => {
+      try {
+        const now = await listJobs(session, threadId);
+        if (stop) return;
+        setJobs(now);
+        const ended = before && before.some((b) => openJob(b) && now.some((j) => j.id === b.id && !openJob(j)));
+        before = now;
+        if (ended) run((a) => a.connectAgent({ runId: newId() }));
+        else if (now.some(openJob)) setTimeout(look, 700);
+      } catch {
+        // a thread that does not exist yet has no jobs
+      }
+    };
+    look();
+    return () => {
+      stop = true;
+    };
+  }, [session, threadId, running, started, run]);
 
   const attach = (files) => {
     for (const file of files) {
@@ -380,6 +441,17 @@ function Chat({ session, threadId, onChanged }) {
           />
         ))}
       </div>
+      {jobs.length > 0 && (
+        <section className="jobs" aria-label="Jobs">
+          {jobs.map((j) => (
+            <JobCard
+              key={j.id}
+              job={j}
+              onCancel={() => cancelJob(session, j.id).catch((e) => setNotice({ kind: "error", text: e.message }))}
+            />
+          ))}
+        </section>
+      )}
       {running && (
         <div className="stage" role="status">
           {stage ? (STAGES[stage] ?? stage) : "Working"}…

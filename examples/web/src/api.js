@@ -51,4 +51,7 @@ export async function upload(session, threadId, file) {
 
 export const listThreads = (s) => call(s, "GET", "/agent/threads").then((d) => d.threads);
 export const deleteThread = (s, id) => call(s, "DELETE", `/agent/threads/${encodeURIComponent(id)}`);
+export const listJobs = (s, threadId) =>
+  call(s, "GET", `/agent/threads/${encodeURIComponent(threadId)}/jobs`).then((d) => d.jobs);
+export const cancelJob = (s, id) => call(s, "POST", `/agent/jobs/${encodeURIComponent(id)}/cancel`, {});
 export const cancelRun = (s, id) => call(s, "POST", `/agent/runs/${encodeURIComponent(id)}/cancel`);

@@ -263,3 +263,22 @@ test("an image attached: previewed, uploaded, sent as an AG-UI part, and shown a
     await context.close();
   }
 });
+
+test("a job a tool started: its progress while it runs, its outcome in the chat when it ends", async () => {
+  const jobsServer = await startServer(["--demo-jobs", "1500"]);
+  const { page, context, problems } = await openPage(jobsServer.url);
+  try {
+    await send(page, "render the beach");
+    const job = page.getByRole("group", { name: "Job render_preview" });
+    await job.waitFor(WAIT);
+    await page.getByRole("progressbar", { name: "Progress of render_preview" }).waitFor(WAIT);
+    await job.filter({ hasText: "half done" }).waitFor(WAIT);
+    await page.locator('.job[data-job-status="succeeded"]').waitFor(WAIT);
+    // Its outcome came as a run of its own: the page re-attached, and the call's result is the outcome.
+    await page.locator(".tool-call", { hasText: "succeeded: rendered the beach" }).waitFor(WAIT);
+    assert.match(await job.textContent(), /render_preview · succeeded/);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
