@@ -14,6 +14,7 @@ import {
   listThreads,
   loadSession,
   saveSession,
+  transcribe,
   upload,
 } from "./api.js";
 import { ToolCard } from "./cards.jsx";
@@ -255,6 +256,54 @@ function MessageView({ m, results, onAction }) {
         <ToolCallView key={c.id} toolCall={c} result={results.get(c.id)} onAction={onAction} />
       ))}
     </div>
+  );
+}
+
+// Voice input: the microphone recorded (MediaRecorder) until Stop recording, the recording transcribed by the server,
+// the transcript put in the message box for the person to edit and send.
+function VoiceInput({ session, onTranscript, onError }) {
+  const [recorder, setRecorder] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const start = async () => {
+    try {
+      const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+      const r = new MediaRecorder(stream);
+      const chunks = [];
+      r.ondataavailable = (e) => {
+        if (e.data.size > 0) chunks.push(e.data);
+      };
+      r.onstop = async () => {
+        stream.getTracks().forEach((t) => t.stop());
+        setBusy(true);
+        try {
+          onTranscript(await transcribe(session, new Blob(chunks, { type: r.mimeType || "audio/webm" })));
+        } catch (e) {
+          onError(e.message);
+        } finally {
+          setBusy(false);
+        }
+      };
+      r.start();
+      setRecorder(r);
+    } catch (e) {
+      onError(`the microphone: ${e.message}`);
+    }
+  };
+  if (busy) return <span role="status">Transcribing…</span>;
+  return recorder ? (
+    <button
+      type="button"
+      onClick={() => {
+        recorder.stop();
+        setRecorder(null);
+      }}
+    >
+      Stop recording
+    </button>
+  ) : (
+    <button type="button" onClick={start}>
+      Record voice
+    </button>
   );
 }
 
@@ -517,6 +566,11 @@ function Chat({ session, threadId, onChanged }) {
             Send
           </button>
         )}
+        <VoiceInput
+          session={session}
+          onTranscript={(t) => setInput((now) => (now.trim() ? `${now.trim()} ${t}` : t))}
+          onError={(text) => setNotice({ kind: "error", text })}
+        />
         <label className="attach">
           Attach images
           <input

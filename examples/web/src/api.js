@@ -49,6 +49,16 @@ export async function upload(session, threadId, file) {
   return data;
 }
 
+// Speech to text (POST /asr/transcriptions, multipart `file`): the transcript.
+export async function transcribe(session, audio) {
+  const form = new FormData();
+  form.append("file", audio, audio.type.includes("ogg") ? "voice.ogg" : "voice.webm");
+  const res = await fetch(apiUrl(session, "/asr/transcriptions"), { method: "POST", headers: authHeaders(session), body: form });
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new Error(data?.error?.message ?? `transcription: HTTP ${res.status}`);
+  return data.transcript;
+}
+
 export const listThreads = (s) => call(s, "GET", "/agent/threads").then((d) => d.threads);
 export const deleteThread = (s, id) => call(s, "DELETE", `/agent/threads/${encodeURIComponent(id)}`);
 export const listJobs = (s, threadId) =>

@@ -5,7 +5,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer as createTcpServer, connect as tcpConnect } from "node:net";
@@ -21,12 +22,13 @@ const shots = process.env.SCREENSHOTS ?? fileURLToPath(new URL("../test-results/
 let browser;
 const servers = [];
 
-async function startServer(extra = []) {
+async function startServer(extra = [], env = {}) {
   const binary = process.env.AGENTRT_SERVER;
   assert.ok(binary, "set AGENTRT_SERVER to the agentrt-server binary");
   const dir = mkdtempSync(join(tmpdir(), "agentrt-web-"));
   const proc = spawn(binary, ["--listen", "127.0.0.1:0", "--data", dir, "--token", `${TOKEN}:web`, "--model", "demo",
-    "--log-level", "warn", "--web-root", dist, ...extra], { stdio: ["ignore", "pipe", "inherit"] });
+    "--log-level", "warn", "--web-root", dist, ...extra], { stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, ...env } });
   const first = await new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).once("line", resolve);
     proc.once("exit", (code) => reject(new Error(`agentrt-server exited with ${code}`)));
@@ -280,5 +282,77 @@ test("a job a tool started: its progress while it runs, its outcome in the chat 
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
+  }
+});
+
+// One second of a 440 Hz tone, 16-bit mono PCM at 16 kHz: what Chromium's fake microphone plays.
+function toneWav() {
+  const rate = 16000;
+  const samples = rate;
+  const b = Buffer.alloc(44 + samples * 2);
+  b.write("RIFF", 0);
+  b.writeUInt32LE(36 + samples * 2, 4);
+  b.write("WAVEfmt ", 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(rate, 24);
+  b.writeUInt32LE(rate * 2, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write("data", 36);
+  b.writeUInt32LE(samples * 2, 40);
+  for (let i = 0; i < samples; ++i) b.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / rate)), 44 + i * 2);
+  return b;
+}
+
+test("voice input: recorded from the microphone, transcribed by the server, put in the message box to edit", async () => {
+  // The transcription service the server is configured with (OpenAI's API shape), answering with a fixed text.
+  const received = [];
+  const asr = createHttpServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      received.push({ path: req.url, type: req.headers["content-type"], body: Buffer.concat(chunks) });
+      res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ text: "book a room for tuesday" }));
+    });
+  });
+  await new Promise((resolve) => asr.listen(0, "127.0.0.1", resolve));
+  const dir = mkdtempSync(join(tmpdir(), "agentrt-voice-"));
+  const config = join(dir, "config.json");
+  writeFileSync(config, JSON.stringify({ asr: { type: "openai", base_url: `http://127.0.0.1:${asr.address().port}/v1`,
+    api_key_env: "AGENTRT_TEST_ASR_KEY", max_retries: 0 } }));
+  const wav = join(dir, "tone.wav");
+  writeFileSync(wav, toneWav());
+  const voiceServer = await startServer(["--config", config], { AGENTRT_TEST_ASR_KEY: "sk-test" });
+  const micBrowser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium", headless: true,
+    args: ["--no-sandbox", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+      `--use-file-for-fake-audio-capture=${wav}`] });
+  const context = await micBrowser.newContext({ permissions: ["microphone"] });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+  try {
+    await page.goto(`${voiceServer.url}/`);
+    await page.getByLabel("Token").fill(TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByLabel("Message").fill("please");
+    await page.getByRole("button", { name: "Record voice" }).click(WAIT);
+    await page.getByRole("button", { name: "Stop recording" }).click(WAIT);
+    await page.waitForFunction(() => document.getElementById("message").value === "please book a room for tuesday",
+      null, WAIT);
+    assert.equal(received.length, 1);
+    assert.equal(received[0].path, "/v1/audio/transcriptions");
+    assert.match(received[0].type, /^multipart\/form-data/);
+    assert.ok(received[0].body.length > 100, "the recording reached the transcription service");
+    // The person sends the transcript as written.
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByRole("group", { name: "Approval for book_room" }).waitFor(WAIT);
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+    await micBrowser.close();
+    await new Promise((resolve) => asr.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
   }
 });
