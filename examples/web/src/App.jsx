@@ -61,12 +61,17 @@ function SignIn({ onSignIn }) {
   );
 }
 
-function Countdown({ expiresAt }) {
+// The time, again every second.
+function useNow() {
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(t);
   }, []);
+  return now;
+}
+
+function Countdown({ expiresAt, now }) {
   const at = Date.parse(expiresAt ?? "");
   if (Number.isNaN(at)) return null;
   const left = Math.max(0, Math.floor((at - now) / 1000));
@@ -109,13 +114,14 @@ function ApprovalCard({ interrupt, decided, onDecide, onDismiss }) {
   const [reason, setReason] = useState("");
   const [edited, setEdited] = useState(JSON.stringify(meta.arguments ?? {}, null, 2));
   const [problem, setProblem] = useState(null);
-  const expired = Date.parse(interrupt.expiresAt ?? "") <= Date.now();
+  const now = useNow();
+  const expired = Date.parse(interrupt.expiresAt ?? "") <= now;
   const confirmation = interrupt.reason === "confirmation";
   const resolved = (payload) => ({ interruptId: interrupt.id, status: "resolved", payload });
   return (
     <div className="approval" role="group" aria-label={`Approval for ${meta.toolName ?? "a tool call"}`}>
       <div className="approval-title">
-        {interrupt.message ?? `Approve ${meta.toolName}?`} <Countdown expiresAt={interrupt.expiresAt} />
+        {interrupt.message ?? `Approve ${meta.toolName}?`} <Countdown expiresAt={interrupt.expiresAt} now={now} />
       </div>
       <pre className="args">{JSON.stringify(meta.arguments ?? {}, null, 2)}</pre>
       {decided ? (
@@ -332,6 +338,7 @@ function JobCard({ job, onCancel }) {
 
 function Chat({ session, threadId, onChanged }) {
   const agentRef = useRef(null);
+  const failed = useRef(false);  // the last run ended with RUN_ERROR: its ERROR message is the server's to give
   const [messages, setMessages] = useState([]);
   const [running, setRunning] = useState(false);
   const [stage, setStage] = useState(null);
@@ -368,6 +375,16 @@ function Chat({ session, threadId, onChanged }) {
           }
         }
         if (error) setNotice({ kind: "error", text: error.message ?? String(error) });
+      }
+      try {
+        if (failed.current && agentRef.current === agent) {
+          // The failure's ERROR message is stored in the thread: re-attach to show it as history will.
+          failed.current = false;
+          await agent.connectAgent({ runId: newId() });
+          setNotice(null);
+        }
+      } catch {
+        // the notice stays
       } finally {
         setRunning(false);
         setStage(null);
@@ -393,7 +410,10 @@ function Chat({ session, threadId, onChanged }) {
         if (event.usage) setUsage(event.usage);
         if (outcome === "cancelled") setNotice({ kind: "info", text: "Stopped." });
       },
-      onRunErrorEvent: ({ event }) => setNotice({ kind: "error", text: event.message }),
+      onRunErrorEvent: ({ event }) => {
+        failed.current = true;
+        setNotice({ kind: "error", text: event.message });
+      },
     });
     // Re-attach: the thread's messages and state, its open interrupts, and a run in progress, live.
     run((a) => a.connectAgent({ runId: newId() }));
@@ -597,10 +617,14 @@ export function App() {
   const [threadId, setThreadId] = useState(() => threadFromHash() ?? newId());
   const [problem, setProblem] = useState(null);
 
+  const asked = useRef(0);  // the latest list asked for: an older answer arriving late is not shown over it
   const refresh = useCallback(() => {
     if (!session) return;
+    const n = ++asked.current;
     listThreads(session)
-      .then(setThreads)
+      .then((list) => {
+        if (n === asked.current) setThreads(list);
+      })
       .catch((e) => setProblem(e.message));
   }, [session]);
   useEffect(refresh, [refresh]);

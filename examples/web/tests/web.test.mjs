@@ -356,3 +356,120 @@ test("voice input: recorded from the microphone, transcribed by the server, put 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// A server started with a config file of `extra` keys.
+async function startConfigured(extra, flags = []) {
+  const dir = mkdtempSync(join(tmpdir(), "agentrt-web-config-"));
+  const file = join(dir, "config.json");
+  writeFileSync(file, JSON.stringify(extra));
+  return startServer(["--config", file, ...flags]);
+}
+
+test("threads: two of them, switched between with their own history, one deleted", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    await send(page, "hello");
+    await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    const first = decodeURIComponent(/thread=([^&]+)/.exec(new URL(page.url()).hash)[1]);
+    await page.getByRole("button", { name: "New thread" }).click();
+    await send(page, "second thread");
+    await assistant(page, 'You said: "second thread"').waitFor(WAIT);
+    assert.equal(await assistant(page, 'You said: "hello"').count(), 0);
+    const nav = page.getByRole("navigation", { name: "Threads" });
+    await nav.getByRole("button", { name: first, exact: true }).click();
+    await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    assert.equal(await assistant(page, 'You said: "second thread"').count(), 0);
+    await nav.getByRole("button", { name: `Delete thread ${first}` }).click();
+    await nav.getByRole("button", { name: first, exact: true }).waitFor({ state: "detached", ...WAIT });
+    assert.equal(await page.locator(".msg").count(), 0);  // a new, empty thread took its place
+    await page.screenshot({ path: join(shots, "threads.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("an approval past its deadline is shown expired and can be dismissed; the thread goes on", async () => {
+  const short = await startConfigured({ runtime: { approval_timeout_ms: 1500, sweep_interval_ms: 100 } });
+  const { page, context, problems } = await openPage(short.url);
+  try {
+    const approval = await askToBook(page);
+    await approval.locator(".expired", { hasText: "expired" }).waitFor(WAIT);
+    await approval.getByRole("button", { name: "Dismiss" }).click();
+    await approval.waitFor({ state: "detached", ...WAIT });
+    await send(page, "hello");
+    await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "expired.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("an ERROR message is shown as an error, without its prefix", async () => {
+  const failing = await startConfigured({ runtime: { max_steps: 1 } });  // the execution stage's call is one too many
+  const { page, context, problems } = await openPage(failing.url);
+  try {
+    await send(page, "hello");
+    const error = page.locator(".msg.error");
+    await error.waitFor(WAIT);
+    const text = await error.textContent();
+    assert.match(text, /^step_limit: step limit reached/);
+    assert.equal(await error.getAttribute("role"), "alert");
+    await page.screenshot({ path: join(shots, "error.png") });
+    assert.deepEqual(problems.filter((p) => !/Failed to load resource/.test(p)), []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a card's action sends its message; a job's confirmation is an approval card", async () => {
+  const jobsServer = await startServer(["--demo-jobs", "300"]);
+  const { page, context, problems } = await openPage(jobsServer.url);
+  try {
+    const approval = await askToBook(page);
+    await approval.getByRole("button", { name: "Approve" }).click();
+    const card = page.locator('[data-ui-type="booking_confirmation"]');
+    await card.getByRole("button", { name: "Cancel booking" }).click(WAIT);
+    await page.locator(".msg.user", { hasText: "Cancel booking" }).waitFor(WAIT);
+    // The demo model takes any message about a booking as a request for one: it asks again; declined.
+    const again = page.getByRole("group", { name: "Approval for book_room" });
+    await again.getByRole("button", { name: "Reject" }).click(WAIT);
+    await again.getByRole("button", { name: "Confirm reject" }).click();
+    await assistant(page, "I did not book the room").waitFor(WAIT);
+    // "render beach confirm": the tool asks before its job starts.
+    await send(page, "render beach confirm");
+    const confirm = page.getByRole("group", { name: "Approval for render_preview" });
+    await confirm.waitFor(WAIT);
+    assert.equal(await confirm.getByRole("button", { name: "Edit" }).count(), 0);  // a confirmation takes no edits
+    await confirm.getByRole("button", { name: "Approve" }).click();
+    await page.locator('.job[data-job-status="succeeded"]').waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "job.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("keyboard only: sign in, ask, and approve without the mouse", async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  try {
+    await page.goto(`${server.url}/`);
+    await page.getByLabel("Token").waitFor(WAIT);
+    await page.keyboard.press("Tab");  // the token field first
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press("Enter");
+    await page.getByLabel("Message").waitFor(WAIT);
+    await page.getByLabel("Message").focus();
+    await page.keyboard.type("please book a room");
+    await page.keyboard.press("Enter");
+    const approval = page.getByRole("group", { name: "Approval for book_room" });
+    await approval.waitFor(WAIT);
+    await approval.getByRole("button", { name: "Approve" }).focus();
+    await page.keyboard.press("Enter");
+    await assistant(page, "Your booking is confirmed").waitFor(WAIT);
+  } finally {
+    await context.close();
+  }
+});
