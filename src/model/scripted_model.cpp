@@ -168,6 +168,9 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
       const Message* tool = last_tool_result_since_last_user(req);
       if (!tool) {
         ModelResult r = tool_call_result("call_book_1", "book_room", R"({"room":"A1","day":"mon"})");
+        // "book two rooms": two calls in one answer (two approvals at once).
+        if (lower.find("two rooms") != std::string::npos)
+          r.tool_calls.push_back(ModelToolCall{"call_book_2", "book_room", R"({"room":"B2","day":"tue"})"});
         // "book a room and use change_theme": both calls in one answer (an approval and a client tool at once).
         if (const ToolDefinition* t = tool_asked_for(req, lower); t && t->name != "book_room")
           r.tool_calls.push_back(ModelToolCall{"call_use_1", t->name, sample_value(t->parameters, t->name, 0).dump()});
@@ -180,14 +183,36 @@ std::shared_ptr<ScriptedModel> make_demo_model(ScriptedModelOptions options) {
         auto it = j.is_object() ? j.find(key) : j.end();
         return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
       };
-      if (result.is_object() && result.contains("ok") && result["ok"] == true) {
-        static const std::map<std::string, std::string> days = {
-            {"mon", "Monday"}, {"tue", "Tuesday"},  {"wed", "Wednesday"}, {"thu", "Thursday"},
-            {"fri", "Friday"}, {"sat", "Saturday"}, {"sun", "Sunday"}};
-        std::string day = field(result, "day", "?");
+      static const std::map<std::string, std::string> days = {
+          {"mon", "Monday"}, {"tue", "Tuesday"},  {"wed", "Wednesday"}, {"thu", "Thursday"},
+          {"fri", "Friday"}, {"sat", "Saturday"}, {"sun", "Sunday"}};
+      auto booked = [&](const json& r) {
+        std::string day = field(r, "day", "?");
         if (auto it = days.find(day); it != days.end()) day = it->second;
-        return text_result(fmt::format("Your booking is confirmed: room {} on {}.", field(result, "room", "?"), day));
+        return fmt::format("room {} on {}", field(r, "room", "?"), day);
+      };
+      const Message* calls = nullptr;  // the answer that made the calls
+      for (const auto& m : req.messages)
+        if (m.role == Role::assistant && !m.tool_calls.empty()) calls = &m;
+      const auto bookings = calls ? std::count_if(calls->tool_calls.begin(), calls->tool_calls.end(),
+                                                  [](const ToolCall& c) { return c.name == "book_room"; })
+                                  : 0;
+      if (bookings > 1) {
+        // Several bookings: each one's outcome, in the order of the calls.
+        std::string list;
+        for (const auto& c : calls->tool_calls) {
+          if (c.name != "book_room") continue;
+          for (const auto& m : req.messages) {
+            if (m.role != Role::tool || m.tool_call_id != c.id) continue;
+            const json r = json::parse(m.text(), nullptr, false);
+            list += (list.empty() ? "" : ", ") +
+                    (r.is_object() && r.value("ok", false) == true ? booked(r) : std::string("not booked"));
+          }
+        }
+        return text_result("Your bookings: " + list + ".");
       }
+      if (result.is_object() && result.contains("ok") && result["ok"] == true)
+        return text_result(fmt::format("Your booking is confirmed: {}.", booked(result)));
       std::string why = tool->text();
       if (result.is_object() && result.contains("error")) why = field(result["error"], "message", why);
       return text_result("I did not book the room: " + why);

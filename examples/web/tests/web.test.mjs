@@ -141,6 +141,7 @@ test("golden path B rejected with a reason: the model is told why, nothing is bo
     await assistant(page, "I did not book the room").waitFor(WAIT);
     assert.match(await assistant(page, "I did not book the room").textContent(), /not this week/);
     assert.equal(await page.locator('[data-ui-type="booking_confirmation"]').count(), 0);
+    await page.screenshot({ path: join(shots, "rejected.png") });
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
@@ -163,6 +164,7 @@ test("golden path B with edited arguments: checked against the tool's schema, th
     await approval.getByRole("button", { name: "Approve with edits" }).click();
     await assistant(page, "Your booking is confirmed: room B2 on Tuesday.").waitFor(WAIT);
     assert.match(await page.locator('[data-ui-type="booking_confirmation"]').textContent(), /Room B2 booked for tue/);
+    await page.screenshot({ path: join(shots, "edited.png") });
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
@@ -180,6 +182,7 @@ test("Stop cancels the running turn; the page says so and takes the next message
     await page.getByRole("status").filter({ hasText: "Stopped." }).waitFor(WAIT);
     await send(page, "hello");
     await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "stopped.png") });
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
@@ -231,6 +234,7 @@ test("a connection cut mid-turn: the page reconnects and shows the whole answer 
     const history = await res.json();
     assert.equal(shown, history.messages[1].content);
     // The cut itself is reported by the browser and the client (a failed fetch); nothing else went wrong.
+    await page.screenshot({ path: join(shots, "reconnected.png") });
     assert.deepEqual(problems.filter((p) => !/Agent execution failed|network|Failed to fetch|ERR_/.test(p)), []);
   } finally {
     await context.close();
@@ -260,6 +264,7 @@ test("an image attached: previewed, uploaded, sent as an AG-UI part, and shown a
     const again = page.locator(".msg.user img.attachment");
     await again.waitFor(WAIT);
     await page.waitForFunction(() => document.querySelector(".msg.user img.attachment")?.naturalWidth === 1, null, WAIT);
+    await page.screenshot({ path: join(shots, "image.png") });
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
@@ -279,6 +284,7 @@ test("a job a tool started: its progress while it runs, its outcome in the chat 
     // Its outcome came as a run of its own: the page re-attached, and the call's result is the outcome.
     await page.locator(".tool-call", { hasText: "succeeded: rendered the beach" }).waitFor(WAIT);
     assert.match(await job.textContent(), /render_preview · succeeded/);
+    await page.screenshot({ path: join(shots, "job-outcome.png") });
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
@@ -348,6 +354,7 @@ test("voice input: recorded from the microphone, transcribed by the server, put 
     // The person sends the transcript as written.
     await page.getByRole("button", { name: "Send" }).click();
     await page.getByRole("group", { name: "Approval for book_room" }).waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "voice.png") });
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
@@ -469,6 +476,37 @@ test("keyboard only: sign in, ask, and approve without the mouse", async () => {
     await approval.getByRole("button", { name: "Approve" }).focus();
     await page.keyboard.press("Enter");
     await assistant(page, "Your booking is confirmed").waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "keyboard.png") });
+  } finally {
+    await context.close();
+  }
+});
+
+test("two approvals at once: each decided on its card, both sent in one resume", async () => {
+  const { page, context, problems } = await openPage();
+  const resumes = [];
+  page.on("request", (r) => {
+    if (r.method() === "POST" && r.url().endsWith("/agent/runs") && (r.postData() ?? "").includes('"resume"'))
+      resumes.push(JSON.parse(r.postData()).resume);
+  });
+  try {
+    await send(page, "please book two rooms");
+    const cards = page.getByRole("group", { name: "Approval for book_room" });
+    await cards.nth(1).waitFor(WAIT);
+    assert.equal(await cards.count(), 2);
+    await cards.nth(0).getByRole("button", { name: "Approve" }).click();
+    await cards.nth(0).getByText("Approved: waiting for the other decisions").waitFor(WAIT);
+    assert.equal(resumes.length, 0);  // nothing sent until every open interrupt has its decision
+    await cards.nth(1).getByRole("button", { name: "Reject" }).click();
+    await cards.nth(1).getByLabel("Reason").fill("one is enough");
+    await cards.nth(1).getByRole("button", { name: "Confirm reject" }).click();
+    await page.getByRole("button", { name: "Send" }).waitFor(WAIT);
+    await assistant(page, "Your bookings: room A1 on Monday, not booked.").waitFor(WAIT);
+    assert.equal(resumes.length, 1);
+    assert.deepEqual(resumes[0].map((e) => [e.status, e.payload.approved]), [["resolved", true], ["resolved", false]]);
+    assert.equal(await page.locator('[data-ui-type="booking_confirmation"]').count(), 1);
+    await page.screenshot({ path: join(shots, "two-approvals.png") });
+    assert.deepEqual(problems, []);
   } finally {
     await context.close();
   }
