@@ -511,3 +511,79 @@ test("two approvals at once: each decided on its card, both sent in one resume",
     await context.close();
   }
 });
+
+test("reasoning: the draft the organization stage rewrites is shown collapsed, the answer below it", async () => {
+  const organizing = await startConfigured({ runtime: { stages: { organization: { call_model: true } } } });
+  const { page, context, problems } = await openPage(organizing.url);
+  try {
+    await send(page, "hello");
+    const reasoning = page.locator("details.msg.reasoning");
+    await reasoning.waitFor(WAIT);
+    assert.equal(await reasoning.getAttribute("open"), null);  // collapsed
+    await reasoning.locator("summary").click();
+    assert.match(await reasoning.textContent(), /You said: "hello"/);
+    await assistant(page, "Done.").waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "reasoning.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("images dropped on the composer or pasted into the message box are attached too", async () => {
+  const { page, context, problems } = await openPage();
+  try {
+    const png = DOT.toString("base64");
+    await page.evaluate((b64) => {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const dropped = new DataTransfer();
+      dropped.items.add(new File([bytes], "dropped.png", { type: "image/png" }));
+      document.querySelector("form.composer").dispatchEvent(new DragEvent("drop", { dataTransfer: dropped, bubbles: true,
+        cancelable: true }));
+      const pasted = new DataTransfer();
+      pasted.items.add(new File([bytes], "pasted.png", { type: "image/png" }));
+      document.getElementById("message").dispatchEvent(new ClipboardEvent("paste", { clipboardData: pasted, bubbles: true,
+        cancelable: true }));
+    }, png);
+    await page.locator("figcaption", { hasText: "dropped.png" }).waitFor(WAIT);
+    await page.locator("figcaption", { hasText: "pasted.png" }).waitFor(WAIT);
+    await send(page, "two pictures");
+    await assistant(page, 'You said: "two pictures').waitFor(WAIT);
+    assert.equal(await page.locator(".msg.user img.attachment").count(), 2);
+    await page.screenshot({ path: join(shots, "dropped-and-pasted.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("token usage: a model that reports it gets the run's tokens in the footer", async () => {
+  // An OpenAI-compatible model (its streamed chat completions API) that answers every call with a short text and
+  // reports 12 prompt and 3 completion tokens.
+  const model = createHttpServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      const chunk = (o) => res.write(`data: ${JSON.stringify(o)}\n\n`);
+      chunk({ id: "c1", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { role: "assistant", content: "Hi there." } }] });
+      chunk({ id: "c1", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
+      chunk({ id: "c1", object: "chat.completion.chunk", model: "m", choices: [], usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } });
+      res.end("data: [DONE]\n\n");
+    });
+  });
+  await new Promise((resolve) => model.listen(0, "127.0.0.1", resolve));
+  const counted = await startServer(["--model", "openai"], {
+    OPENAI_BASE_URL: `http://127.0.0.1:${model.address().port}/v1`, OPENAI_API_KEY: "sk-test" });
+  const { page, context, problems } = await openPage(counted.url);
+  try {
+    await send(page, "hello");
+    await assistant(page, "Hi there.").waitFor(WAIT);
+    // Two model calls (the intent stage's and the execution stage's), 12 + 3 tokens each.
+    await page.locator("footer.usage", { hasText: "tokens: 24 in, 6 out" }).waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "usage.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+    await new Promise((resolve) => model.close(resolve));
+  }
+});
