@@ -135,8 +135,7 @@ void post_connect(ServerContext& s, ApiCall& c) {
   r.content_type = "text/event-stream";
   r.body = std::move(body);
   r.headers = {{"Cache-Control", "no-cache"}};
-  for (auto& h : c.extra) r.headers.push_back(h);
-  c.send(std::move(r));
+  c.send(std::move(r));  // with the call's CORS headers
 }
 
 }  // namespace agentrt::server

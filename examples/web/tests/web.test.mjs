@@ -5,7 +5,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -585,5 +585,41 @@ test("token usage: a model that reports it gets the run's tokens in the footer",
   } finally {
     await context.close();
     await new Promise((resolve) => model.close(resolve));
+  }
+});
+
+test("the page hosted on another origin talks to the server named at sign-in (its cors_origins allows the page)", async () => {
+  // dist/ on a plain static server of its own origin.
+  const host = createHttpServer((req, res) => {
+    const path = new URL(req.url, "http://x").pathname;
+    const file = join(dist, path === "/" ? "index.html" : path);
+    if (!file.startsWith(dist) || !existsSync(file)) return res.writeHead(404).end();
+    const type = file.endsWith(".js") ? "text/javascript" : file.endsWith(".css") ? "text/css" : "text/html";
+    res.writeHead(200, { "Content-Type": type }).end(readFileSync(file));
+  });
+  await new Promise((resolve) => host.listen(0, "127.0.0.1", resolve));
+  const origin = `http://127.0.0.1:${host.address().port}`;
+  const api = await startConfigured({ cors_origins: [origin] });
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console: ${m.text()}`);
+  });
+  try {
+    await page.goto(`${origin}/`);
+    await page.getByLabel("Token").fill(TOKEN);
+    await page.getByLabel("Server").fill(api.url);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await send(page, "hello");
+    await assistant(page, 'You said: "hello"').waitFor(WAIT);
+    const res = await fetch(`${api.url}/api/v1/agent/threads`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal((await res.json()).threads.length, 1);  // the thread is on the server named at sign-in
+    await page.screenshot({ path: join(shots, "other-origin.png") });
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+    await new Promise((resolve) => host.close(resolve));
   }
 });
