@@ -322,6 +322,21 @@ AGENTRT_API int32_t agentrt_threads_list(char** out, agentrt_runtime* rt, const 
  * user's thread (which looks exactly like an unknown one). */
 AGENTRT_API int32_t agentrt_thread_delete(agentrt_runtime* rt, const char* thread_id, const char* user_id);
 
+/* MCP servers (the config's mcp_servers; their tools are offered to the model as SERVER__TOOL). *out = a JSON array
+ * of {name, transport, state: "ready"|"starting"|"failed", protocolVersion, server, version, tools, restarts, error}
+ * ([] without servers). */
+AGENTRT_API int32_t agentrt_mcp_servers(char** out, agentrt_runtime* rt);
+
+/* The MCP servers' tools: a JSON array of {name, server, tool, description, inputSchema, outputSchema, hash,
+ * offered, problem?, changed?: {hash, definition}}. A tool whose server changed its definition after it was pinned
+ * has `changed` and is not offered until agentrt_mcp_tool_approve. */
+AGENTRT_API int32_t agentrt_mcp_tools(char** out, agentrt_runtime* rt);
+
+/* Takes the changed definition of MCP tool `name` (SERVER__TOOL) as approved and offers it again; *out = the tool as
+ * agentrt_mcp_tools lists it. AGENTRT_E_NOT_FOUND for a name that is not an MCP tool, AGENTRT_E_INVALID_STATE when
+ * its definition has not changed. */
+AGENTRT_API int32_t agentrt_mcp_tool_approve(char** out, agentrt_runtime* rt, const char* name);
+
 /* Stores a file a user sends on a thread (the thread must be the user's or not exist yet) in the runtime's
  * object store, under agent-inputs/{user}/{thread}/uploads/{id}. `bytes` (`len` bytes; NULL only when `len`
  * is 0: empty files are allowed) is borrowed for the call; `mime_type` e.g. "image/png" (parameters such as "; charset"

@@ -406,6 +406,36 @@ AGENTRT_API int32_t agentrt_threads_list(char** out, agentrt_runtime* rt, const 
   });
 }
 
+AGENTRT_API int32_t agentrt_mcp_servers(char** out, agentrt_runtime* rt) {
+  return guard("agentrt_mcp_servers", [&]() -> int32_t {
+    require_out(out);
+    json list = json::array();
+    for (const auto& s : state_of(rt).runtime().mcp_servers()) list.push_back(agentrt::mcp_server_to_json(s));
+    *out = dup_json(list);
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_mcp_tools(char** out, agentrt_runtime* rt) {
+  return guard("agentrt_mcp_tools", [&]() -> int32_t {
+    require_out(out);
+    json list = json::array();
+    for (const auto& t : state_of(rt).runtime().mcp_tools()) list.push_back(agentrt::mcp_tool_to_json(t));
+    *out = dup_json(list);
+    return AGENTRT_OK;
+  });
+}
+
+AGENTRT_API int32_t agentrt_mcp_tool_approve(char** out, agentrt_runtime* rt, const char* name) {
+  return guard("agentrt_mcp_tool_approve", [&]() -> int32_t {
+    require_out(out);
+    auto& st = state_of(rt);
+    if (!name || !*name) throw agentrt::Error(agentrt::ErrorCode::invalid_argument, "name must be a tool name");
+    *out = dup_json(agentrt::mcp_tool_to_json(st.runtime().approve_mcp_tool(name)));
+    return AGENTRT_OK;
+  });
+}
+
 AGENTRT_API int32_t agentrt_thread_delete(agentrt_runtime* rt, const char* thread_id, const char* user_id) {
   return guard("agentrt_thread_delete", [&]() -> int32_t {
     auto& st = state_of(rt);

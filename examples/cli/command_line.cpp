@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -27,15 +28,17 @@ const std::vector<CommandSpec>& commands() {
       {"threads", {"--json"}, nullptr},
       {"jobs", {"--thread", "--json"}, "thread"},
       {"events", {"--thread", "--after"}, "thread"},
+      {"tools", {"--json"}, nullptr},
       {"help", {}, nullptr},
       {"version", {}, nullptr},
   };
   return specs;
 }
 
-const std::set<std::string> kCommon = {"--data", "--config", "--user", "--verbose", "--demo-tools", "--demo-jobs"};
-const std::set<std::string> kTakesValue = {"--data",    "--config", "--user",  "--thread",
-                                           "--message", "--reason", "--after", "--demo-jobs"};
+const std::set<std::string> kCommon = {"--data",       "--config",    "--user", "--verbose",
+                                       "--demo-tools", "--demo-jobs", "--mcp"};
+const std::set<std::string> kTakesValue = {"--data",   "--config", "--user",      "--thread", "--message",
+                                           "--reason", "--after",  "--demo-jobs", "--mcp"};
 
 // `value` when all of it is an integer from lo to hi.
 std::optional<int64_t> whole_integer(const std::string& value, int64_t lo, int64_t hi) {
@@ -45,7 +48,60 @@ std::optional<int64_t> whole_integer(const std::string& value, int64_t lo, int64
   return n;
 }
 
+// Splits a command into words: blanks separate them, '...' and "..." keep blanks, a backslash escapes the next
+// character (outside '...').
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else if (c == '\\' && quote == '"' && i + 1 < s.size()) {
+        word += s[++i];
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < s.size()) {
+      word += s[++i];
+      in_word = true;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote) throw UsageError("--mcp: a quote is not closed in '" + s + "'");
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
 }  // namespace
+
+McpOption parse_mcp_option(const std::string& value) {
+  auto eq = value.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError("--mcp needs NAME=COMMAND (a program and its arguments) or NAME=URL, not '" + value + "'");
+  McpOption m;
+  m.name = value.substr(0, eq);
+  const std::string rest = value.substr(eq + 1);
+  if (rest.rfind("http://", 0) == 0 || rest.rfind("https://", 0) == 0) {
+    m.url = rest;
+  } else {
+    m.command = split_words(rest);
+    if (m.command.empty()) throw UsageError("--mcp " + m.name + "= names no command");
+  }
+  return m;
+}
 
 CliOptions parse_command_line(int argc, const char* const* argv) {
   CliOptions o;
@@ -112,6 +168,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
       auto ms = whole_integer(value, 1, 3600000);
       if (!ms) throw UsageError("--demo-jobs needs how long a demo job takes in ms (1-3600000), not '" + value + "'");
       o.demo_jobs_ms = *ms;
+    } else if (arg == "--mcp") {
+      o.mcp.push_back(parse_mcp_option(value));
     } else if (arg == "--thread") {
       o.thread = value;
       thread_given = true;
@@ -190,6 +248,8 @@ commands:
   jobs THREAD [--json]         the thread's jobs (long-running tool work): status, progress, age, last
                                message; --json prints the job records.
   events THREAD [--after SEQ]  the thread's stored AG-UI events, one JSON object a line.
+  tools [--json]               the tools the model is offered, per stage, with where each comes from
+                               (registered by this host, or an MCP server), and MCP tools held back.
   help                         this text.
 
 options:
@@ -197,6 +257,11 @@ options:
   --config FILE    runtime configuration JSON (see include/agentrt/config.hpp); --data overrides its
                    data_dir
   --user ID        the user owning the threads (default "local")
+  --mcp NAME=COMMAND, --mcp NAME=URL
+                   add an MCP server (repeatable): a program speaking MCP over stdio, e.g.
+                   --mcp 'everything=npx -y @modelcontextprotocol/server-everything', or a streamable
+                   HTTP endpoint. Its tools are offered as NAME__TOOL and need approval (a config file's
+                   mcp_servers says otherwise, see include/agentrt/mcp.hpp)
   --json           print the raw AG-UI events, one JSON object a line, instead of the human view
   --verbose, -v    also show runs, stages, the intent and reasoning, and info logs
   --demo-tools     register the demo tools (book_room, check_availability) with a real model too
@@ -220,7 +285,9 @@ std::string short_usage_text() {
        agentrt threads [--json]
        agentrt jobs THREAD [--json]
        agentrt events THREAD [--after SEQ]
-  options for every command: --data DIR (default ./agentrt-data), --config FILE, --user ID, --verbose
+       agentrt tools [--json]
+  options for every command: --data DIR (default ./agentrt-data), --config FILE, --user ID, --verbose,
+  --mcp NAME=COMMAND
   `agentrt help` explains them all.
 )";
 }

@@ -22,8 +22,18 @@ enum class ApprovalMode {
   ask,   // ask the person at the terminal (chat; resume without --yes/--no)
 };
 
+// --mcp NAME=COMMAND (stdio) or NAME=URL (streamable HTTP).
+struct McpOption {
+  std::string name;
+  std::vector<std::string> command;
+  std::string url;
+};
+
+// Parses the value of --mcp. Throws UsageError.
+McpOption parse_mcp_option(const std::string& value);
+
 struct CliOptions {
-  std::string command;  // chat | run | resume | history | threads | jobs | events | help | version
+  std::string command;  // chat | run | resume | history | threads | jobs | events | tools | help | version
   std::string data_dir = "agentrt-data";
   bool data_dir_given = false;  // --data was passed (it then overrides the config file's data_dir)
   std::string config_file;
@@ -34,9 +44,10 @@ struct CliOptions {
   std::string reason;  // --reason: why --no rejects
   bool json = false;
   bool verbose = false;
-  bool demo_tools = false;   // register the demo tools also with a real model
-  int64_t demo_jobs_ms = 0;  // --demo-jobs MS: the render_preview demo tool, its jobs finishing after MS
-  int64_t after = 0;         // events --after SEQ
+  bool demo_tools = false;     // register the demo tools also with a real model
+  int64_t demo_jobs_ms = 0;    // --demo-jobs MS: the render_preview demo tool, its jobs finishing after MS
+  int64_t after = 0;           // events --after SEQ
+  std::vector<McpOption> mcp;  // --mcp (added to the config's mcp_servers)
 };
 
 // Parses argv. Throws UsageError for an unknown command or option, a missing value, an option the command

@@ -50,6 +50,13 @@ void open_runtime(Host& host) {
   json cfg = host.opt.config_file.empty() ? json::object() : read_config_file(host.opt.config_file);
   if (host.opt.data_dir_given || !cfg.contains("data_dir")) cfg["data_dir"] = host.opt.data_dir;
   host.data_dir = cfg["data_dir"].is_string() ? cfg["data_dir"].get<std::string>() : host.opt.data_dir;
+  for (const auto& m : host.opt.mcp) {
+    json server = m.url.empty() ? json{{"command", m.command}} : json{{"url", m.url}};
+    if (cfg.contains("mcp_servers") && cfg["mcp_servers"].is_object() && cfg["mcp_servers"].contains(m.name))
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("--mcp {}: the config file already names an MCP server {}", m.name, m.name));
+    cfg["mcp_servers"][m.name] = std::move(server);
+  }
   RuntimeConfig config = runtime_config_from_json(cfg);
   const LogLevel threshold = host.opt.verbose ? LogLevel::info : LogLevel::warn;
   config.log_level = threshold;

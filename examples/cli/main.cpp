@@ -1,6 +1,7 @@
 // agentrt — the command-line host: chat, run, resume, history, threads and events on the embedded store.
 // The one-shot commands live here; `chat` in chat.cpp.
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "agentrt/records.hpp"
 #include "chat.hpp"
 #include "command_line.hpp"
+#include "event_printer.hpp"
 #include "host.hpp"
 #include "thread_report.hpp"
 
@@ -20,6 +22,69 @@ namespace {
 
 // --json: the answer on stdout, indented.
 void print_json(const json& j) { fmt::print("{}\n", j.dump(2, ' ', false, json::error_handler_t::replace)); }
+
+const char* approval_word(const ApprovalPolicy& p) {
+  switch (p.mode) {
+    case ApprovalPolicy::Mode::never: return "never";
+    case ApprovalPolicy::Mode::always: return "always";
+    case ApprovalPolicy::Mode::predicate: return "sometimes";
+  }
+  return "always";
+}
+
+// What the model is offered, stage by stage, and where each tool comes from; the MCP servers and what they hold back.
+int cmd_tools(Host& host) {
+  open_runtime(host);
+  std::map<std::string, McpToolInfo> mcp;
+  for (auto& t : host.rt->mcp_tools()) mcp.emplace(t.name, t);
+  json tools = json::array();
+  std::map<std::string, size_t> index;  // name -> position in `tools`
+  for (const char* stage : {"intent", "execution", "organization"})
+    for (const auto& e : host.rt->tools().offered(stage, std::nullopt)) {
+      auto [it, fresh] = index.emplace(e->spec.name, tools.size());
+      if (!fresh) {
+        tools[it->second]["stages"].push_back(stage);
+        continue;
+      }
+      auto m = mcp.find(e->spec.name);
+      json t = {{"name", e->spec.name},
+                {"source", m == mcp.end() ? std::string("host") : "mcp:" + m->second.server},
+                {"stages", json::array({stage})},
+                {"approval", approval_word(e->spec.approval)},
+                {"idempotent", e->spec.idempotent},
+                {"description", e->spec.description},
+                {"parameters", e->spec.parameters}};
+      tools.push_back(std::move(t));
+    }
+  json servers = json::array();
+  for (const auto& s : host.rt->mcp_servers()) servers.push_back(mcp_server_to_json(s));
+  json held = json::array();
+  for (const auto& [name, t] : mcp)
+    if (!t.offered)
+      held.push_back({{"name", name},
+                      {"server", t.server},
+                      {"reason", t.changed_hash.empty() ? t.problem : "its definition changed since it was approved"}});
+  if (host.opt.json) {
+    print_json({{"tools", tools}, {"mcpServers", servers}, {"heldBack", held}});
+    return kExitOk;
+  }
+  if (tools.empty()) fmt::print("no tools are offered\n");
+  for (const auto& t : tools) {
+    std::string stages;
+    for (const auto& st : t["stages"]) stages += (stages.empty() ? "" : ",") + st.get<std::string>();
+    fmt::print("{:<40} {:<16} {:<10} approval:{:<9} {}\n", t["name"].get<std::string>(), t["source"].get<std::string>(),
+               stages, t["approval"].get<std::string>(), one_line(t["description"].get<std::string>(), 60));
+  }
+  for (const auto& s : servers)
+    fmt::print(
+        "mcp server {}: {} {}{}{}\n", s["name"].get<std::string>(), s["transport"].get<std::string>(),
+        s["state"].get<std::string>(),
+        s["protocolVersion"].get<std::string>().empty() ? "" : " (MCP " + s["protocolVersion"].get<std::string>() + ")",
+        s["error"].get<std::string>().empty() ? "" : ": " + s["error"].get<std::string>());
+  for (const auto& h : held)
+    fmt::print("held back: {} ({})\n", h["name"].get<std::string>(), h["reason"].get<std::string>());
+  return kExitOk;
+}
 
 int cmd_run(Host& host) {
   open_runtime(host);
@@ -208,6 +273,7 @@ int main(int argc, char** argv) {
     if (c == "threads") return cmd_threads(host);
     if (c == "jobs") return cmd_jobs(host);
     if (c == "events") return cmd_events(host);
+    if (c == "tools") return cmd_tools(host);
     fmt::print(stderr, "agentrt: unknown command '{}'\n", c);
     return kExitUsage;
   } catch (const agentrt::Error& e) {

@@ -39,6 +39,8 @@ inline namespace v1 {
 //                         a run's context (AG-UI RunAgentInput.context): entries (default 64) and their bytes
 //                         together (default 65536); 0 refuses any
 //   max_state_bytes       a thread's shared state as JSON text (default 262144)
+//   mcp_servers           MCP servers whose tools the model is offered: {NAME: {...}} (mcp_servers_from_json)
+//   mcp_pins_path         where their tools' pinned definitions are kept (default <data_dir>/mcp-pins.json)
 // A config value nested deeper than kDefaultMaxJsonDepth is refused with Error(invalid_argument).
 RuntimeConfig runtime_config_from_json(const json& config);
 

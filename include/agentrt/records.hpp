@@ -8,6 +8,7 @@
 
 #include "agentrt/jobs.hpp"
 #include "agentrt/json.hpp"
+#include "agentrt/mcp.hpp"
 #include "agentrt/runtime.hpp"
 #include "agentrt/storage.hpp"
 
@@ -40,6 +41,13 @@ json thread_to_json(const ThreadRecord& t);
 // {id, url, mimeType, size, expiresAt, ref, part}; `part` is the content part that sends the upload in a
 // message: {type: "image"|"audio"|"video"|"document", source: {type: "url", value: url, mimeType}}.
 json upload_to_json(const Upload& u);
+
+// {name, transport, state, protocolVersion, server, version, tools, restarts, error}: an MCP server as the runtime
+// sees it (mcp.hpp).
+json mcp_server_to_json(const McpServerInfo& s);
+// {name, server, tool, description, inputSchema, outputSchema, hash, offered, problem?, changed?: {hash,
+// definition}}: an MCP tool (changed: the definition the server lists now, held back until approved).
+json mcp_tool_to_json(const McpToolInfo& t);
 
 // The content part type of a MIME type: "image", "audio", "video", else "document".
 std::string_view media_kind(std::string_view mime_type);

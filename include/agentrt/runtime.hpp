@@ -17,6 +17,7 @@
 #include "agentrt/json.hpp"
 #include "agentrt/json_limits.hpp"
 #include "agentrt/log.hpp"
+#include "agentrt/mcp.hpp"
 #include "agentrt/model.hpp"
 #include "agentrt/stages.hpp"
 #include "agentrt/storage.hpp"
@@ -80,6 +81,12 @@ struct RuntimeConfig {
   // thread that cancelled it, or on the sweeper's. Not called for a job that never started (its confirmation
   // was declined, expired or its turn cancelled). Exceptions are logged and ignored.
   std::function<void(const JobRecord&)> job_cancel_hook;
+  // MCP servers whose tools the model is offered (see mcp.hpp). The runtime starts them when it is constructed
+  // (and returns once each is ready or has failed its first start; one that fails is tried again with backoff) and
+  // stops them when it is destroyed.
+  std::vector<McpServerConfig> mcp_servers;
+  // Where the MCP tools' pinned definition hashes are kept ("" = in memory: a restart pins what it then finds).
+  std::string mcp_pins_path;
 };
 
 // A stored user upload (bytes under agent-inputs/{user}/{thread}/uploads/{id}).
@@ -262,6 +269,14 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   ToolRegistry& tools();
+
+  // The configured MCP servers and their tools (RuntimeConfig::mcp_servers). A tool whose definition the server
+  // changed after it was pinned is not offered to the model (runs in its stages report it as CUSTOM
+  // agentrt.mcp_tool_changed) until approve_mcp_tool(SERVER__TOOL) takes the new definition: Error(not_found) for a
+  // name that is not an MCP tool, Error(invalid_state) when its definition has not changed.
+  std::vector<McpServerInfo> mcp_servers() const;
+  std::vector<McpToolInfo> mcp_tools() const;
+  McpToolInfo approve_mcp_tool(std::string_view name);
 
   // Starts a turn: validates, commits the turn with its user message and RUN_STARTED, and queues the run.
   // Error(conflict) when the thread has an active turn; a repeated client message id returns the first

@@ -81,8 +81,17 @@ class ToolCompletion {
   // says the job runs; the job's outcome reaches the thread's history when the host completes it.
   bool start_job(JobStart job);
   bool done() const;
+  // Reports how far the call has got while it runs (an object, e.g. {progress, total, message}): streamed as
+  // CUSTOM agentrt.tool_progress {toolCallId, progress...} while the runtime waits for the call. Reports that
+  // arrive faster than the runtime streams them are coalesced (the latest wins). False once the call is done, or
+  // for a value that is not an object.
+  bool progress(json report);
   // Waits until completed, the deadline passes, or `cancel` fires. Returns false on timeout/cancel.
   bool wait_until(std::chrono::steady_clock::time_point deadline, const CancelToken& cancel) const;
+  // As wait_until, but also returns (true) when a progress report is waiting: take it with take_progress().
+  enum class Wake { done, progress, deadline, cancelled };
+  Wake wait_news(std::chrono::steady_clock::time_point deadline, const CancelToken& cancel) const;
+  std::optional<json> take_progress();
   struct Outcome {
     bool ok = false;
     ToolResult result;
@@ -116,6 +125,10 @@ struct ToolSpec {
   bool idempotent = false;  // safe to run again after a crash (and needs no commit before it runs)
   std::chrono::milliseconds timeout{30000};
   ToolHandler handler;
+  // Optional: called (on the run's thread) when the runtime stops waiting for a call its handler has not completed
+  // -- its timeout passed (reason "timeout") or its turn was cancelled ("cancelled") -- so the tool can stop the
+  // work it started. Exceptions are logged and ignored.
+  std::function<void(const ToolCallContext& call, std::string_view reason)> on_abandon;
 };
 
 // Thread-safe: registration and lookup under one mutex; specs are immutable once added.

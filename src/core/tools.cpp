@@ -23,6 +23,7 @@ struct ToolCompletion::State {
   mutable std::condition_variable cv;
   bool done = false;
   Outcome outcome;
+  std::optional<json> progress;  // the latest report not yet streamed
 };
 
 ToolCompletion::ToolCompletion() : state_(std::make_shared<State>()) {}
@@ -79,6 +80,38 @@ bool ToolCompletion::wait_until(std::chrono::steady_clock::time_point deadline, 
     state_->cv.wait_for(lock, slice);
   }
   return true;
+}
+
+bool ToolCompletion::progress(json report) {
+  if (!report.is_object()) return false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->done) return false;
+    state_->progress = std::move(report);
+  }
+  state_->cv.notify_all();
+  return true;
+}
+
+ToolCompletion::Wake ToolCompletion::wait_news(std::chrono::steady_clock::time_point deadline,
+                                               const CancelToken& cancel) const {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  for (;;) {
+    if (state_->done) return Wake::done;
+    if (state_->progress) return Wake::progress;
+    if (cancel.cancelled()) return Wake::cancelled;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return Wake::deadline;
+    auto slice = std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(20));
+    state_->cv.wait_for(lock, slice);
+  }
+}
+
+std::optional<json> ToolCompletion::take_progress() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::optional<json> p;
+  p.swap(state_->progress);
+  return p;
 }
 
 ToolCompletion::Outcome ToolCompletion::outcome() const {

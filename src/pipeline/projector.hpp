@@ -47,6 +47,8 @@ inline namespace v1 {
 
 // The CUSTOM event that records a client tool's answer (see above).
 inline constexpr std::string_view kToolAnswerEvent = "agentrt.tool_answer";
+// A running tool's progress report (ToolCompletion::progress): {toolCallId, ...the report}. Shown, not projected.
+inline constexpr std::string_view kToolProgressEvent = "agentrt.tool_progress";
 
 // A tool call's outcome as the run records it (the live path hands it over instead of the event's JSON).
 struct ToolOutcome {

@@ -56,6 +56,13 @@ Runtime::Impl::Impl(RuntimeConfig c)
   if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
   for (auto& t : cfg.tools) tools.add(std::move(t));
   cfg.tools.clear();
+  if (!cfg.mcp_servers.empty()) {
+    mcp = std::make_unique<mcp::McpTools>(cfg.mcp_servers, tools, cfg.mcp_pins_path, cfg.max_json_depth,
+                                          [this](LogLevel level, std::string_view component, std::string_view message) {
+                                            log(level, component, message);
+                                          });
+    mcp->start();
+  }
   hub.tail_external(cfg.store->external_version());
   cfg.store->heartbeat(cfg.instance_id, now_ms());
   group_commit = std::make_unique<GroupCommit>(cfg.flush_interval);
@@ -85,6 +92,7 @@ Runtime::Impl::Impl(RuntimeConfig c)
 Runtime::Impl::~Impl() {
   runs.cancel_all();
   workers->stop();  // runs what is queued (cancelled), then joins
+  if (mcp) mcp->stop();
   group_commit->stop();
   sweeper->stop();
   if (live_tail) live_tail->stop();
@@ -304,6 +312,16 @@ Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>(std::move(
 Runtime::~Runtime() = default;
 
 ToolRegistry& Runtime::tools() { return impl_->tools; }
+std::vector<McpServerInfo> Runtime::mcp_servers() const {
+  return impl_->mcp ? impl_->mcp->servers() : std::vector<McpServerInfo>{};
+}
+std::vector<McpToolInfo> Runtime::mcp_tools() const {
+  return impl_->mcp ? impl_->mcp->tools() : std::vector<McpToolInfo>{};
+}
+McpToolInfo Runtime::approve_mcp_tool(std::string_view name) {
+  if (!impl_->mcp) throw Error(ErrorCode::not_found, fmt::format("no MCP tool is named {}", name));
+  return impl_->mcp->approve(name);
+}
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
 namespace {
 ResumeInput resume_input(std::string_view turn_id, std::string_view approval_request_id,

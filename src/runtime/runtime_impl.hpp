@@ -21,6 +21,7 @@
 #include "agentrt/clock.hpp"
 #include "agentrt/runtime.hpp"
 #include "core/ids.hpp"
+#include "mcp/mcp_tools.hpp"
 #include "pipeline/run_emitter.hpp"
 #include "runtime/approvals.hpp"
 #include "runtime/attachment_flow.hpp"
@@ -100,6 +101,7 @@ struct Runtime::Impl {
 
   RuntimeConfig cfg;
   ToolRegistry tools;
+  std::unique_ptr<mcp::McpTools> mcp;  // the MCP servers' tools (registered in `tools`); null without servers
   EventHub hub;
 
   RunRegistry runs;                           // what runs here; turn changes wake wait()

@@ -11,6 +11,7 @@
 #include "agentrt/json_limits.hpp"
 #include "agentrt/records.hpp"
 #include "agentrt/summary.hpp"
+#include "pipeline/projector.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/event_wire.hpp"
 #include "runtime/turn_runner.hpp"
@@ -44,16 +45,6 @@ ToolExecutor::ToolExecutor(TurnRunner& runner, Runtime::Impl& rt, RunCtx& ctx) :
 
 std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& ids) {
   if (ids.empty()) return {};
-  struct Running {
-    std::string id;
-    std::shared_ptr<const ToolRegistry::Entry> entry;
-    ToolCompletion completion;
-    json args;
-    int64_t started_ms = 0;
-    std::chrono::steady_clock::time_point deadline;
-    std::string job_id;
-    bool job_confirmed = false;
-  };
   std::vector<Running> running;
   bool durable = false;
   for (const auto& id : ids) {
@@ -135,15 +126,7 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
     out.tool_call_id = r.id;
     out.tool_name = l->tool_name;
     out.args = r.args;
-    if (!r.completion.wait_until(r.deadline, ctx_.handle->cancel)) {
-      if (ctx_.handle->cancel.cancelled()) {
-        r.completion.fail("cancelled", "the turn was cancelled while the tool ran");
-        cancelled = true;
-      } else {
-        r.completion.fail("timeout",
-                          fmt::format("{} did not finish within {} ms", l->tool_name, r.entry->spec.timeout.count()));
-      }
-    }
+    if (!wait_for(r, *l)) cancelled = true;
     auto oc = r.completion.take_outcome();
     std::string summary;
     if (oc.ok && oc.job) {
@@ -214,6 +197,47 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
   if (jobs_touched) runner_.commit();
   if (cancelled) throw Error(ErrorCode::cancelled, "the turn was cancelled");
   return confirm;
+}
+
+bool ToolExecutor::wait_for(Running& r, const LedgerEntry& l) {
+  for (;;) {
+    switch (r.completion.wait_news(r.deadline, ctx_.handle->cancel)) {
+      case ToolCompletion::Wake::done: return true;
+      case ToolCompletion::Wake::progress:
+        if (auto report = r.completion.take_progress()) {
+          (*report)["toolCallId"] = r.id;
+          ctx_.em->emit(events::custom(std::string(kToolProgressEvent), std::move(*report)));
+        }
+        continue;
+      case ToolCompletion::Wake::cancelled:
+        if (r.completion.fail("cancelled", "the turn was cancelled while the tool ran")) abandon(r, l, "cancelled");
+        return false;
+      case ToolCompletion::Wake::deadline:
+        if (r.completion.fail(
+                "timeout", fmt::format("{} did not finish within {} ms", l.tool_name, r.entry->spec.timeout.count())))
+          abandon(r, l, "timeout");
+        return true;
+    }
+  }
+}
+
+void ToolExecutor::abandon(const Running& r, const LedgerEntry& l, std::string_view reason) {
+  if (!r.entry->spec.on_abandon) return;
+  ToolCallContext call;
+  call.thread_id = ctx_.turn.thread_id;
+  call.turn_id = ctx_.turn.id;
+  call.run_id = ctx_.turn.run_id;
+  call.user_id = ctx_.turn.user_id;
+  call.stage = l.stage;
+  call.tool_call_id = r.id;
+  call.tool_name = l.tool_name;
+  call.args = r.args;
+  call.job_id = r.job_id;
+  try {
+    r.entry->spec.on_abandon(call, reason);
+  } catch (const std::exception& e) {
+    rt_.log(LogLevel::warn, "tools", fmt::format("{}'s on_abandon threw: {}", l.tool_name, e.what()));
+  }
 }
 
 std::optional<std::string> ToolExecutor::invalid_result(const ToolResult& r, size_t max_depth) {

@@ -46,6 +46,22 @@ class ToolExecutor {
   void close_unanswered(const std::string& code, const std::string& message, ToolStatus not_run_status);
 
  private:
+  // A call the executor has handed to its tool.
+  struct Running {
+    std::string id;
+    std::shared_ptr<const ToolRegistry::Entry> entry;
+    ToolCompletion completion;
+    json args;
+    int64_t started_ms = 0;
+    std::chrono::steady_clock::time_point deadline;
+    std::string job_id;
+    bool job_confirmed = false;
+  };
+  // Waits for the call, streaming its progress reports; past its deadline or on the turn's cancel, fails it (and
+  // tells the tool through on_abandon). False when the turn was cancelled.
+  bool wait_for(Running& r, const LedgerEntry& l);
+  void abandon(const Running& r, const LedgerEntry& l, std::string_view reason);
+
   void record(const std::string& id, ToolAgentOutput out, const std::string& summary, const std::string* answer_id);
 
   // The runtime's record of jobs being started by the calls running now (JobService's in-flight jobs).

@@ -131,6 +131,7 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
     if (ctx_.turn.steps >= rt_.cfg.max_steps)
       throw Error(ErrorCode::invalid_state,
                   fmt::format("step limit reached: {} model calls in this turn", rt_.cfg.max_steps));
+    if (rt_.mcp) report_changed_mcp_tools(stage);
     auto defs = rt_.tools.definitions(to_string(stage), policy.tools);
     if (stage == Stage::execution && ctx_.handle)
       for (const auto& c : ctx_.handle->client_tools) defs.push_back(c.definition);
@@ -141,6 +142,18 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
       return true;
     }
     if (!process_tool_calls(std::move(answer.calls))) return false;
+  }
+}
+
+void TurnRunner::report_changed_mcp_tools(Stage stage) {
+  for (const auto& t : rt_.mcp->changed(to_string(stage))) {
+    if (!reported_mcp_changes_.insert(t.name + "@" + t.changed_hash).second) continue;
+    ctx_.em->emit(events::custom("agentrt.mcp_tool_changed", json{{"name", t.name},
+                                                                  {"server", t.server},
+                                                                  {"tool", t.tool},
+                                                                  {"approvedHash", t.hash},
+                                                                  {"hash", t.changed_hash},
+                                                                  {"definition", t.changed_definition}}));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -121,6 +122,8 @@ class TurnRunner {
   bool stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
                   std::string& final_text);
   ModelRequest build_request(Stage stage, const StagePolicy& policy, std::vector<ToolDefinition> defs);
+  // CUSTOM agentrt.mcp_tool_changed for each MCP tool of the stage held back for a changed definition (once a run).
+  void report_changed_mcp_tools(Stage stage);
   std::string unique_call_id(std::string_view proposed);
   class Sink;
   json worker_output(const std::string& answer);
@@ -177,6 +180,7 @@ class TurnRunner {
   void commit_failed(const Error& f);
   std::vector<TokenUsage> turn_usage_;
   std::string draft_;
+  std::set<std::string> reported_mcp_changes_;
   bool decision_pending_ = false;  // the deferred start is a resume's decision
   DeferredStart* deferred_ = nullptr;
 

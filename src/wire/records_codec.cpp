@@ -171,5 +171,27 @@ json stored_event_to_json(const StoredEvent& e) {
   return json{{"seq", e.seq}, {"event", parse_json_text(e.json, kMaxStoredJsonDepth, "a stored event")}};
 }
 
+json mcp_server_to_json(const McpServerInfo& s) {
+  return json{{"name", s.name},          {"transport", s.transport},
+              {"state", s.state},        {"protocolVersion", s.protocol_version},
+              {"server", s.server_name}, {"version", s.server_version},
+              {"tools", s.tools},        {"restarts", s.restarts},
+              {"error", s.error}};
+}
+
+json mcp_tool_to_json(const McpToolInfo& t) {
+  json j = {{"name", t.name},
+            {"server", t.server},
+            {"tool", t.tool},
+            {"description", t.description},
+            {"inputSchema", t.input_schema},
+            {"outputSchema", t.output_schema},
+            {"hash", t.hash},
+            {"offered", t.offered}};
+  if (!t.problem.empty()) j["problem"] = t.problem;
+  if (!t.changed_hash.empty()) j["changed"] = {{"hash", t.changed_hash}, {"definition", t.changed_definition}};
+  return j;
+}
+
 }  // namespace v1
 }  // namespace agentrt

@@ -427,6 +427,25 @@ class Runtime {
     return this._json(fns.agentrt_events_page, threadId, userId, afterSeq, limit);
   }
 
+  // ---------------------------------------------------------------------------------------- MCP servers
+
+  // The config's MCP servers: [{name, transport, state, protocolVersion, server, version, tools, restarts, error}].
+  mcpServers() {
+    return this._json(fns.agentrt_mcp_servers);
+  }
+
+  // Their tools: [{name, server, tool, description, inputSchema, outputSchema, hash, offered, problem?, changed?}];
+  // a tool with `changed` is held back until approveMcpTool(name).
+  mcpTools() {
+    return this._json(fns.agentrt_mcp_tools);
+  }
+
+  // Offers the changed definition of MCP tool `name` (SERVER__TOOL). NotFound for a name that is not an MCP tool,
+  // InvalidState when its definition has not changed.
+  approveMcpTool(name) {
+    return this._json(fns.agentrt_mcp_tool_approve, name);
+  }
+
   // ---------------------------------------------------------------------------------------- threads, uploads
 
   // The user's threads that are not deleted, most recently updated first: [{id, title, createdAt, updatedAt,

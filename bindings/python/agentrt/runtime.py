@@ -532,6 +532,22 @@ class Runtime:
         thread."""
         return self._call_json(lib.agentrt_events_page, thread_id.encode(), user_id.encode(), after_seq, limit)
 
+    # -- MCP servers
+    def mcp_servers(self):
+        """The config's MCP servers: a list of {name, transport, state, protocolVersion, server, version, tools,
+        restarts, error}."""
+        return self._call_json(lib.agentrt_mcp_servers)
+
+    def mcp_tools(self):
+        """Their tools: a list of {name, server, tool, description, inputSchema, outputSchema, hash, offered,
+        problem?, changed?}; a tool with `changed` is held back until approve_mcp_tool(name)."""
+        return self._call_json(lib.agentrt_mcp_tools)
+
+    def approve_mcp_tool(self, name):
+        """Offers the changed definition of MCP tool `name` (SERVER__TOOL). NotFound for a name that is not an MCP
+        tool, InvalidState when its definition has not changed."""
+        return self._call_json(lib.agentrt_mcp_tool_approve, name.encode())
+
     # -- threads and uploads
     def threads(self, user_id):
         """The user's threads that are not deleted, most recently updated first: a list of

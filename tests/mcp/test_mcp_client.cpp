@@ -1,0 +1,396 @@
+// The MCP client against tests/mcp/scripted_server.py over stdio: tools listed (paginated) and offered as
+// SERVER__TOOL, calls validated before they are sent, results mapped to the storage contracts, approval, timeouts
+// and cancels sent as notifications/cancelled, progress streamed, a server that crashes started again, hostile
+// output ending the call (never the process), changed definitions held back until approved, the configuration.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentrt/config.hpp"
+#include "agentrt/scripted_model.hpp"
+#include "support/runtime_fixture.hpp"
+
+using namespace agentrt;
+using namespace agentrt::testing;
+
+namespace {
+
+const std::string kServer = std::string(AGENTRT_SOURCE_DIR) + "/tests/mcp/scripted_server.py";
+
+// "call NAME ARGS" calls NAME with ARGS (JSON text) once; then answers with what the tool message says.
+ModelResult call_script(const ModelRequest& req) {
+  if (req.stage == "intent") return text_result("mcp");
+  if (req.stage == "organization") return text_result("organized");
+  const Message* user = last_user_message(req);
+  const std::string text = user ? user->text() : std::string();
+  if (const Message* tool = last_tool_result_since_last_user(req)) return text_result("Tool said: " + tool->content);
+  if (text.rfind("call ", 0) != 0) return text_result("nothing to call");
+  auto space = text.find(' ', 5);
+  std::string name = text.substr(5, space == std::string::npos ? std::string::npos : space - 5);
+  std::string args = space == std::string::npos ? "{}" : text.substr(space + 1);
+  return tool_call_result("call_1", name, args);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t count_lines_starting(const std::string& text, const std::string& prefix) {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+struct McpHarness {
+  TempDir dir;
+  std::string log_file = dir.file("calls.log");
+  std::mutex log_mutex;
+  std::vector<std::string> logged;
+  std::unique_ptr<Harness> h;
+
+  explicit McpHarness(json server = {}, std::map<std::string, std::string> env = {}) { open(std::move(server), env); }
+
+  void open(json server, std::map<std::string, std::string> env = {}) {
+    h.reset();
+    json cfg = {{"command", json::array({"python3", kServer})}, {"approval", "never"}};
+    for (auto& [k, v] : server.items()) cfg[k] = v;
+    cfg["env"]["MCP_TEST_LOG"] = log_file;
+    for (auto& [k, v] : env) cfg["env"][k] = v;
+    const std::string pins = dir.file("pins.json");
+    h = std::make_unique<Harness>(call_script, [&, cfg, pins](RuntimeConfig& c) {
+      c.mcp_servers = mcp_servers_from_json(json{{"scripted", cfg}});
+      c.mcp_pins_path = pins;
+      c.log_level = LogLevel::debug;
+      c.log = [this](LogLevel, std::string_view component, std::string_view message) {
+        std::lock_guard<std::mutex> lock(log_mutex);
+        logged.push_back(std::string(component) + ": " + std::string(message));
+      };
+    });
+  }
+  Runtime& rt() { return *h->rt; }
+
+  TurnRecord call(const std::string& thread, const std::string& tool, const std::string& args) {
+    h->threads.insert(thread);
+    return rt().run_turn(turn_input(thread, user_message("call " + tool + " " + args)));
+  }
+  // The outcome of the turn's one call (the ToolAgentOutput the ledger holds).
+  json outcome(const TurnRecord& t) {
+    auto ledger = rt().tool_calls(t.id);
+    REQUIRE(ledger.size() == 1);
+    REQUIRE(ledger[0].has_output());
+    return json::parse(ledger[0].output);
+  }
+  std::string calls() { return read_file(log_file); }
+  bool log_has(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(log_mutex);
+    for (const auto& l : logged)
+      if (l.find(needle) != std::string::npos) return true;
+    return false;
+  }
+  std::optional<McpToolInfo> tool(const std::string& name) {
+    for (auto& t : rt().mcp_tools())
+      if (t.name == name) return t;
+    return std::nullopt;
+  }
+};
+
+// Waits (without a fixed sleep) until `done` holds or 20 s pass.
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_SUITE("mcp") {
+  TEST_CASE("an MCP server's tools: listed over pages, offered as SERVER__TOOL, called once with checked arguments") {
+    McpHarness m;
+    auto servers = m.rt().mcp_servers();
+    REQUIRE(servers.size() == 1);
+    CHECK(servers[0].name == "scripted");
+    CHECK(servers[0].transport == "stdio");
+    CHECK(servers[0].state == "ready");
+    CHECK(servers[0].protocol_version == "2025-11-25");
+    CHECK(servers[0].server_name == "scripted");
+    CHECK(servers[0].server_version == "1.0");
+    CHECK(servers[0].tools == 13);  // 14 listed on 5 pages of 3; dotted.name cannot be a tool name here
+    auto echo = m.tool("scripted__echo");
+    REQUIRE(echo);
+    CHECK(echo->offered);
+    CHECK(echo->description == "Echoes the text");
+    CHECK(echo->hash.size() == 64);
+    auto dotted = m.tool("scripted__dotted.name");
+    REQUIRE(dotted);
+    CHECK_FALSE(dotted->offered);
+    CHECK(dotted->problem.find("name") != std::string::npos);
+    auto entry = m.rt().tools().find("scripted__echo");
+    REQUIRE(entry);
+    CHECK(entry->spec.parameters["required"] == json::array({"text"}));
+    CHECK_FALSE(entry->spec.idempotent);
+    CHECK(entry->spec.approval.mode == ApprovalPolicy::Mode::never);
+
+    auto t = m.call("t1", "scripted__echo", R"({"text":"hi"})");
+    CHECK(t.status == TurnStatus::completed);
+    json out = m.outcome(t);
+    CHECK(out["status"] == "succeeded");
+    CHECK(out["result"]["content"][0]["text"] == "echo: hi");
+    auto history = m.rt().history("t1");
+    REQUIRE(history.size() >= 3);
+    CHECK(history[2].role == Role::tool);
+    CHECK(history[2].content == "echo: hi");
+    CHECK(history.back().content.find("echo: hi") != std::string::npos);  // the whole result, this turn
+    CHECK(count_lines_starting(m.calls(), "echo ") == 1);
+
+    // Arguments that fail the inputSchema are refused before anything is sent.
+    auto bad = m.call("t2", "scripted__echo", R"({"txt":"hi"})");
+    CHECK(bad.status == TurnStatus::completed);
+    CHECK(m.outcome(bad)["status"] == "failed");
+    CHECK(count_lines_starting(m.calls(), "echo ") == 1);
+  }
+
+  TEST_CASE("tools/call results: structured content checked against the output schema, cards, reported errors") {
+    McpHarness m;
+    json add = m.outcome(m.call("t1", "scripted__add", R"({"a":2,"b":3})"));
+    CHECK(add["status"] == "succeeded");
+    CHECK(add["result"]["structuredContent"] == json{{"sum", 5}});
+
+    json bad = m.outcome(m.call("t2", "scripted__badstruct", "{}"));
+    CHECK(bad["status"] == "failed");
+    CHECK(bad["error"]["code"] == "invalid_result");
+    CHECK(bad["error"]["message"].get<std::string>().find("outputSchema at '/sum'") != std::string::npos);
+
+    json fail = m.outcome(m.call("t3", "scripted__fail", "{}"));
+    CHECK(fail["status"] == "failed");
+    CHECK(fail["error"] == json{{"code", "tool_error"}, {"message", "the printer is on fire"}});
+    auto history = m.rt().history("t3");
+    CHECK(history[2].content == "scripted__fail failed: the printer is on fire");
+
+    auto card = m.call("t4", "scripted__card", R"({"city":"Bergen"})");
+    json out = m.outcome(card);
+    CHECK(out["ui"] == json{{"type", "weather_card"},
+                            {"version", "v1"},
+                            {"data", {{"city", "Bergen"}, {"temperature", 3}}},
+                            {"actions", json::array()}});
+    auto evs = m.h->events("t4", 1, 0);
+    const json* result = find_event(evs, "TOOL_CALL_RESULT");
+    REQUIRE(result);
+    CHECK((*result)["content"] == "Bergen: 3 degrees");
+    CHECK((*result)["metadata"]["ui"]["type"] == "weather_card");
+  }
+
+  TEST_CASE("an MCP tool needs approval unless its server's configuration says otherwise") {
+    McpHarness m(json{{"approval", json{{"never", json::array({"add"})}}}});
+    CHECK(m.rt().tools().find("scripted__echo")->spec.approval.mode == ApprovalPolicy::Mode::always);
+    CHECK(m.rt().tools().find("scripted__add")->spec.approval.mode == ApprovalPolicy::Mode::never);
+    auto t = m.call("t1", "scripted__echo", R"({"text":"hi"})");
+    CHECK(t.status == TurnStatus::waiting_approval);
+    CHECK(m.calls().empty());  // nothing sent before the person decides
+    auto done = m.rt().resume_turn(
+        t.id, t.approval_request_id,
+        {Decision{t.interrupts.at(0).at("id").get<std::string>(), Decision::Action::approve, std::nullopt, ""}});
+    CHECK(done.status == TurnStatus::completed);
+    CHECK(count_lines_starting(m.calls(), "echo ") == 1);
+    CHECK(m.call("t2", "scripted__add", R"({"a":1,"b":1})").status == TurnStatus::completed);
+
+    McpHarness always;
+    always.open(json{{"approval", "always"}, {"idempotent", json::array({"echo"})}});
+    CHECK(always.rt().tools().find("scripted__add")->spec.approval.mode == ApprovalPolicy::Mode::always);
+    CHECK(always.rt().tools().find("scripted__echo")->spec.idempotent);
+  }
+
+  TEST_CASE("a call past its timeout, or whose turn is cancelled, is cancelled on the server") {
+    McpHarness m(json{{"timeout_ms", 300}});
+    auto t = m.call("t1", "scripted__slow", R"({"seconds":30})");
+    json out = m.outcome(t);
+    CHECK(out["status"] == "failed");
+    CHECK(out["error"]["code"] == "timeout");
+    CHECK(eventually([&] {
+      return m.calls().find("cancelled 1") != std::string::npos || count_lines_starting(m.calls(), "cancelled ") == 1;
+    }));
+    CHECK(m.calls().find("the call timed out") != std::string::npos);
+
+    McpHarness c(json{{"timeout_ms", 60000}});
+    c.h->threads.insert("t2");
+    auto handle = c.rt().start_turn(turn_input("t2", user_message(R"(call scripted__slow {"seconds":30})")));
+    REQUIRE(eventually([&] { return count_lines_starting(c.calls(), "slow ") == 1; }));
+    c.rt().cancel(handle.turn_id);
+    auto ended = c.h->wait(handle.turn_id);
+    CHECK(ended.status == TurnStatus::cancelled);
+    CHECK(eventually([&] { return c.calls().find("the turn was cancelled") != std::string::npos; }));
+    auto ledger = c.rt().tool_calls(handle.turn_id);
+    REQUIRE(ledger.size() == 1);
+    CHECK(ledger[0].status == LedgerStatus::interrupted);
+  }
+
+  TEST_CASE("progress notifications stream as agentrt.tool_progress while the call runs") {
+    McpHarness m;
+    auto t = m.call("t1", "scripted__progress", "{}");
+    CHECK(t.status == TurnStatus::completed);
+    auto evs = m.h->events("t1", 1, 0);
+    check_agui(evs);
+    std::vector<json> reports;
+    for (const auto& e : evs)
+      if (e["type"] == "CUSTOM" && e["name"] == "agentrt.tool_progress") reports.push_back(e["value"]);
+    REQUIRE(!reports.empty());  // reports that come faster than they are streamed are coalesced
+    CHECK(reports.back() == json{{"toolCallId", "call_1"}, {"progress", 3}, {"total", 3}, {"message", "step 3"}});
+    for (size_t i = 1; i < reports.size(); ++i) CHECK(reports[i]["progress"] > reports[i - 1]["progress"]);
+    // In the stream: after the call's start, before its result.
+    size_t start = 0, progress = 0, result = 0;
+    for (size_t i = 0; i < evs.size(); ++i) {
+      if (evs[i]["type"] == "TOOL_CALL_END") start = i;
+      if (evs[i]["type"] == "CUSTOM" && evs[i]["name"] == "agentrt.tool_progress" && !progress) progress = i;
+      if (evs[i]["type"] == "TOOL_CALL_RESULT") result = i;
+    }
+    CHECK(start < progress);
+    CHECK(progress < result);
+  }
+
+  TEST_CASE("hostile output (huge, deep, not JSON, another id) ends the call with a clear error; the server goes on") {
+    McpHarness m(json{{"max_message_bytes", 65536}});
+    struct Case {
+      const char* tool;
+      const char* says;
+    } cases[] = {{"huge", "a message of more than 65536 bytes"},
+                 {"deep", "it sent a message that is nested deeper than"},
+                 {"garbage", "it sent a message that is not valid JSON"},
+                 {"wrongid", "which it was not asked"}};
+    int n = 0;
+    for (const auto& c : cases) {
+      CAPTURE(std::string(c.tool));
+      CAPTURE(std::string(c.says));
+      auto t = m.call("t" + std::to_string(++n), std::string("scripted__") + c.tool, "{}");
+      CHECK(t.status == TurnStatus::completed);
+      json out = m.outcome(t);
+      CHECK(out["status"] == "failed");
+      CHECK(out["error"]["code"] == "mcp_protocol");
+      CHECK_MESSAGE(out["error"]["message"].get<std::string>().find(c.says) != std::string::npos, out.dump());
+      auto after = m.call("ok" + std::to_string(n), "scripted__echo", R"({"text":"still here"})");
+      CHECK(m.outcome(after)["result"]["content"][0]["text"] == "echo: still here");
+    }
+    CHECK(m.rt().mcp_servers()[0].restarts == 0);
+  }
+
+  TEST_CASE("a server that exits mid-call: the call fails (its outcome unknown), the server is started again") {
+    McpHarness m;
+    auto t = m.call("t1", "scripted__crash", "{}");
+    json out = m.outcome(t);
+    CHECK(out["status"] == "failed");
+    CHECK(out["error"]["code"] == "mcp_unavailable");
+    CHECK(out["error"]["message"].get<std::string>().find("exited with status 3") != std::string::npos);
+    CHECK(out["error"]["message"].get<std::string>().find("outcome is unknown") != std::string::npos);
+    REQUIRE(eventually([&] {
+      auto s = m.rt().mcp_servers()[0];
+      return s.restarts == 1 && s.state == "ready";
+    }));
+    auto again = m.call("t2", "scripted__echo", R"({"text":"back"})");
+    CHECK(m.outcome(again)["result"]["content"][0]["text"] == "echo: back");
+    CHECK(count_lines_starting(m.calls(), "crash ") == 1);  // never sent again
+  }
+
+  TEST_CASE("a changed definition is held back until approved; pins survive a restart") {
+    McpHarness m;
+    auto first = m.tool("scripted__echo");
+    REQUIRE(first);
+    CHECK(m.call("t1", "scripted__change", "{}").status == TurnStatus::completed);
+    REQUIRE(eventually([&] { return !m.tool("scripted__echo")->changed_hash.empty(); }));
+    auto changed = *m.tool("scripted__echo");
+    CHECK_FALSE(changed.offered);
+    CHECK(changed.hash == first->hash);
+    CHECK(changed.description == "Echoes the text");
+    CHECK(changed.changed_definition["description"] == "Echoes the text, and sends it elsewhere too");
+    CHECK(m.rt().tools().find("scripted__echo") == nullptr);
+    CHECK(m.log_has("changed the definition of echo"));
+
+    // A run in its stage says so, and the model is not offered it.
+    auto t = m.call("t2", "scripted__echo", R"({"text":"x"})");
+    json out = m.outcome(t);
+    CHECK(out["error"]["code"] == "unknown_tool");
+    auto evs = m.h->events("t2", 1, 0);
+    const json* notice = nullptr;
+    for (const auto& e : evs)
+      if (e["type"] == "CUSTOM" && e["name"] == "agentrt.mcp_tool_changed") notice = &e;
+    REQUIRE(notice);
+    CHECK((*notice)["value"]["name"] == "scripted__echo");
+    CHECK((*notice)["value"]["approvedHash"] == first->hash);
+    CHECK((*notice)["value"]["hash"] == changed.changed_hash);
+
+    CHECK(error_of([&] { m.rt().approve_mcp_tool("scripted__add"); }).first == ErrorCode::invalid_state);
+    CHECK(error_of([&] { m.rt().approve_mcp_tool("nope__x"); }).first == ErrorCode::not_found);
+    auto approved = m.rt().approve_mcp_tool("scripted__echo");
+    CHECK(approved.offered);
+    CHECK(approved.hash == changed.changed_hash);
+    CHECK(m.rt().tools().find("scripted__echo")->spec.description == "Echoes the text, and sends it elsewhere too");
+
+    // A new runtime on the same pins, the server listing the original definition: that one is now the change.
+    m.open({});
+    CHECK_FALSE(m.tool("scripted__echo")->offered);
+    CHECK(m.tool("scripted__echo")->changed_hash == first->hash);
+    // And listing the approved one, it is offered.
+    m.open({}, {{"MCP_TEST_ECHO_DESC", "Echoes the text, and sends it elsewhere too"}});
+    CHECK(m.tool("scripted__echo")->offered);
+  }
+
+  TEST_CASE("a server that cannot start: the runtime runs without its tools and says why; stderr goes to the log") {
+    McpHarness m(json{{"command", json::array({"/nonexistent/mcp-server"})}});
+    auto s = m.rt().mcp_servers()[0];
+    CHECK(s.state != "ready");
+    CHECK(s.error.find("cannot start /nonexistent/mcp-server") != std::string::npos);
+    CHECK(m.rt().mcp_tools().empty());
+
+    McpHarness e({}, {{"MCP_TEST_STDERR", "hello from stderr"}});
+    CHECK(eventually([&] { return e.log_has("MCP server scripted: hello from stderr"); }));
+  }
+
+  TEST_CASE("mcp_servers configuration: what it takes and what it refuses") {
+    auto c = mcp_servers_from_json(json::parse(R"({"files":{"command":["npx","-y","srv"],"args":["/tmp"],
+      "env":{"A":"1"},"cwd":"/","approval":{"never":["read"]},"stages":["execution","organization"],
+      "timeout_ms":5000,"tools":{"include":["read","list"],"exclude":["list"]},"idempotent":["read"]},
+      "web":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer x"},"approval":"never"}})"));
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].name == "files");
+    CHECK(c[0].command == std::vector<std::string>{"npx", "-y", "srv", "/tmp"});
+    CHECK(c[0].env.at("A") == "1");
+    CHECK(c[0].approval_always);
+    CHECK(c[0].approval_exempt == std::set<std::string>{"read"});
+    CHECK(c[0].stages == std::vector<std::string>{"execution", "organization"});
+    CHECK(c[0].timeout == std::chrono::milliseconds(5000));
+    CHECK(*c[0].include == std::set<std::string>{"list", "read"});
+    CHECK(c[0].exclude == std::set<std::string>{"list"});
+    CHECK(c[1].url == "http://127.0.0.1:9/mcp");
+    CHECK_FALSE(c[1].approval_always);
+
+    auto refused = [](const char* text) { return error_of([&] { mcp_servers_from_json(json::parse(text)); }); };
+    CHECK(refused(R"([])").second == "mcp_servers: must be an object {NAME: {...}}");
+    CHECK(refused(R"({"a__b":{"command":["x"]}})").first == ErrorCode::invalid_argument);
+    CHECK(refused(R"({"a":{}})").second == "mcp_servers.a: give either a command (stdio) or a url (streamable HTTP)");
+    CHECK(refused(R"({"a":{"command":["x"],"url":"http://h"}})").first == ErrorCode::invalid_argument);
+    CHECK(refused(R"({"a":{"url":"ftp://h"}})").first == ErrorCode::invalid_argument);
+    CHECK(refused(R"({"a":{"command":["x"],"approval":"sometimes"}})").first == ErrorCode::invalid_argument);
+    CHECK(refused(R"({"a":{"command":["x"],"stages":["planning"]}})").first == ErrorCode::invalid_argument);
+    CHECK(refused(R"({"a":{"command":["x"],"timeout_ms":0}})").first == ErrorCode::invalid_argument);
+    CHECK(refused(R"({"a":{"command":["x"],"colour":"red"}})").second.find("unknown key 'colour'") !=
+          std::string::npos);
+    CHECK(refused(R"({"a":{"command":["x"],"protocol_version":"1999-01-01"}})").first == ErrorCode::invalid_argument);
+    // Through the runtime config too.
+    TempDir dir;
+    CHECK(error_of([&] {
+            runtime_config_from_json(json{{"data_dir", dir.path.string()},
+                                          {"model", {{"type", "demo"}}},
+                                          {"mcp_servers", {{"x", {{"command", 7}}}}}});
+          }).first == ErrorCode::invalid_argument);
+  }
+}
