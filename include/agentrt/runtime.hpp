@@ -159,10 +159,22 @@ struct TurnHandle {
 
 struct Decision {
   enum class Action { approve, reject, cancel };
+  Decision() = default;
+  Decision(std::string interrupt, Action act, std::optional<json> edited = std::nullopt, std::string why = {},
+           std::optional<json> answer = std::nullopt)
+      : interrupt_id(std::move(interrupt)),
+        action(act),
+        edited_args(std::move(edited)),
+        reason(std::move(why)),
+        response(std::move(answer)) {}
+
   std::string interrupt_id;  // or the tool call id
   Action action = Action::approve;
   std::optional<json> edited_args;  // approve with edits: a full replacement, validated again
   std::string reason;               // reject: what the model is told
+  // An interrupt with reason "input_required" (a tool asking a person): approve = accept with this answer (valid for
+  // the interrupt's responseSchema; none = {}), reject = decline, cancel = cancel. The call runs again with it.
+  std::optional<json> response;
 };
 // What continues a paused turn (WAITING_APPROVAL or WAITING_CLIENT): a decision for every open interrupt and an
 // answer for every pending client tool call, both exactly once.
@@ -179,7 +191,7 @@ struct ResumeInput {
   std::optional<json> state;
 };
 
-// {interruptId|toolCallId, action|approved, editedArgs, reason}. Error(invalid_argument) for a malformed
+// {interruptId|toolCallId, action|approved, editedArgs, reason, response}. Error(invalid_argument) for a malformed
 // decision or one nested deeper than max_depth (from_json: kDefaultMaxJsonDepth).
 Decision decision_from_json(const json& j, size_t max_depth);
 void from_json(const json& j, Decision& d);

@@ -58,6 +58,19 @@ struct ToolCallContext {
   // The thread's shared state (AG-UI state) when the call started: {} when the thread has none. A tool changes it
   // by answering with ToolResult::state_delta.
   json state = json::object();
+  // The person's answer when the call runs again after it asked for input (ToolCompletion::need_input):
+  // {action: "accept" | "decline" | "cancel", content (accept: the answer, valid for the request's schema),
+  //  state (what the tool kept with the request)}. Null on a first run.
+  json input;
+};
+
+// What a running call asks of a person (ToolCompletion::need_input): its turn pauses with an interrupt
+// {reason: "input_required" (AG-UI 1.0), message, responseSchema: schema}, and the call runs again with the answer in
+// ToolCallContext::input.
+struct InputRequest {
+  std::string message;
+  json schema = json{{"type", "object"}};  // the answer's JSON Schema (an object schema)
+  json state;  // kept with the call (it travels in the interrupt's metadata.inputState) and handed back
 };
 
 // A successful tool outcome.
@@ -80,6 +93,9 @@ class ToolCompletion {
   // Answers "started job ToolCallContext::job_id" instead of a result (see jobs.hpp). The call's tool result
   // says the job runs; the job's outcome reaches the thread's history when the host completes it.
   bool start_job(JobStart job);
+  // Answers "ask a person first": the call pauses until its turn is resumed (see InputRequest). The call is not
+  // finished: it runs again with the answer, also when the person declines or cancels.
+  bool need_input(InputRequest request);
   bool done() const;
   // Reports how far the call has got while it runs (an object, e.g. {progress, total, message}): streamed as
   // CUSTOM agentrt.tool_progress {toolCallId, progress...} while the runtime waits for the call. Reports that
@@ -96,7 +112,8 @@ class ToolCompletion {
     bool ok = false;
     ToolResult result;
     ToolError error;
-    std::optional<JobStart> job;  // ok and the tool started a job
+    std::optional<JobStart> job;        // ok and the tool started a job
+    std::optional<InputRequest> input;  // ok and the tool asks a person first
   };
   Outcome outcome() const;  // valid once done()
   // The outcome moved out (valid once done(); later calls find it empty): what the runtime reads, so that a

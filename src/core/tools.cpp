@@ -64,6 +64,18 @@ bool ToolCompletion::start_job(JobStart job) {
   return true;
 }
 
+bool ToolCompletion::need_input(InputRequest request) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->done) return false;
+    state_->done = true;
+    state_->outcome.ok = true;
+    state_->outcome.input = std::move(request);
+  }
+  state_->cv.notify_all();
+  return true;
+}
+
 bool ToolCompletion::done() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->done;

@@ -52,7 +52,8 @@ class HttpTransport final : public McpTransport {
       std::lock_guard<std::mutex> lock(mutex_);
       version_ = version;
     }
-    // Messages the server sends outside an answer (tools/list_changed) come on a GET stream.
+    // Messages the server sends outside an answer (tools/list_changed) come on a GET stream (none in 2026-07-28).
+    if (version.empty() || version == kMcpProtocolStateless) return;
     std::lock_guard<std::mutex> lock(threads_mutex_);
     if (!listener_.joinable()) listener_ = std::thread([this] { listen(); });
   }
@@ -96,6 +97,11 @@ class HttpTransport final : public McpTransport {
     }
   }
 
+  bool stateless() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return version_ == kMcpProtocolStateless;
+  }
+
   std::string session_id() {
     std::lock_guard<std::mutex> lock(mutex_);
     return session_;
@@ -133,6 +139,8 @@ class HttpTransport final : public McpTransport {
       return;
     }
     if (!id.is_null() && m.contains("id") && m["id"] == id && !m.contains("method")) answered = true;
+    // A request of the server's on the answer's stream belongs to that call (how an elicitation finds its call).
+    if (!id.is_null() && m.contains("method") && m.contains("id")) m[std::string(kRelatedRequestKey)] = id;
     events_.on_message(std::move(m));
   }
 
@@ -163,6 +171,12 @@ class HttpTransport final : public McpTransport {
       net::HttpRequest req = request("POST");
       req.headers.emplace_back("Content-Type", "application/json");
       req.headers.emplace_back("Accept", "application/json, text/event-stream");
+      if (stateless()) {  // 2026-07-28's routing headers
+        req.headers.emplace_back("Mcp-Method", message.value("method", ""));
+        const json* params = message.contains("params") ? &message["params"] : nullptr;
+        if (params && params->is_object() && params->contains("name") && (*params)["name"].is_string())
+          req.headers.emplace_back("Mcp-Name", (*params)["name"].get<std::string>());
+      }
       req.body = message.dump(-1, ' ', false, json::error_handler_t::replace);
       SseReader sse{*this, id, answered, {}, {}, 0};
       bool streaming = false;

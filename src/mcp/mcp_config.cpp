@@ -100,9 +100,11 @@ McpServerConfig server_from_json(const std::string& name, const json& j) {
   if (const json* v = r.find("idempotent"))
     for (auto& s : strings(r, *v, "idempotent")) c.idempotent.insert(s);
   c.protocol_version = r.optional_string("protocol_version");
-  if (!c.protocol_version.empty() && c.protocol_version != kMcpProtocolSessions && c.protocol_version != "2025-06-18" &&
+  if (!c.protocol_version.empty() && c.protocol_version != kMcpProtocolStateless &&
+      c.protocol_version != kMcpProtocolSessions && c.protocol_version != "2025-06-18" &&
       c.protocol_version != "2025-03-26")
-    r.wrong_value("protocol_version", fmt::format("{}, 2025-06-18 or 2025-03-26", kMcpProtocolSessions),
+    r.wrong_value("protocol_version",
+                  fmt::format("{}, {}, 2025-06-18 or 2025-03-26", kMcpProtocolStateless, kMcpProtocolSessions),
                   json(c.protocol_version));
   return c;
 }

@@ -107,6 +107,7 @@ void McpConnection::run_once() {
     closed_ = false;
     closed_why_.clear();
     relist_ = false;
+    stateless_ = false;
     transport_ = std::move(transport);
   }
   struct Closer {
@@ -159,10 +160,59 @@ void McpConnection::run_once() {
   }
 }
 
+json McpConnection::client_capabilities() { return json{{"elicitation", {{"form", json::object()}}}}; }
+
+bool McpConnection::discover() {
+  // 2026-07-28 has no handshake: server/discover says what the server is, and every request carries the version.
+  json params = {{"_meta",
+                  {{"io.modelcontextprotocol/protocolVersion", kMcpProtocolStateless},
+                   {"io.modelcontextprotocol/clientCapabilities", client_capabilities()},
+                   {"io.modelcontextprotocol/clientInfo", {{"name", "agentrt"}, {"version", "0.1.0"}}}}}};
+  McpTransport* t = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    t = transport_.get();
+  }
+  if (t) t->set_protocol_version(std::string(kMcpProtocolStateless));  // its headers go with the discovery
+  // Probing (no version configured): a server of the older protocol answers with an error at once; one that stays
+  // silent is not waited for long.
+  const auto wait = cfg_.protocol_version.empty()
+                        ? std::min<std::chrono::milliseconds>(cfg_.startup_timeout, std::chrono::seconds(3))
+                        : cfg_.startup_timeout;
+  RpcOutcome r = call("server/discover", std::move(params), wait);
+  if (r.ok && !(r.result.is_object() && r.result.value("supportedVersions", json()).is_array())) r.ok = false;
+  if (!r.ok && t) t->set_protocol_version("");
+  if (!r.ok) {
+    if (cfg_.protocol_version == kMcpProtocolStateless)
+      throw Error(ErrorCode::io, fmt::format("server/discover failed: {}", r.message));
+    return false;  // a server of the session-based protocol: initialize it
+  }
+  const json& res = r.result;
+  const json versions = res.is_object() ? res.value("supportedVersions", json()) : json();
+  bool speaks =
+      versions.is_array() && std::find(versions.begin(), versions.end(), json(kMcpProtocolStateless)) != versions.end();
+  if (!speaks) {
+    if (cfg_.protocol_version == kMcpProtocolStateless)
+      throw Error(ErrorCode::unsupported, fmt::format("the server does not list {} among its supportedVersions: {}",
+                                                      kMcpProtocolStateless, short_text(versions)));
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stateless_ = true;
+  info_.protocol_version = std::string(kMcpProtocolStateless);
+  const json si = res.contains("serverInfo") && res["serverInfo"].is_object() ? res["serverInfo"] : json::object();
+  info_.server_name = si.value("name", "");
+  info_.server_version = si.value("version", "");
+  return true;
+}
+
 void McpConnection::initialize() {
+  if (cfg_.protocol_version.empty() || cfg_.protocol_version == kMcpProtocolStateless) {
+    if (discover()) return;
+  }
   const std::string wanted = cfg_.protocol_version.empty() ? kSessionVersions.front() : cfg_.protocol_version;
   json params = {{"protocolVersion", wanted},
-                 {"capabilities", json::object()},
+                 {"capabilities", client_capabilities()},
                  {"clientInfo", {{"name", "agentrt"}, {"version", "0.1.0"}}}};
   RpcOutcome r = call("initialize", std::move(params), cfg_.startup_timeout);
   if (!r.ok) throw Error(ErrorCode::io, fmt::format("initialize failed: {}", r.message));
@@ -170,6 +220,7 @@ void McpConnection::initialize() {
     throw Error(ErrorCode::io, fmt::format("initialize answered without a protocolVersion: {}", short_text(r.result)));
   const std::string version = r.result["protocolVersion"].get<std::string>();
   const bool known = std::find(kSessionVersions.begin(), kSessionVersions.end(), version) != kSessionVersions.end();
+  // (a 2026-07-28 server that does not answer server/discover is not one: it is refused below)
   if (!known || (!cfg_.protocol_version.empty() && version != cfg_.protocol_version))
     throw Error(
         ErrorCode::unsupported,
@@ -221,15 +272,20 @@ void McpConnection::send(const json& message) {
   t->send(message);
 }
 
-int64_t McpConnection::request(const std::string& method, json params, Done done, Progress on_progress) {
+int64_t McpConnection::request(const std::string& method, json params, Done done, Progress on_progress,
+                               Input on_input) {
   int64_t id;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     id = next_id_++;
-    Pending p{std::move(done), std::move(on_progress), {}};
+    Pending p{std::move(done), std::move(on_progress), {}, std::move(on_input)};
     if (p.progress) {
       p.progress_token = fmt::format("agentrt-{}", id);
       params["_meta"]["progressToken"] = p.progress_token;
+    }
+    if (stateless_) {
+      params["_meta"]["io.modelcontextprotocol/protocolVersion"] = kMcpProtocolStateless;
+      params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = client_capabilities();
     }
     pending_.emplace(id, std::move(p));
   }
@@ -311,7 +367,7 @@ void McpConnection::on_message(json m) {
   if (m.contains("method")) {
     if (!m["method"].is_string()) return violation("a method that is not a string");
     const std::string method = m["method"].get<std::string>();
-    if (m.contains("id")) return answer(m);
+    if (m.contains("id")) return method == "elicitation/create" ? elicit(m) : answer(m);
     if (method == "notifications/tools/list_changed") {
       std::lock_guard<std::mutex> lock(mutex_);
       relist_ = true;
@@ -360,6 +416,45 @@ void McpConnection::on_message(json m) {
     return p.done(RpcOutcome{false, {}, "mcp_error", fmt::format("{} (error {})", message, code)});
   }
   p.done(RpcOutcome{true, std::move(m["result"]), {}, {}});
+}
+
+void McpConnection::respond(const json& server_request_id, json result) {
+  send({{"jsonrpc", "2.0"}, {"id", server_request_id}, {"result", std::move(result)}});
+}
+
+void McpConnection::elicit(const json& request) {
+  Input input;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const json related = request.value(std::string(kRelatedRequestKey), json());
+    if (related.is_number_integer()) {
+      auto it = pending_.find(related.get<int64_t>());
+      if (it != pending_.end()) input = it->second.input;
+    } else {
+      int takers = 0;
+      for (auto& [id, p] : pending_)
+        if (p.input) {
+          ++takers;
+          input = p.input;
+        }
+      if (takers > 1) input = nullptr;  // which call asks cannot be told
+    }
+  }
+  const json params = request.contains("params") && request["params"].is_object() ? request["params"] : json::object();
+  if (!input || params.value("mode", "form") != "form") {
+    json reply = {{"jsonrpc", "2.0"},
+                  {"id", request["id"]},
+                  {"error",
+                   {{"code", -32602},
+                    {"message", input ? "agentrt answers form elicitations only"
+                                      : "agentrt cannot tell which of its calls this elicitation belongs to"}}}};
+    try {
+      send(reply);
+    } catch (const std::exception&) {
+    }
+    return;
+  }
+  input(request["id"], params);
 }
 
 void McpConnection::answer(const json& request) {

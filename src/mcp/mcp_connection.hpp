@@ -54,7 +54,12 @@ class McpConnection {
   // `on_progress` gets the server's notifications/progress for it. Returns the request's id (for cancel()).
   using Done = std::function<void(RpcOutcome)>;
   using Progress = std::function<void(const json& params)>;
-  int64_t request(const std::string& method, json params, Done done, Progress on_progress = {});
+  // The server asks for input while the request runs (elicitation/create): its request id and params; answer it
+  // with respond().
+  using Input = std::function<void(const json& server_request_id, const json& params)>;
+  int64_t request(const std::string& method, json params, Done done, Progress on_progress = {}, Input on_input = {});
+  // Answers a request of the server's (an elicitation) with `result`. Throws Error(io) when the server is gone.
+  void respond(const json& server_request_id, json result);
   // A request waited for (up to `timeout`).
   RpcOutcome call(const std::string& method, json params, std::chrono::milliseconds timeout);
   // Stops waiting for `id` and tells the server (notifications/cancelled with `reason`); `done` is not called.
@@ -68,16 +73,23 @@ class McpConnection {
     Done done;
     Progress progress;
     std::string progress_token;
+    Input input;
   };
 
   void supervise();
   // One life of the transport: open, initialize, list, serve until it closes. Throws on a failed start.
   void run_once();
   void initialize();
+  // Tries the stateless protocol (server/discover); false when the server speaks the session-based one.
+  bool discover();
+  static json client_capabilities();
   std::vector<json> list_tools();
   void on_message(json message);
   void on_closed(const std::string& why);
   void answer(const json& request);
+  // An elicitation/create of the server's, to the call it belongs to (the one its transport says, or the only call
+  // that can take one).
+  void elicit(const json& request);
   void fail_all(const std::string& code, const std::string& message);
   void set_state(const std::string& state, const std::string& error = "");
   void send(const json& message);
@@ -96,6 +108,7 @@ class McpConnection {
   bool closed_ = false;  // the current transport has closed
   std::string closed_why_;
   bool relist_ = false;        // notifications/tools/list_changed arrived
+  bool stateless_ = false;     // 2026-07-28: every request carries the version and capabilities in _meta
   bool started_once_ = false;  // the first start has succeeded or failed
   McpServerInfo info_;
   std::atomic<bool> stopping_{false};

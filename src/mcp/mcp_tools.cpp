@@ -12,6 +12,7 @@
 
 #include "agentrt/error.hpp"
 #include "agentrt/json_limits.hpp"
+#include "core/ids.hpp"
 #include "util/crypto.hpp"
 
 namespace agentrt {
@@ -50,10 +51,15 @@ bool valid_tool_name(std::string_view s) {
 
 }  // namespace
 
+class CallTable;
+
 struct McpTools::Server {
   McpServerConfig cfg;
   std::unique_ptr<McpConnection> conn;
   std::map<std::string, McpToolInfo> tools;  // by SERVER__TOOL
+  // Each tool's calls, kept when the tool is offered again (a re-listing), so a call waiting for a person's input
+  // finds its session after it.
+  std::map<std::string, std::shared_ptr<CallTable>> calls;
 };
 
 McpTools::McpTools(std::vector<McpServerConfig> servers, ToolRegistry& registry, std::string pins_path,
@@ -207,6 +213,205 @@ void McpTools::offer(Server& server, McpToolInfo& t) {
   }
 }
 
+// The calls of one MCP tool: each a tools/call in flight, which may pause for a person's input -- an elicitation
+// the server sends while the call runs (2025-11-25: the call stays open and the answer goes back on it, so it needs
+// the same session), or an input_required result (2026-07-28: the call is sent again with the answer and the
+// server's requestState). Thread-safe: one mutex for the table and its slots.
+class CallTable {
+ public:
+  CallTable(McpConnection* conn, std::string server, std::string tool)
+      : conn_(conn), server_(std::move(server)), tool_(std::move(tool)) {}
+
+  // The tool's output schema (none: null), as its approved definition says.
+  void set_output(std::shared_ptr<const JsonSchema> output) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    output_ = std::move(output);
+  }
+
+  void run(const ToolCallContext& call, ToolCompletion completion) {
+    json params = {{"name", tool_}, {"arguments", call.args.is_object() ? call.args : json::object()}};
+    if (call.input.is_object()) {
+      const json state = call.input.value("state", json());
+      json answer = {{"action", call.input.value("action", "cancel")}};
+      if (call.input.contains("content")) answer["content"] = call.input["content"];
+      if (state.is_object() && state.contains("requestState")) {
+        // 2026-07-28: the same call again, with the answer and the server's state.
+        params["inputResponses"] = {{state.value("inputKey", ""), answer}};
+        params["requestState"] = state["requestState"];
+      } else {
+        resume(call, completion, state.is_object() ? state.value("elicitation", "") : "", answer);
+        return;
+      }
+    }
+    auto slot = std::make_shared<Slot>();
+    slot->call_id = call.tool_call_id;
+    slot->current = completion;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      by_call_[call.tool_call_id] = slot;
+    }
+    int64_t id = conn_->request(
+        "tools/call", std::move(params), [this, slot](RpcOutcome o) { answered(slot, std::move(o)); },
+        [this, slot](const json& p) {
+          json report = json::object();
+          for (const char* k : {"progress", "total", "message"})
+            if (p.contains(k)) report[k] = p[k];
+          current(slot).progress(std::move(report));
+        },
+        [this, slot](const json& server_request_id, const json& p) { elicited(slot, server_request_id, p); });
+    std::lock_guard<std::mutex> lock(mutex_);
+    slot->rpc_id = id;
+  }
+
+  void abandon(const ToolCallContext& call, std::string_view reason) {
+    int64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = by_call_.find(call.tool_call_id);
+      if (it == by_call_.end() || it->second->rpc_id == 0) return;
+      id = it->second->rpc_id;
+      by_call_.erase(it);
+    }
+    conn_->cancel(id, reason == "timeout" ? "the call timed out" : "the turn was cancelled");
+  }
+
+ private:
+  struct Slot {
+    std::string call_id;
+    ToolCompletion current;  // the run waiting for the call now
+    int64_t rpc_id = 0;
+    json elicitation;                 // the server's request waiting for the person's answer (null: none)
+    std::optional<RpcOutcome> early;  // the answer, when it came while the person was asked
+  };
+
+  ToolCompletion current(const std::shared_ptr<Slot>& slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return slot->current;
+  }
+
+  void answered(const std::shared_ptr<Slot>& slot, RpcOutcome o) {
+    // Completed under the lock, so that run() never records a call that has ended.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!slot->elicitation.is_null()) {
+      slot->early = std::move(o);  // given to the run that brings the person's answer
+      return;
+    }
+    by_call_.erase(slot->call_id);
+    finish(o, slot->current);
+  }
+
+  void finish(const RpcOutcome& o, ToolCompletion& completion) {
+    if (!o.ok) {
+      completion.fail(o.code, o.message);
+      return;
+    }
+    const json& r = o.result;
+    if (r.is_object() && r.value("resultType", "") == "input_required") return ask_again(r, completion);
+    finish_call(r, output_.get(), completion);
+  }
+
+  // 2026-07-28: the server needs input before it can finish; the call ends here and is sent again with it.
+  void ask_again(const json& r, ToolCompletion& completion) {
+    const json requests = r.value("inputRequests", json());
+    const json state = r.value("requestState", json());
+    if (!requests.is_object() || requests.size() != 1 || !state.is_string()) {
+      completion.fail("mcp_protocol", fmt::format("MCP server {} asked for input agentrt cannot give (one "
+                                                  "elicitation/create with a requestState is what it answers)",
+                                                  server_));
+      return;
+    }
+    const auto& [key, req] = *requests.items().begin();
+    const json params = req.is_object() ? req.value("params", json::object()) : json::object();
+    if (!req.is_object() || req.value("method", "") != "elicitation/create" || params.value("mode", "form") != "form") {
+      completion.fail("mcp_protocol", fmt::format("MCP server {} asked for input agentrt cannot give: {}", server_,
+                                                  req.is_object() ? req.value("method", "?") : std::string("?")));
+      return;
+    }
+    completion.need_input(InputRequest{params.value("message", ""), schema_of(params),
+                                       json{{"server", server_}, {"inputKey", key}, {"requestState", state}}});
+  }
+
+  // 2025-11-25: the server asks while the call runs; the run pauses, the call stays open.
+  void elicited(const std::shared_ptr<Slot>& slot, const json& server_request_id, const json& params) {
+    ToolCompletion c;
+    const std::string key = new_id("elic");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      slot->elicitation = server_request_id;
+      by_key_[key] = slot;
+      c = slot->current;
+    }
+    if (c.need_input(InputRequest{params.value("message", ""), schema_of(params),
+                                  json{{"server", server_}, {"elicitation", key}}}))
+      return;
+    // The run stopped waiting (a timeout, a cancel): nobody can answer.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      by_key_.erase(key);
+      slot->elicitation = nullptr;
+    }
+    try {
+      conn_->respond(server_request_id, json{{"action", "cancel"}});
+    } catch (const std::exception&) {
+    }
+  }
+
+  // The person answered an elicitation: the answer goes back on the open call, which this run now waits for.
+  void resume(const ToolCallContext& call, ToolCompletion completion, const std::string& key, const json& answer) {
+    std::shared_ptr<Slot> slot;
+    json server_request;
+    std::optional<RpcOutcome> early;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = by_key_.find(key);
+      if (it != by_key_.end()) {
+        slot = it->second;
+        by_key_.erase(it);
+        server_request = slot->elicitation;
+        slot->elicitation = nullptr;
+        slot->current = completion;
+        slot->call_id = call.tool_call_id;
+        by_call_[call.tool_call_id] = slot;
+        early.swap(slot->early);
+      }
+    }
+    if (!slot) {
+      completion.fail("mcp_session_gone",
+                      fmt::format("the session with MCP server {} that asked for this input has ended (a restart); the "
+                                  "call cannot go on and its outcome is unknown",
+                                  server_));
+      return;
+    }
+    if (early) {  // it ended while the person was asked (the server died, or answered anyway)
+      std::lock_guard<std::mutex> lock(mutex_);
+      by_call_.erase(call.tool_call_id);
+      finish(*early, completion);
+      return;
+    }
+    try {
+      conn_->respond(server_request, answer);
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      by_call_.erase(call.tool_call_id);
+      completion.fail("mcp_unavailable", e.message());
+    }
+  }
+
+  static json schema_of(const json& params) {
+    json schema = params.value("requestedSchema", json{{"type", "object"}});
+    if (!schema.is_object()) schema = json{{"type", "object"}};
+    schema.erase("$schema");
+    return schema;
+  }
+
+  McpConnection* conn_;
+  std::string server_, tool_;
+  std::shared_ptr<const JsonSchema> output_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Slot>> by_call_;  // calls in flight, by tool call id
+  std::map<std::string, std::shared_ptr<Slot>> by_key_;   // calls waiting for a person, by their state's key
+};
+
 ToolSpec McpTools::spec_for(Server& server, const McpToolInfo& t) {
   ToolSpec spec;
   spec.name = t.name;
@@ -224,45 +429,11 @@ ToolSpec McpTools::spec_for(Server& server, const McpToolInfo& t) {
     if (schema.contains("$schema")) schema.erase("$schema");
     output = std::make_shared<const JsonSchema>(std::move(schema));
   }
-  McpConnection* conn = server.conn.get();
-  // The request ids of calls in flight, so that a call the runtime gives up on is cancelled on the server.
-  auto in_flight = std::make_shared<std::pair<std::mutex, std::map<std::string, int64_t>>>();
-  const std::string tool = t.tool;
-  spec.handler = [conn, tool, output, in_flight](const ToolCallContext& call, ToolCompletion completion) {
-    json params = {{"name", tool}, {"arguments", call.args.is_object() ? call.args : json::object()}};
-    const std::string call_id = call.tool_call_id;
-    int64_t id = conn->request(
-        "tools/call", std::move(params),
-        [completion, output, in_flight, call_id](RpcOutcome o) mutable {
-          // Completed under the lock, so that the handler below never records a call that has ended.
-          std::lock_guard<std::mutex> lock(in_flight->first);
-          in_flight->second.erase(call_id);
-          if (!o.ok) {
-            completion.fail(o.code, o.message);
-            return;
-          }
-          finish_call(o.result, output.get(), completion);
-        },
-        [completion](const json& p) mutable {
-          json report = json::object();
-          for (const char* k : {"progress", "total", "message"})
-            if (p.contains(k)) report[k] = p[k];
-          completion.progress(std::move(report));
-        });
-    std::lock_guard<std::mutex> lock(in_flight->first);
-    if (!completion.done()) in_flight->second[call_id] = id;
-  };
-  spec.on_abandon = [conn, in_flight](const ToolCallContext& call, std::string_view reason) {
-    int64_t id = 0;
-    {
-      std::lock_guard<std::mutex> lock(in_flight->first);
-      auto it = in_flight->second.find(call.tool_call_id);
-      if (it == in_flight->second.end()) return;
-      id = it->second;
-      in_flight->second.erase(it);
-    }
-    conn->cancel(id, reason == "timeout" ? "the call timed out" : "the turn was cancelled");
-  };
+  auto& calls = server.calls[t.tool];
+  if (!calls) calls = std::make_shared<CallTable>(server.conn.get(), server.cfg.name, t.tool);
+  calls->set_output(std::move(output));
+  spec.handler = [calls](const ToolCallContext& call, ToolCompletion completion) { calls->run(call, completion); };
+  spec.on_abandon = [calls](const ToolCallContext& call, std::string_view reason) { calls->abandon(call, reason); };
   return spec;
 }
 

@@ -41,6 +41,9 @@ class McpTransport {
   virtual std::string kind() const = 0;
 };
 
+// Set by a transport on a server's request that came in the answer to one of ours: that request's id.
+inline constexpr std::string_view kRelatedRequestKey = "_agentrt_related";
+
 // The transport a server's configuration names (a command: stdio; a url: streamable HTTP).
 std::unique_ptr<McpTransport> make_transport(const McpServerConfig& config, size_t max_json_depth);
 

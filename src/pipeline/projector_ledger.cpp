@@ -106,7 +106,7 @@ void Projector::decided(const std::string& run_id, const std::string& turn_id, c
       LedgerEntry* l = entry(turn_id, id);
       if (!l) continue;
       const std::string action = text_of(d, "action");
-      if (action == "approve") {
+      if (action == "approve" || member(d, "input")) {  // an answer to an input request: the call goes on
         advance(*l, LedgerStatus::approved);
         if (const json* edited = member(d, "editedArgs")) l->arguments = edited->dump();
       } else if (action == "answer") {
@@ -152,7 +152,7 @@ void Projector::interrupted(const std::string& run_id, const json& outcome) {
     LedgerEntry* l = entry(turn_id, text_of(i, "toolCallId"));
     if (!l) continue;
     l->interrupt_id = text_of(i, "id");
-    if (text_of(i, "reason") == "confirmation") {
+    if (text_of(i, "reason") == "confirmation" || text_of(i, "reason") == "input_required") {
       advance(*l, LedgerStatus::requested);
       l->needs_approval = true;
     }

@@ -49,6 +49,10 @@ Decision decision_from_json(const json& j, size_t max_depth) {
     if (!r->is_string()) throw Error(ErrorCode::invalid_argument, "decision: 'reason' must be a string");
     d.reason = r->get<std::string>();
   }
+  if (auto r = j.find("response"); r != j.end() && !r->is_null()) {
+    if (!r->is_object()) throw Error(ErrorCode::invalid_argument, "decision: 'response' must be an object");
+    d.response = *r;
+  }
   return d;
 }
 
@@ -135,6 +139,15 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
   for (const auto& i : paused.interrupts)
     if (i.is_object() && i.value("reason", "") == "confirmation" && i.contains("metadata") && i["metadata"].is_object())
       confirmations[i.value("id", "")] = i["metadata"].value("jobId", "");
+  // Interrupts of tools asking for input (reason "input_required"), by interrupt id: what the answer must be, and the
+  // state the tool kept.
+  std::map<std::string, std::pair<json, json>> inputs;
+  for (const auto& i : paused.interrupts)
+    if (i.is_object() && i.value("reason", "") == "input_required") {
+      const json meta = i.contains("metadata") && i["metadata"].is_object() ? i["metadata"] : json::object();
+      inputs[i.value("id", "")] = {i.value("responseSchema", json{{"type", "object"}}),
+                                   meta.value("inputState", json())};
+    }
   std::vector<JobWrite> job_updates;
   std::vector<LedgerEntry> updates;
   for (auto& l : ledger) {
@@ -149,6 +162,38 @@ Approvals::Decided Approvals::decide(const TurnRecord& paused, std::vector<Ledge
                           : d.action == Decision::Action::reject ? "reject"
                                                                  : "cancel"}};
     if (!d.reason.empty()) dj["reason"] = d.reason;
+    if (auto in = inputs.find(l.interrupt_id); in != inputs.end()) {
+      // The call runs again whatever the person says: it tells its tool (accept, decline or cancel).
+      if (d.edited_args)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("interrupt '{}' asks for input: it takes a response, not edited arguments", l.interrupt_id));
+      json input = {{"action", d.action == Decision::Action::approve  ? "accept"
+                               : d.action == Decision::Action::reject ? "decline"
+                                                                      : "cancel"},
+                    {"state", in->second.second}};
+      if (d.action == Decision::Action::approve) {
+        json content = d.response.value_or(json::object());
+        if (json_depth(content, rt_.cfg.max_json_depth) > rt_.cfg.max_json_depth)
+          throw Error(ErrorCode::invalid_argument,
+                      fmt::format("the response to interrupt '{}' is nested deeper than {} "
+                                  "levels",
+                                  l.interrupt_id, rt_.cfg.max_json_depth));
+        if (content.dump().size() > input_limits(rt_.cfg).max_answer_bytes)
+          throw Error(ErrorCode::too_large, fmt::format("the response to interrupt '{}' is larger than {} bytes",
+                                                        l.interrupt_id, input_limits(rt_.cfg).max_answer_bytes));
+        if (auto v = JsonSchema(in->second.first).validate(content))
+          throw Error(ErrorCode::invalid_argument,
+                      fmt::format("the response to interrupt '{}' is invalid: {}{}{}", l.interrupt_id, v->path,
+                                  v->path.empty() ? "" : ": ", v->message));
+        input["content"] = std::move(content);
+      }
+      dj["input"] = std::move(input);
+      advance(l, LedgerStatus::approved);
+      l.decision = dj;
+      updates.push_back(l);
+      continue;
+    }
     if (auto c = confirmations.find(l.interrupt_id); c != confirmations.end()) {
       auto job = rt_.cfg.store->get_job(c->second);
       if (!job)
@@ -254,6 +299,7 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
                                                                  : "cancel"}};
     if (d.edited_args) dj["editedArgs"] = *d.edited_args;
     if (!d.reason.empty()) dj["reason"] = d.reason;
+    if (d.response) dj["response"] = *d.response;
     decisions_json.push_back(std::move(dj));
   }
 

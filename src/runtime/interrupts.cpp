@@ -1,4 +1,5 @@
-// Interrupts (interrupts.hpp): pauses for a person (approvals, job confirmations) and the decisions that end
+// Interrupts (interrupts.hpp): pauses for a person (approvals, job confirmations, tools asking for input) and the
+// decisions that end
 // them; the continuation of a resumed turn.
 #include "runtime/interrupts.hpp"
 
@@ -47,6 +48,20 @@ void Interrupts::pause(const std::vector<std::string>& ids, const std::vector<st
            {"responseSchema",
             {{"type", "object"},
              {"properties", {{"approved", {{"type", "boolean"}}}, {"reason", {{"type", "string"}}}}}}},
+           {"metadata", meta}});
+      continue;
+    }
+    if (auto in = ctx_.inputs.find(id); in != ctx_.inputs.end()) {
+      const InputRequest& req = in->second;
+      json meta = {{"approvalRequestId", apr}, {"toolName", l->tool_name}, {"arguments", args}};
+      if (!req.state.is_null()) meta["inputState"] = req.state;
+      interrupts.push_back(
+          {{"id", l->interrupt_id},
+           {"reason", "input_required"},
+           {"toolCallId", id},
+           {"message", req.message.empty() ? fmt::format("{} asks for input", l->tool_name) : req.message},
+           {"expiresAt", iso8601_ms(expires)},
+           {"responseSchema", req.schema},
            {"metadata", meta}});
       continue;
     }

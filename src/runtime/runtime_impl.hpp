@@ -60,6 +60,7 @@ struct RunCtx {
   std::map<std::string, Outcome> outcomes;          // by tool call id
   std::map<std::string, std::string> full_results;  // the whole result as the model reads it, this turn
   std::map<std::string, JobRecord> jobs;            // jobs this run started or asked to confirm, by tool call id
+  std::map<std::string, InputRequest> inputs;       // what calls of this run ask a person, by tool call id
   // Every outcome this run recorded, whole, by tool call id: what a run whose batch was lost writes again.
   std::map<std::string, ToolAgentOutput> recorded;
   void note_outcome(const std::string& id, const ToolAgentOutput& out);

@@ -103,7 +103,8 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
                          rt_.attachments.attachments_named(r.args, ctx_.history),
                          r.job_id,
                          r.job_confirmed,
-                         ctx_.state};
+                         ctx_.state,
+                         l->decision.is_object() && l->decision.contains("input") ? l->decision["input"] : json()};
     r.started_ms = now_ms();
     r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
     rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
@@ -128,6 +129,20 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
     out.args = r.args;
     if (!wait_for(r, *l)) cancelled = true;
     auto oc = r.completion.take_outcome();
+    if (oc.ok && oc.input) {
+      if (auto problem = invalid_input_request(*oc.input, rt_.cfg.max_json_depth)) {
+        oc.ok = false;
+        oc.input.reset();
+        oc.error = ToolError{"invalid_input_request", *problem};
+      } else {
+        // The call asks a person: it waits with its turn (the interrupt says what for) and runs again after.
+        advance(*l, LedgerStatus::requested);
+        l->needs_approval = true;
+        ctx_.inputs[r.id] = std::move(*oc.input);
+        confirm.push_back(r.id);
+        continue;
+      }
+    }
     std::string summary;
     if (oc.ok && oc.job) {
       if (auto problem = invalid_job_start(*oc.job, rt_.cfg.max_json_depth)) {
@@ -238,6 +253,21 @@ void ToolExecutor::abandon(const Running& r, const LedgerEntry& l, std::string_v
   } catch (const std::exception& e) {
     rt_.log(LogLevel::warn, "tools", fmt::format("{}'s on_abandon threw: {}", l.tool_name, e.what()));
   }
+}
+
+std::optional<std::string> ToolExecutor::invalid_input_request(const InputRequest& r, size_t max_depth) {
+  if (r.message.size() > 4096) return fmt::format("the message is {} bytes; the limit is 4096", r.message.size());
+  if (!r.schema.is_object()) return std::string("the schema must be a JSON Schema object");
+  if (json_depth(r.schema, max_depth) > max_depth || json_depth(r.state, max_depth) > max_depth)
+    return fmt::format("the schema or state is nested deeper than {} levels", max_depth);
+  if (r.schema.dump().size() + r.state.dump().size() > 256 * 1024)
+    return std::string("the schema and state together are larger than 256 KiB");
+  try {
+    JsonSchema compiled(r.schema);
+  } catch (const Error& e) {
+    return fmt::format("the schema does not compile: {}", e.message());
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> ToolExecutor::invalid_result(const ToolResult& r, size_t max_depth) {

@@ -71,6 +71,9 @@ class ToolExecutor {
 
   // A result or ui card nested deeper than the limit (its copies and dumps would overflow the stack).
   static std::optional<std::string> invalid_result(const ToolResult& r, size_t max_depth);
+  // A request for input the interrupt cannot carry (a schema that is not an object schema or does not compile,
+  // past the size or nesting limits).
+  static std::optional<std::string> invalid_input_request(const InputRequest& r, size_t max_depth);
   static std::optional<std::string> invalid_job_start(const JobStart& js, size_t max_depth);
   // Applies a tool's state_delta to the run's state into `next`; what is wrong with it, if anything (a patch that
   // is malformed, does not apply, or leaves a state over the limits).

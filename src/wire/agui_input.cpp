@@ -218,7 +218,8 @@ std::vector<Decision> decisions_from_agui_resume(const json& resume, const Input
     if (status == "cancelled") {
       d.action = Decision::Action::cancel;
     } else if (status == "resolved") {
-      // payload: {approved?, editedArgs?, reason?}, or a bare boolean (approved), or absent (approves).
+      // payload: {approved?, editedArgs?, reason?}, or a bare boolean (approved), or absent (approves); for an
+      // interrupt asking for input, the answer (approved: false declines).
       const auto p = r.find("payload");
       if (p != r.end() && p->is_boolean()) {
         d.action = p->get<bool>() ? Decision::Action::approve : Decision::Action::reject;
@@ -232,6 +233,9 @@ std::vector<Decision> decisions_from_agui_resume(const json& resume, const Input
           d.edited_args = *e;
         }
         if (auto rs = p->find("reason"); rs != p->end() && rs->is_string()) d.reason = rs->get<std::string>();
+        // An interrupt asking for input (reason "input") takes the payload itself as the answer.
+        d.response = *p;
+        d.response->erase("approved");
       } else {
         d.action = Decision::Action::approve;
       }

@@ -91,6 +91,14 @@ struct McpHarness {
     return json::parse(ledger[0].output);
   }
   std::string calls() { return read_file(log_file); }
+  // A new runtime on the same store and MCP configuration (a restart: the old one and its servers stop first).
+  void restart() {
+    RuntimeConfig c = test_config(h->used_store, h->model);
+    c.mcp_servers = h->rt->config().mcp_servers;
+    c.mcp_pins_path = h->rt->config().mcp_pins_path;
+    h->rt.reset();
+    h->rt = std::make_unique<Runtime>(c);
+  }
   bool log_has(const std::string& needle) {
     std::lock_guard<std::mutex> lock(log_mutex);
     for (const auto& l : logged)
@@ -127,7 +135,7 @@ TEST_SUITE("mcp") {
     CHECK(servers[0].protocol_version == "2025-11-25");
     CHECK(servers[0].server_name == "scripted");
     CHECK(servers[0].server_version == "1.0");
-    CHECK(servers[0].tools == 13);  // 14 listed on 5 pages of 3; dotted.name cannot be a tool name here
+    CHECK(servers[0].tools == 14);  // 15 listed on 5 pages of 3; dotted.name cannot be a tool name here
     auto echo = m.tool("scripted__echo");
     REQUIRE(echo);
     CHECK(echo->offered);
@@ -198,7 +206,7 @@ TEST_SUITE("mcp") {
     CHECK(m.rt().tools().find("scripted__add")->spec.approval.mode == ApprovalPolicy::Mode::never);
     auto t = m.call("t1", "scripted__echo", R"({"text":"hi"})");
     CHECK(t.status == TurnStatus::waiting_approval);
-    CHECK(m.calls().empty());  // nothing sent before the person decides
+    CHECK(count_lines_starting(m.calls(), "echo ") == 0);  // nothing sent before the person decides
     auto done = m.rt().resume_turn(
         t.id, t.approval_request_id,
         {Decision{t.interrupts.at(0).at("id").get<std::string>(), Decision::Action::approve, std::nullopt, ""}});
@@ -353,6 +361,105 @@ TEST_SUITE("mcp") {
 
     McpHarness e({}, {{"MCP_TEST_STDERR", "hello from stderr"}});
     CHECK(eventually([&] { return e.log_has("MCP server scripted: hello from stderr"); }));
+  }
+
+  TEST_CASE(
+      "a server asking for input mid-call (2025-11-25 elicitation): an input interrupt; the answer goes back on "
+      "the open call") {
+    McpHarness m;
+    CHECK(m.calls().find(R"(initialize {"elicitation": {"form": {}}})") != std::string::npos);
+    const json colour = json::parse(R"({"type":"object","properties":{"colour":{"type":"string",
+      "enum":["red","blue"]}},"required":["colour"]})");
+    auto t = m.call("t1", "scripted__ask", "{}");
+    REQUIRE(t.status == TurnStatus::waiting_approval);
+    REQUIRE(t.interrupts.size() == 1);
+    const json& i = t.interrupts[0];
+    CHECK(i["reason"] == "input_required");
+    CHECK(i["message"] == "Which colour?");
+    CHECK(i["toolCallId"] == "call_1");
+    CHECK(i["responseSchema"] == colour);
+    CHECK(i["metadata"]["toolName"] == "scripted__ask");
+    CHECK(i["metadata"]["inputState"]["server"] == "scripted");
+    auto ledger = m.rt().tool_calls(t.id);
+    REQUIRE(ledger.size() == 1);
+    CHECK(ledger[0].status == LedgerStatus::requested);
+    const std::string id = i["id"].get<std::string>();
+
+    // An answer its schema refuses, or edited arguments, are refused; nothing is sent.
+    auto refused = error_of([&] {
+      m.rt().resume(t.id, t.approval_request_id,
+                    {Decision{id, Decision::Action::approve, std::nullopt, "", json{{"colour", "green"}}}});
+    });
+    CHECK(refused.first == ErrorCode::invalid_argument);
+    CHECK(refused.second.find("the response to interrupt") != std::string::npos);
+    CHECK(error_of([&] {
+            m.rt().resume(t.id, t.approval_request_id,
+                          {Decision{id, Decision::Action::approve, json::object(), "", std::nullopt}});
+          }).first == ErrorCode::invalid_argument);
+
+    auto done =
+        m.rt().resume_turn(t.id, t.approval_request_id,
+                           {Decision{id, Decision::Action::approve, std::nullopt, "", json{{"colour", "blue"}}}});
+    CHECK(done.status == TurnStatus::completed);
+    json out = m.outcome(done);
+    CHECK(out["status"] == "succeeded");
+    CHECK(out["result"]["content"][0]["text"] == "you chose blue");
+    CHECK(count_lines_starting(m.calls(), "ask ") == 1);  // one call, answered on the way
+    auto evs = m.h->events("t1", 2, 0);
+    check_agui(evs);
+
+    // Declined: the tool hears it and finishes.
+    auto d = m.call("t2", "scripted__ask", "{}");
+    REQUIRE(d.status == TurnStatus::waiting_approval);
+    auto declined = m.rt().resume_turn(
+        d.id, d.approval_request_id,
+        {Decision{d.interrupts[0]["id"].get<std::string>(), Decision::Action::reject, std::nullopt, "", std::nullopt}});
+    REQUIRE_MESSAGE(declined.status == TurnStatus::completed, to_string(declined.status) << " " << declined.error);
+    CHECK(m.outcome(declined)["result"]["content"][0]["text"] == "decline");
+  }
+
+  TEST_CASE("an answer that comes after a restart: the session that asked is gone, the call fails clearly") {
+    McpHarness m;
+    auto t = m.call("t1", "scripted__ask", "{}");
+    REQUIRE(t.status == TurnStatus::waiting_approval);
+    m.restart();
+    auto done = m.rt().resume_turn(t.id, t.approval_request_id,
+                                   {Decision{t.interrupts[0]["id"].get<std::string>(), Decision::Action::approve,
+                                             std::nullopt, "", json{{"colour", "red"}}}});
+    CHECK(done.status == TurnStatus::completed);
+    json out = m.outcome(done);
+    CHECK(out["status"] == "failed");
+    CHECK(out["error"]["code"] == "mcp_session_gone");
+    CHECK(count_lines_starting(m.calls(), "ask ") == 1);  // never sent again
+  }
+
+  TEST_CASE(
+      "the stateless protocol (2026-07-28): server/discover, _meta on every request, input_required answered "
+      "by calling again, across a restart") {
+    McpHarness m(json::object(), {{"MCP_TEST_PROTOCOL", "2026-07-28"}});
+    auto s = m.rt().mcp_servers()[0];
+    CHECK(s.state == "ready");
+    CHECK(s.protocol_version == "2026-07-28");
+    CHECK(s.server_name == "scripted-stateless");
+    CHECK(count_lines_starting(m.calls(), "initialize") == 0);
+    CHECK(m.calls().find(R"("io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}})") !=
+          std::string::npos);
+    CHECK(m.outcome(m.call("t0", "scripted__echo", R"({"text":"x"})"))["result"]["content"][0]["text"] == "echo: x");
+
+    auto t = m.call("t1", "scripted__ask", "{}");
+    REQUIRE(t.status == TurnStatus::waiting_approval);
+    const json& i = t.interrupts[0];
+    CHECK(i["reason"] == "input_required");
+    CHECK(i["message"] == "Which colour?");
+    CHECK(i["metadata"]["inputState"]["inputKey"] == "colour");
+    CHECK(i["metadata"]["inputState"]["requestState"].get<std::string>().rfind("state-", 0) == 0);
+    m.restart();  // nothing of the call lives in the process: the answer still reaches the server
+    auto done = m.rt().resume_turn(
+        t.id, t.approval_request_id,
+        {Decision{i["id"].get<std::string>(), Decision::Action::approve, std::nullopt, "", json{{"colour", "blue"}}}});
+    CHECK(done.status == TurnStatus::completed);
+    CHECK(m.outcome(done)["result"]["content"][0]["text"] == "you chose blue");
+    CHECK(count_lines_starting(m.calls(), "ask {}") == 2);  // asked, then called again with the answer
   }
 
   TEST_CASE("mcp_servers configuration: what it takes and what it refuses") {

@@ -182,6 +182,25 @@ void exercise(Harness& h, const std::string& transport) {
   CHECK(slow["error"]["code"] == "timeout");
   // The server goes on answering.
   CHECK(outcome(h, transport + "-after", "echo", {{"message", "still"}})["status"] == "succeeded");
+
+  // An elicitation while the call runs: the turn waits with an input_required interrupt; the answer goes back.
+  REQUIRE(offered("trigger-elicitation-request"));
+  const std::string thread = transport + "-elicit";
+  h.threads.insert(thread);
+  auto paused = h.rt->run_turn(turn_input(thread, user_message("call everything__trigger-elicitation-request {}")));
+  REQUIRE(paused.status == TurnStatus::waiting_approval);
+  const json& i = paused.interrupts.at(0);
+  CHECK(i["reason"] == "input_required");
+  CHECK(i["responseSchema"]["required"] == json::array({"name"}));
+  auto done = h.rt->resume_turn(paused.id, paused.approval_request_id,
+                                {Decision{i["id"].get<std::string>(), Decision::Action::approve, std::nullopt, "",
+                                          json{{"name", "Ada Lovelace"}, {"check", true}}}});
+  REQUIRE(done.status == TurnStatus::completed);
+  auto ledger = h.rt->tool_calls(done.id);
+  REQUIRE(ledger.size() == 1);
+  json out = json::parse(ledger[0].output);
+  CHECK(out["status"] == "succeeded");
+  CHECK(out["result"].dump().find("Ada Lovelace") != std::string::npos);
 }
 
 }  // namespace

@@ -6,9 +6,10 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { randomUUID } from "node:crypto";
 import { createInterface } from "node:readline";
 
@@ -126,9 +127,9 @@ async function runAndRecord(agent, log, params) {
   return { result, events, request: entry.request };
 }
 
-function newAgent(log) {
+function newAgent(log, url = baseUrl) {
   return new HttpAgent({
-    url: `${baseUrl}/agent/runs`,
+    url: `${url}/agent/runs`,
     headers: { Authorization: `Bearer ${TOKEN}` },
     threadId: randomUUID(),
     fetch: recordingFetch(log),
@@ -668,4 +669,67 @@ test("the official 1.0 client says its protocol version, so it gets the 1.0 outc
   agent.addMessage({ id: randomUUID(), role: "user", content: "hello" });
   const run = await runAndRecord(agent, log, { runId: randomUUID() });
   assert.match(run.request.protocolVersion, /^1\./);
+});
+
+// The repository's scripted MCP server (tests/mcp/scripted_server.py), over stdio.
+const SCRIPTED_MCP = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "tests", "mcp", "scripted_server.py");
+
+test("an MCP tool through agentrt-server: approved, its result streamed, and its server asking for input", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "agentrt-conformance-mcp-"));
+  const config = join(dir, "config.json");
+  writeFileSync(config, JSON.stringify({
+    runtime: { mcp_servers: { scripted: { command: ["python3", SCRIPTED_MCP], env: { MCP_TEST_LOG: join(dir, "calls.log") } } } },
+  }));
+  const mcp = await startServer(["--config", config]);
+  try {
+    const log = [];
+    const agent = newAgent(log, mcp.url);
+    agent.addMessage({ id: randomUUID(), role: "user", content: "please use scripted__echo" });
+    const paused = await runAndRecord(agent, log, { runId: randomUUID() });
+    assert.equal(paused.events.at(-1).outcome.type, "interrupt");
+    const approval = agent.pendingInterrupts[0];
+    assert.equal(approval.reason, "tool_call");  // an MCP server is foreign code: its calls need approval
+    assert.equal(approval.metadata.toolName, "scripted__echo");
+    const resumed = await runAndRecord(agent, log, {
+      runId: randomUUID(),
+      resume: [{ interruptId: approval.id, status: "resolved", payload: { approved: true } }],
+    });
+    const result = resumed.events.find((e) => e.type === "TOOL_CALL_RESULT");
+    assert.ok(result, "the MCP tool's result is streamed");
+    assert.match(result.content, /^echo: /);
+    assert.deepEqual(resumed.events.at(-1).outcome, { type: "success" });
+
+    // The server asks for input while the call runs: an input_required interrupt, answered by a resume entry.
+    agent.addMessage({ id: randomUUID(), role: "user", content: "use scripted__ask" });
+    const first = await runAndRecord(agent, log, { runId: randomUUID() });
+    const go = agent.pendingInterrupts[0];
+    assert.equal(go.reason, "tool_call");
+    await runAndRecord(agent, log, {
+      runId: randomUUID(),
+      resume: [{ interruptId: go.id, status: "resolved", payload: { approved: true } }],
+    });
+    assert.equal(agent.pendingInterrupts.length, 1);
+    const ask = agent.pendingInterrupts[0];
+    assert.equal(ask.reason, "input_required");
+    assert.equal(ask.message, "Which colour?");
+    assert.deepEqual(ask.responseSchema.properties.colour.enum, ["red", "blue"]);
+    const answered = await runAndRecord(agent, log, {
+      runId: randomUUID(),
+      resume: [{ interruptId: ask.id, status: "resolved", payload: { colour: "blue" } }],
+    });
+    const chose = answered.events.find((e) => e.type === "TOOL_CALL_RESULT");
+    assert.equal(chose.content, "you chose blue");
+    assert.ok(first.events.length > 0);
+
+    // What the server offers, and who may approve a changed definition.
+    const headers = { Authorization: `Bearer ${TOKEN}` };
+    const tools = await (await fetch(`${mcp.url}/mcp/tools`, { headers })).json();
+    assert.equal(tools.servers[0].state, "ready");
+    assert.ok(tools.tools.some((t) => t.name === "scripted__echo" && t.offered));
+    const approve = await fetch(`${mcp.url}/mcp/tools/scripted__echo/approve`, { method: "POST", headers });
+    assert.equal(approve.status, 403);
+  } finally {
+    await stopServer(mcp);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -208,6 +208,8 @@ struct AgentServer::Impl final : HttpApp {
       case Route::transcriptions: return post_transcription(s, c);
       case Route::capabilities: return get_capabilities(s, c);
       case Route::connect: return post_connect(s, c);
+      case Route::mcp_tools: return get_mcp_tools(s, c);
+      case Route::approve_mcp_tool: return post_approve_mcp_tool(s, c);
       case Route::web: return get_web(s, c);
       case Route::health:
       case Route::none: break;

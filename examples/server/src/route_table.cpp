@@ -45,6 +45,8 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
   if (is({"agent", "jobs", "*", "cancel"}, "POST")) return {Route::cancel_job, std::string(seg[2])};
   if (is({"agent", "uploads"}, "POST")) return {Route::uploads, {}};
   if (is({"asr", "transcriptions"}, "POST")) return {Route::transcriptions, {}};
+  if (is({"mcp", "tools"}, "GET")) return {Route::mcp_tools, {}};
+  if (is({"mcp", "tools", "*", "approve"}, "POST")) return {Route::approve_mcp_tool, std::string(seg[2])};
   return {};
 }
 

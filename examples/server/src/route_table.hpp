@@ -27,6 +27,8 @@ enum class Route {
   transcriptions,
   capabilities,
   connect,
+  mcp_tools,
+  approve_mcp_tool,
   web,  // a static file of the web page (see web_routes.cpp): outside match_route, which knows no config
 };
 

@@ -46,6 +46,10 @@ void get_web(ServerContext& s, ApiCall& c);
 // connect_routes.cpp: POST /agent/connect (re-attach: MESSAGES_SNAPSHOT, STATE_SNAPSHOT, then the run in progress).
 void post_connect(ServerContext& s, ApiCall& c);
 
+// mcp_routes.cpp: GET /mcp/tools (the MCP servers and their tools), POST /mcp/tools/{name}/approve (a changed
+// definition approved; only users named in mcp_approvers).
+void get_mcp_tools(ServerContext& s, ApiCall& c);
+void post_approve_mcp_tool(ServerContext& s, ApiCall& c);
 // asr_routes.cpp: POST /asr/transcriptions.
 void post_transcription(ServerContext& s, ApiCall& c);
 

@@ -83,7 +83,7 @@ void parse_listen(const std::string& value, std::string& host, int& port) {
 ServerConfig server_config_from_json(const json& j) {
   only_keys(j,
             {"listen", "public_url", "tokens", "limits", "runtime", "asr", "demo_chunk_delay_ms", "demo_jobs_ms",
-             "cors_origins", "access_log", "cancel_on_disconnect", "log_level", "web_root"},
+             "cors_origins", "mcp_approvers", "access_log", "cancel_on_disconnect", "log_level", "web_root"},
             "config");
   ServerConfig c;
   if (j.contains("listen")) parse_listen(string(j, "listen", ""), c.host, c.port);
@@ -174,6 +174,13 @@ ServerConfig server_config_from_json(const json& j) {
     for (const auto& s : *o) {
       if (!s.is_string()) bad("'cors_origins' must be an array of strings");
       c.cors_origins.push_back(s.get<std::string>());
+    }
+  }
+  if (auto o = j.find("mcp_approvers"); o != j.end() && !o->is_null()) {
+    if (!o->is_array()) bad("'mcp_approvers' must be an array of user ids");
+    for (const auto& s : *o) {
+      if (!s.is_string()) bad("'mcp_approvers' must be an array of user ids");
+      c.mcp_approvers.push_back(s.get<std::string>());
     }
   }
   if (auto w = j.find("web_root"); w != j.end() && !w->is_null()) {

@@ -46,12 +46,13 @@ struct ServerConfig {
   std::string public_url;                     // how clients reach the server; default http://host:port
   std::map<std::string, std::string> tokens;  // bearer token -> user id
   ServerLimits limits;
-  json runtime = json::object();          // runtime_config_from_json() input (data_dir, store, objects, model, ...)
-  json asr;                               // null: no transcription; {type:"openai", ...openai_config_from_json keys}
-  int demo_chunk_delay_ms = 0;            // the demo model pauses this long before each streamed chunk (demos, tests)
-  int demo_jobs_ms = 0;                   // > 0: the render_preview demo job tool; its jobs finish after this long
-  std::vector<std::string> cors_origins;  // origins allowed to call the API from a browser ("*" for any)
-  bool access_log = false;                // one line per request on stderr
+  json runtime = json::object();           // runtime_config_from_json() input (data_dir, store, objects, model, ...)
+  json asr;                                // null: no transcription; {type:"openai", ...openai_config_from_json keys}
+  int demo_chunk_delay_ms = 0;             // the demo model pauses this long before each streamed chunk (demos, tests)
+  int demo_jobs_ms = 0;                    // > 0: the render_preview demo job tool; its jobs finish after this long
+  std::vector<std::string> cors_origins;   // origins allowed to call the API from a browser ("*" for any)
+  std::vector<std::string> mcp_approvers;  // users who may approve a changed MCP tool definition (none by default)
+  bool access_log = false;                 // one line per request on stderr
   // A folder of static files (a built web page) served at / to GET requests outside /api/, without a token; empty:
   // none (those paths are 404).
   std::string web_root;
@@ -67,7 +68,7 @@ struct ServerConfig {
 // reserve_connections, max_header_bytes, max_header_fields, header_timeout_ms, idle_timeout_ms, body_timeout_ms,
 // write_timeout_ms, stream_buffer_bytes, io_threads, work_threads, listen_backlog, runs_per_minute, run_burst,
 // keepalive_ms, signed_url_ttl_ms, shutdown_grace_ms}), runtime, asr, demo_chunk_delay_ms, demo_jobs_ms,
-// cors_origins, access_log, cancel_on_disconnect, log_level, web_root. Unknown keys are refused with
+// cors_origins, mcp_approvers, access_log, cancel_on_disconnect, log_level, web_root. Unknown keys are refused with
 // Error(invalid_argument), as are user ids that are not 1-128 of [A-Za-z0-9._-].
 ServerConfig server_config_from_json(const json& j);
 
