@@ -411,3 +411,30 @@ test('callbacks are registered per runtime and unregistered at close; tools are 
   }, { model: () => 'hi' });
   assert.equal(koffi.stats().callbacks, before);
 });
+
+test("an MCP server's tools are listed, and a call asking for input is answered with a response", async () => {
+  const server = path.join(__dirname, '..', '..', '..', 'tests', 'mcp', 'scripted_server.py');
+  const config = { mcp_servers: { scripted: { command: ['python3', server], approval: 'never' } } };
+  await withRuntime(async (rt) => {
+    const [info] = rt.mcpServers();
+    assert.equal(info.name, 'scripted');
+    assert.equal(info.state, 'ready');
+    assert.ok(rt.mcpTools().some((t) => t.name === 'scripted__echo' && t.offered));
+    assert.throws(() => rt.approveMcpTool('scripted__echo'), agentrt.InvalidState);
+    assert.throws(() => rt.approveMcpTool('nope__x'), agentrt.NotFound);
+    const h = rt.startTurn('t-mcp', 'use scripted__ask', { userId: 'u1' });
+    const turn = await rt.wait(h.turnId);
+    assert.equal(turn.status, 'WAITING_APPROVAL');
+    const [interrupt] = turn.interrupts;
+    assert.equal(interrupt.reason, 'input_required');
+    const answer = rt.resume(h.turnId, turn.approvalRequestId,
+      [{ interruptId: interrupt.id, action: 'approve', response: { colour: 'red' } }]);
+    assert.equal((await rt.wait(answer.turnId)).status, 'COMPLETED');
+    const tool = rt.history('t-mcp').filter((m) => m.role === 'tool');
+    assert.equal(tool[0].content, 'you chose red');
+  }, { config });
+  await withRuntime(async (rt) => {
+    assert.deepEqual(rt.mcpServers(), []);
+    assert.deepEqual(rt.mcpTools(), []);
+  });
+});

@@ -432,3 +432,35 @@ class ThreadsAndUploads(RuntimeCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class McpServers(RuntimeCase):
+    SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "mcp",
+                          "scripted_server.py")
+
+    def test_an_mcp_servers_tools_are_listed_and_a_call_asking_for_input_is_answered_with_a_response(self):
+        servers = {"scripted": {"command": [sys.executable, self.SERVER], "approval": "never"}}
+        with agentrt.Runtime(self.config(mcp_servers=servers)) as rt:
+            (server,) = rt.mcp_servers()
+            self.assertEqual((server["name"], server["state"], server["transport"]), ("scripted", "ready", "stdio"))
+            names = {t["name"]: t for t in rt.mcp_tools()}
+            self.assertTrue(names["scripted__echo"]["offered"])
+            with self.assertRaises(agentrt.InvalidState):
+                rt.approve_mcp_tool("scripted__echo")
+            with self.assertRaises(agentrt.NotFound):
+                rt.approve_mcp_tool("nope__x")
+            h = rt.start_turn("t-mcp", "use scripted__ask", user_id="u1")
+            turn = rt.wait(h.turn_id)
+            self.assertEqual(turn["status"], "WAITING_APPROVAL")
+            interrupt = turn["interrupts"][0]
+            self.assertEqual(interrupt["reason"], "input_required")
+            answer = rt.resume(h.turn_id, turn["approvalRequestId"],
+                               [{"interruptId": interrupt["id"], "action": "approve", "response": {"colour": "blue"}}])
+            self.assertEqual(rt.wait(answer["turnId"])["status"], "COMPLETED")
+            tool = [m for m in rt.history("t-mcp") if m["role"] == "tool"]
+            self.assertEqual(tool[0]["content"], "you chose blue")
+
+    def test_a_runtime_without_mcp_servers_lists_none(self):
+        with agentrt.Runtime(self.config()) as rt:
+            self.assertEqual(rt.mcp_servers(), [])
+            self.assertEqual(rt.mcp_tools(), [])

@@ -516,6 +516,42 @@ class CliTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn(deep + " is nested deeper than 64 levels", p.stderr)
 
+    # ------------------------------------------------------------------------------------ MCP servers
+
+    def test_mcp_tools_are_listed_with_their_sources_and_called_with_approval(self):
+        server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "mcp",
+                              "scripted_server.py")
+        mcp = "scripted=python3 '%s'" % server
+        p = self.cli("tools", "--mcp", mcp, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        listed = json.loads(p.stdout)
+        by_name = {t["name"]: t for t in listed["tools"]}
+        self.assertEqual(by_name["book_room"]["source"], "host")
+        self.assertEqual(by_name["scripted__echo"]["source"], "mcp:scripted")
+        self.assertEqual(by_name["scripted__echo"]["approval"], "always")
+        self.assertEqual(by_name["scripted__echo"]["stages"], ["execution"])
+        self.assertEqual(listed["mcpServers"][0]["state"], "ready")
+        self.assertEqual(listed["heldBack"][0]["name"], "scripted__dotted.name")
+        p = self.cli("tools", "--mcp", mcp)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("mcp:scripted", p.stdout)
+        self.assertIn("mcp server scripted: stdio ready (MCP 2025-11-25)", p.stdout)
+        # A turn calls it (the demo model calls a tool the message names): approval first, then its result.
+        p = self.cli("run", "--thread", "m1", "--message", "use scripted__echo", "--yes", "--mcp", mcp)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        tools = [m for m in self.history("m1") if m["role"] == "tool"]
+        self.assertEqual(len(tools), 1)
+        self.assertTrue(tools[0]["content"].startswith("echo: "), tools[0])
+        # A server that cannot start is said, and the rest goes on.
+        p = self.cli("tools", "--mcp", "broken=/nonexistent/server")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("cannot start /nonexistent/server", p.stdout)
+        for bad in (["tools", "--mcp", "noequals"], ["tools", "--mcp", "x="], ["tools", "--mcp", "x='open"]):
+            with self.subTest(args=bad):
+                q = self.cli(*bad)
+                self.assertEqual(q.returncode, 64, q.stderr)
+                self.assertIn("--mcp", q.stderr)
+
     def test_help_exits_0(self):
         p = subprocess.run([AGENTRT, "help"], capture_output=True, text=True, env=clean_env(), timeout=30)
         self.assertEqual(p.returncode, 0)
