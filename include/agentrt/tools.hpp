@@ -73,14 +73,30 @@ struct InputRequest {
   json state;  // kept with the call (it travels in the interrupt's metadata.inputState) and handed back
 };
 
+// A file a tool produced (an image, say): stored as an attachment of the thread (the upload limits and types apply),
+// listed in the tool message's metadata.media (history gives each a signed url) and shown to the model with the
+// result.
+struct ToolMedia {
+  std::string mime_type;
+  std::string bytes;
+  // Where the result holds the same bytes (a JSON Pointer, e.g. "/content/1/data"; "" = nowhere): once the file is
+  // stored, that field is replaced by the file's "ref" (the payload and the model then carry the file once). A file
+  // that cannot be stored stays where it was.
+  std::string result_pointer;
+};
+
 // A successful tool outcome.
 struct ToolResult {
+  ToolResult() = default;
+  ToolResult(json r, std::optional<UiSchema> card = std::nullopt, json delta = nullptr, std::vector<ToolMedia> m = {})
+      : result(std::move(r)), ui(std::move(card)), state_delta(std::move(delta)), media(std::move(m)) {}
   json result;
   std::optional<UiSchema> ui;
   // A change of the thread's shared state: an RFC 6902 JSON Patch applied to ToolCallContext::state, streamed as
   // STATE_DELTA and committed with the result. Null: none. One that does not apply, or leaves a state over the
   // runtime's limits, fails the call with code "invalid_state_delta" (the state is unchanged).
   json state_delta;
+  std::vector<ToolMedia> media;  // files it produced (see ToolMedia); one that cannot be stored is named in the log
 };
 
 // The one-shot completion of a tool call. Copies share the state; the first complete()/fail() wins and

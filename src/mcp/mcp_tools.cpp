@@ -473,6 +473,21 @@ void finish_call(const json& result, const JsonSchema* output_schema, ToolComple
     }
   }
   r.result = result;
+  // Images (and audio) the tool returned are files of the thread: stored as attachments, shown to the model, listed
+  // in the tool message's metadata.media. Once stored, the result's part names the file instead of its bytes.
+  if (r.result.contains("content") && r.result["content"].is_array())
+    for (size_t i = 0; i < r.result["content"].size(); ++i) {
+      const json& part = r.result["content"][i];
+      if (!part.is_object() || !part.contains("data") || !part["data"].is_string()) continue;
+      const std::string type = part.value("type", "");
+      if (type != "image" && type != "audio") continue;
+      try {
+        r.media.push_back(ToolMedia{part.value("mimeType", ""), crypto::base64_decode(part["data"].get<std::string>()),
+                                    fmt::format("/content/{}/data", i)});
+      } catch (const Error&) {
+        // not base64: it stays in the result as the server sent it
+      }
+    }
   completion.complete(std::move(r));
 }
 

@@ -149,7 +149,89 @@ void AttachmentFlow::resign_parts(Message& m) const {
   }
 }
 
+json AttachmentFlow::store_tool_media(const std::string& user_id, const std::string& thread_id,
+                                      std::vector<ToolMedia> media, std::vector<std::string>& written) {
+  json out = json::array();
+  for (size_t i = 0; i < media.size(); ++i) {
+    auto& f = media[i];
+    const std::string mime = normalize_mime(f.mime_type);
+    json entry = {{"type", media_type_of(mime)}, {"mimeType", mime}};
+    if (i >= rt_.cfg.max_attachments) {
+      entry["error"] = fmt::format("a tool result may carry at most {} files", rt_.cfg.max_attachments);
+    } else {
+      try {
+        Upload u = upload(user_id, thread_id, f.bytes, mime);
+        written.push_back(u.key);
+        entry["ref"] = u.ref;
+        entry["storage_bucket"] = u.bucket;
+        entry["storage_path"] = u.key;
+      } catch (const Error& e) {
+        entry["error"] = e.message();
+      }
+    }
+    if (entry.contains("error"))
+      rt_.log(LogLevel::warn, "objects",
+              fmt::format("a tool's {} file was not stored: {}", mime, entry["error"].get<std::string>()));
+    out.push_back(std::move(entry));
+    std::string().swap(f.bytes);
+  }
+  return out;
+}
+
+void AttachmentFlow::resign_media(Message& m) const {
+  if (!rt_.cfg.objects || m.role != Role::tool || !m.metadata.is_object() || !m.metadata.contains("media")) return;
+  const int64_t expires =
+      now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(rt_.cfg.signed_url_ttl).count();
+  for (auto& e : m.metadata["media"])
+    if (e.is_object() && e.contains("storage_path") && e["storage_path"].is_string()) {
+      e["url"] = rt_.cfg.objects->sign_url(e["storage_path"].get<std::string>(), expires);
+      e["expiresAt"] = expires;
+    }
+}
+
+namespace {
+
+// The images of tool results, for the model: after each run of tool messages, a user message that shows them (a
+// tool message carries text only, and nothing may come between the tool messages of one answer).
+void show_tool_media(std::vector<Message>& messages) {
+  std::vector<Message> out;
+  out.reserve(messages.size());
+  std::vector<ContentPart> pending;
+  auto flush = [&] {
+    if (pending.empty()) return;
+    Message m;
+    m.id = new_id("msg");
+    m.role = Role::user;
+    m.parts.push_back(ContentPart::make_text("Files from the tool results above:"));
+    for (auto& p : pending) m.parts.push_back(std::move(p));
+    pending.clear();
+    out.push_back(std::move(m));
+  };
+  for (auto& m : messages) {
+    if (m.role != Role::tool) flush();
+    if (m.role == Role::tool && m.metadata.is_object() && m.metadata.contains("media") &&
+        m.metadata["media"].is_array()) {
+      const std::string tool = m.metadata.value("tool_name", "");
+      for (const auto& e : m.metadata["media"]) {
+        if (!e.is_object() || !e.contains("storage_path") || e.value("type", "") != "image") continue;
+        ContentPart p;
+        p.type = "image";
+        p.source =
+            PartSource{"file", e.value("storage_path", ""), e.value("mimeType", ""), std::string(kStoredProvider)};
+        p.metadata = json{{"ref", e.value("ref", "") + (tool.empty() ? "" : " from " + tool)}};
+        pending.push_back(std::move(p));
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  flush();
+  messages = std::move(out);
+}
+
+}  // namespace
+
 void AttachmentFlow::media_for_model(std::vector<Message>& messages, std::map<std::string, std::string>& cache) const {
+  if (rt_.cfg.objects) show_tool_media(messages);
   for (auto& m : messages) {
     if (m.parts.empty()) continue;
     std::vector<ContentPart> out;

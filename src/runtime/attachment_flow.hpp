@@ -33,6 +33,12 @@ class AttachmentFlow {
   void resign_parts(Message& m) const;
   // Model view of stored parts: the bytes (or a signed URL) and a text naming the ref, never the path.
   void media_for_model(std::vector<Message>& messages, std::map<std::string, std::string>& cache) const;
+  // Stores the files a tool produced as uploads of the thread; the tool message's metadata.media: [{type, mimeType,
+  // ref, storage_bucket, storage_path}] (a file that cannot be stored: {type, mimeType, error}). `written`: keys.
+  json store_tool_media(const std::string& user_id, const std::string& thread_id, std::vector<ToolMedia> media,
+                        std::vector<std::string>& written);
+  // History view of a tool message's metadata.media: a fresh signed url for each stored file.
+  void resign_media(Message& m) const;
   // The attachments of the thread that a tool call's arguments name by ref.
   std::vector<AttachmentRef> attachments_named(const json& args, const std::vector<MessageRecord>& history) const;
 

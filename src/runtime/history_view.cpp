@@ -33,6 +33,7 @@ std::vector<Message> HistoryView::history(std::string_view thread_id) {
 Message HistoryView::view(Message m) {
   {
     if (m.role == Role::user) rt_.attachments.resign_parts(m);
+    if (m.role == Role::tool) rt_.attachments.resign_media(m);
     if (m.role == Role::tool && m.metadata.is_object() && rt_.cfg.objects) {
       const std::string path = m.metadata.value("storage_path", "");
       const std::string sha = m.metadata.value("payload_sha256", "");

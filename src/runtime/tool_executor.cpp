@@ -185,6 +185,18 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
       out.status = ToolStatus::succeeded;
       out.result = oc.result.result;  // its depth is checked above; end_confirmed_job reads it too
       out.ui = oc.result.ui;
+      if (!oc.result.media.empty()) {
+        // Stored before the result commits; removed again if that commit is lost.
+        std::vector<std::string> written, pointers;
+        for (const auto& f : oc.result.media) pointers.push_back(f.result_pointer);
+        json stored = rt_.attachments.store_tool_media(ctx_.turn.user_id, ctx_.turn.thread_id,
+                                                       std::move(oc.result.media), written);
+        for (size_t i = 0; i < pointers.size() && i < stored.size(); ++i)
+          replace_with_ref(out.result, pointers[i], stored[i]);
+        media_[r.id] = std::move(stored);
+        for (const auto& key : written)
+          ctx_.em->add_compensation([objects = rt_.cfg.objects, key] { objects->remove(key); });
+      }
     } else {
       out.status = oc.error.code == "cancelled" ? ToolStatus::interrupted : ToolStatus::failed;
       out.error = oc.error;
@@ -252,6 +264,20 @@ void ToolExecutor::abandon(const Running& r, const LedgerEntry& l, std::string_v
     r.entry->spec.on_abandon(call, reason);
   } catch (const std::exception& e) {
     rt_.log(LogLevel::warn, "tools", fmt::format("{}'s on_abandon threw: {}", l.tool_name, e.what()));
+  }
+}
+
+void ToolExecutor::replace_with_ref(json& result, const std::string& pointer, const json& stored) {
+  if (pointer.empty() || !stored.contains("ref")) return;
+  try {
+    const json::json_pointer where(pointer);
+    if (where.empty() || !result.contains(where)) return;
+    json& parent = result[where.parent_pointer()];
+    if (!parent.is_object()) return;
+    parent.erase(where.back());
+    parent["ref"] = stored["ref"];
+  } catch (const json::exception&) {
+    // not a pointer into this result: the bytes stay
   }
 }
 
@@ -433,6 +459,10 @@ void ToolExecutor::record(const std::string& id, ToolAgentOutput out, const std:
   fields.emplace("storage_path", "");
   fields.emplace("payload_sha256", "");
   fields.emplace("summary_version", out.summary_version);
+  if (auto m = media_.find(id); m != media_.end()) {
+    fields.emplace("media", std::move(m->second));
+    media_.erase(m);
+  }
   if (rt_.cfg.objects) {
     // The full payload goes to the object store first; the index (in this batch's commit) second.
     std::string bytes = out_str;

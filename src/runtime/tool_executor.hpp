@@ -6,6 +6,7 @@
 // ToolCompletion, which is).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,8 @@ class ToolExecutor {
   // A request for input the interrupt cannot carry (a schema that is not an object schema or does not compile,
   // past the size or nesting limits).
   static std::optional<std::string> invalid_input_request(const InputRequest& r, size_t max_depth);
+  // The bytes of a file the tool produced, at `pointer` in its result, replaced by the stored file's ref.
+  static void replace_with_ref(json& result, const std::string& pointer, const json& stored);
   static std::optional<std::string> invalid_job_start(const JobStart& js, size_t max_depth);
   // Applies a tool's state_delta to the run's state into `next`; what is wrong with it, if anything (a patch that
   // is malformed, does not apply, or leaves a state over the limits).
@@ -92,6 +95,7 @@ class ToolExecutor {
   TurnRunner& runner_;
   Runtime::Impl& rt_;
   RunCtx& ctx_;
+  std::map<std::string, json> media_;  // the stored files of results about to be recorded (metadata.media)
 };
 
 }  // namespace v1

@@ -19,6 +19,7 @@ write_lock = threading.Lock()
 state = {"echo_desc": os.environ.get("MCP_TEST_ECHO_DESC", "Echoes the text"), "cancelled": set()}
 STATELESS = os.environ.get("MCP_TEST_PROTOCOL") == "2026-07-28"
 answers = {}  # our requests' ids -> [threading.Event, response]
+RED_DOT = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
 COLOUR = {"type": "object", "properties": {"colour": {"type": "string", "enum": ["red", "blue"]}},
           "required": ["colour"]}
 
@@ -68,6 +69,7 @@ def tools():
         {"name": "change", "description": "Changes echo's description", "inputSchema": obj({})},
         {"name": "dotted.name", "description": "A name agentrt cannot offer", "inputSchema": obj({})},
         {"name": "ask", "description": "Asks the person for a colour", "inputSchema": obj({})},
+        {"name": "image", "description": "Answers a 1x1 PNG", "inputSchema": obj({})},
     ]
 
 
@@ -125,6 +127,9 @@ def call(rid, params):
     elif name == "crash":
         sys.stdout.flush()
         os._exit(3)
+    elif name == "image":
+        result = {"content": [{"type": "text", "text": "a red dot"},
+                              {"type": "image", "mimeType": "image/png", "data": RED_DOT}]}
     elif name == "ask":
         result = ask(rid, params)
         if result is None:

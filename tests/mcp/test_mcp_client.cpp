@@ -13,6 +13,7 @@
 
 #include "agentrt/config.hpp"
 #include "agentrt/scripted_model.hpp"
+#include "store/fs_object_store.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -22,8 +23,22 @@ namespace {
 
 const std::string kServer = std::string(AGENTRT_SOURCE_DIR) + "/tests/mcp/scripted_server.py";
 
+// The images the model was shown (mime type and base64 length), from the last request that had any.
+std::mutex g_seen_mutex;
+std::vector<std::string> g_seen_images;
+
+void note_images(const ModelRequest& req) {
+  std::vector<std::string> seen;
+  for (const auto& m : req.messages)
+    for (const auto& p : m.parts)
+      if (p.type == "image" && p.source && p.source->type == "data") seen.push_back(p.source->mime_type);
+  std::lock_guard<std::mutex> lock(g_seen_mutex);
+  if (!seen.empty()) g_seen_images = std::move(seen);
+}
+
 // "call NAME ARGS" calls NAME with ARGS (JSON text) once; then answers with what the tool message says.
 ModelResult call_script(const ModelRequest& req) {
+  note_images(req);
   if (req.stage == "intent") return text_result("mcp");
   if (req.stage == "organization") return text_result("organized");
   const Message* user = last_user_message(req);
@@ -58,6 +73,9 @@ struct McpHarness {
   std::vector<std::string> logged;
   std::unique_ptr<Harness> h;
 
+  std::shared_ptr<ObjectStore> objects =
+      std::make_shared<FsObjectStore>(FsObjectStoreOptions{dir.file("objects"), "agentrt", "s3cret", "http://x/o"});
+
   explicit McpHarness(json server = {}, std::map<std::string, std::string> env = {}) { open(std::move(server), env); }
 
   void open(json server, std::map<std::string, std::string> env = {}) {
@@ -70,6 +88,7 @@ struct McpHarness {
     h = std::make_unique<Harness>(call_script, [&, cfg, pins](RuntimeConfig& c) {
       c.mcp_servers = mcp_servers_from_json(json{{"scripted", cfg}});
       c.mcp_pins_path = pins;
+      c.objects = objects;
       c.log_level = LogLevel::debug;
       c.log = [this](LogLevel, std::string_view component, std::string_view message) {
         std::lock_guard<std::mutex> lock(log_mutex);
@@ -96,6 +115,7 @@ struct McpHarness {
     RuntimeConfig c = test_config(h->used_store, h->model);
     c.mcp_servers = h->rt->config().mcp_servers;
     c.mcp_pins_path = h->rt->config().mcp_pins_path;
+    c.objects = objects;
     h->rt.reset();
     h->rt = std::make_unique<Runtime>(c);
   }
@@ -135,7 +155,7 @@ TEST_SUITE("mcp") {
     CHECK(servers[0].protocol_version == "2025-11-25");
     CHECK(servers[0].server_name == "scripted");
     CHECK(servers[0].server_version == "1.0");
-    CHECK(servers[0].tools == 14);  // 15 listed on 5 pages of 3; dotted.name cannot be a tool name here
+    CHECK(servers[0].tools == 15);  // 16 listed on 6 pages of 3; dotted.name cannot be a tool name here
     auto echo = m.tool("scripted__echo");
     REQUIRE(echo);
     CHECK(echo->offered);
@@ -198,6 +218,32 @@ TEST_SUITE("mcp") {
     REQUIRE(result);
     CHECK((*result)["content"] == "Bergen: 3 degrees");
     CHECK((*result)["metadata"]["ui"]["type"] == "weather_card");
+  }
+
+  TEST_CASE("an image in a result is a file of the thread: stored, listed with a signed url, shown to the model") {
+    McpHarness m;
+    auto t = m.call("t1", "scripted__image", "{}");
+    REQUIRE(t.status == TurnStatus::completed);
+    json out = m.outcome(t);
+    CHECK(out["status"] == "succeeded");
+    CHECK(out["result"]["content"][1] ==
+          json{{"type", "image"}, {"mimeType", "image/png"}, {"ref", out["result"]["content"][1].value("ref", "?")}});
+    CHECK(out["result"]["content"][1]["ref"].get<std::string>().rfind("img_", 0) == 0);
+    auto history = m.rt().history("t1");
+    REQUIRE(history.size() >= 3);
+    const Message& tool = history[2];
+    CHECK(tool.content == "a red dot");
+    REQUIRE(tool.metadata["media"].size() == 1);
+    const json& media = tool.metadata["media"][0];
+    CHECK(media["type"] == "image");
+    CHECK(media["mimeType"] == "image/png");
+    CHECK(media["ref"].get<std::string>().rfind("img_", 0) == 0);
+    CHECK(media["url"].get<std::string>().rfind("http://x/o/", 0) == 0);
+    auto bytes = m.objects->get(media["storage_path"].get<std::string>());
+    REQUIRE(bytes);
+    CHECK(bytes->substr(1, 3) == "PNG");
+    std::lock_guard<std::mutex> lock(g_seen_mutex);
+    CHECK(g_seen_images == std::vector<std::string>{"image/png"});  // the model's next request showed it
   }
 
   TEST_CASE("an MCP tool needs approval unless its server's configuration says otherwise") {

@@ -153,8 +153,8 @@ void exercise(Harness& h, const std::string& transport) {
   CHECK(image["status"] == "succeeded");
   bool has_image = false;
   for (const auto& part : image["result"]["content"])
-    has_image = has_image || (part["type"] == "image" && part["mimeType"] == "image/png");
-  CHECK(has_image);
+    has_image = has_image || (part["type"] == "image" && part["mimeType"] == "image/png" && part.contains("data"));
+  CHECK(has_image);  // without an object store the file cannot be stored: its bytes stay in the result
 
   json error = outcome(h, transport + "-error", "gzip-file-as-resource",
                        {{"name", "x.gz"}, {"data", "ftp://example.com/file"}, {"outputType", "resource"}});
