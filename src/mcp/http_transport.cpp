@@ -121,13 +121,16 @@ class HttpTransport final : public McpTransport {
     return req;
   }
 
-  // The answer to `id` that did not come: given to the connection as that request's error.
-  void fail(const json& id, const std::string& why) {
+  // The answer to `id` that did not come: given to the connection as that request's error, with the call's failure
+  // code (kTransportCodeKey): "mcp_protocol" for what the server sent, "mcp_unavailable" for what it did not.
+  void fail(const json& id, const std::string& why, std::string_view code = "mcp_unavailable") {
     if (id.is_null()) {
       events_.on_log(LogLevel::warn, why);
       return;
     }
-    events_.on_message(json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", -32000}, {"message", why}}}});
+    events_.on_message(json{{"jsonrpc", "2.0"},
+                            {"id", id},
+                            {"error", {{"code", -32000}, {"message", why}, {"data", {{kTransportCodeKey, code}}}}}});
   }
 
   // Hands the server's messages on; a malformed one in the answer to `id` is that request's error.
@@ -135,7 +138,8 @@ class HttpTransport final : public McpTransport {
     json m = parse_server_message(text, cfg_.max_message_bytes, max_depth_);
     if (m.is_string()) {
       answered = true;
-      fail(id, fmt::format("MCP server {} sent {}", cfg_.name, m.get<std::string>()));
+      fail(id, fmt::format("MCP server {} broke the protocol: it sent {}", cfg_.name, m.get<std::string>()),
+           "mcp_protocol");
       return;
     }
     if (!id.is_null() && m.contains("id") && m["id"] == id && !m.contains("method")) answered = true;
@@ -216,7 +220,8 @@ class HttpTransport final : public McpTransport {
       if (closing_) return;
       if (e.code() != ErrorCode::io && e.code() != ErrorCode::timeout) {
         answered = true;
-        fail(id, fmt::format("MCP server {}: {}", cfg_.name, e.message()));
+        fail(id, fmt::format("MCP server {} broke the protocol: {}", cfg_.name, e.message()),
+             e.code() == ErrorCode::too_large ? "mcp_protocol" : "mcp_unavailable");
         return;
       }
     } catch (const std::exception& e) {

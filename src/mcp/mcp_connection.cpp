@@ -411,6 +411,13 @@ void McpConnection::on_message(json m) {
   if (!p.done) return violation(fmt::format("an answer to id {}, which it was not asked", id));
   if (m.contains("error")) {
     const json& e = m["error"];
+    // A transport's own failure for the request (a server could send the same shape: it only picks one of these two).
+    const json transport_code = e.is_object() && e.contains("data") && e["data"].is_object()
+                                    ? e["data"].value(std::string(kTransportCodeKey), json())
+                                    : json();
+    if (transport_code == "mcp_protocol" || transport_code == "mcp_unavailable")
+      return p.done(
+          RpcOutcome{false, {}, transport_code.get<std::string>(), short_text(e.value("message", json("")), 2000)});
     std::string message = e.is_object() ? short_text(e.value("message", json("")), 2000) : short_text(e);
     int64_t code = e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
     return p.done(RpcOutcome{false, {}, "mcp_error", fmt::format("{} (error {})", message, code)});

@@ -43,6 +43,8 @@ class McpTransport {
 
 // Set by a transport on a server's request that came in the answer to one of ours: that request's id.
 inline constexpr std::string_view kRelatedRequestKey = "_agentrt_related";
+// In error.data of an error a transport makes up for a request whose answer did not come: the call's failure code.
+inline constexpr std::string_view kTransportCodeKey = "agentrtCode";
 
 // The transport a server's configuration names (a command: stdio; a url: streamable HTTP).
 std::unique_ptr<McpTransport> make_transport(const McpServerConfig& config, size_t max_json_depth);

@@ -4,6 +4,11 @@
 // output ending the call (never the process), changed definitions held back until approved, the configuration.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -81,9 +86,16 @@ struct McpHarness {
   void open(json server, std::map<std::string, std::string> env = {}) {
     h.reset();
     json cfg = {{"command", json::array({"python3", kServer})}, {"approval", "never"}};
-    for (auto& [k, v] : server.items()) cfg[k] = v;
-    cfg["env"]["MCP_TEST_LOG"] = log_file;
-    for (auto& [k, v] : env) cfg["env"][k] = v;
+    for (auto& [k, v] : server.items()) {
+      if (v.is_null())
+        cfg.erase(k);
+      else
+        cfg[k] = v;
+    }
+    if (cfg.contains("command")) {
+      cfg["env"]["MCP_TEST_LOG"] = log_file;
+      for (auto& [k, v] : env) cfg["env"][k] = v;
+    }
     const std::string pins = dir.file("pins.json");
     h = std::make_unique<Harness>(call_script, [&, cfg, pins](RuntimeConfig& c) {
       c.mcp_servers = mcp_servers_from_json(json{{"scripted", cfg}});
@@ -545,5 +557,76 @@ TEST_SUITE("mcp") {
                                           {"model", {{"type", "demo"}}},
                                           {"mcp_servers", {{"x", {{"command", 7}}}}}});
           }).first == ErrorCode::invalid_argument);
+  }
+}
+
+namespace {
+
+// tests/mcp/scripted_http_server.py on a free port, for the test's life.
+struct HttpScripted {
+  TempDir dir;
+  std::string port_file = dir.file("port"), log_file = dir.file("http.log");
+  pid_t pid = -1;
+  int port = 0;
+  HttpScripted() {
+    const std::string script = std::string(AGENTRT_SOURCE_DIR) + "/tests/mcp/scripted_http_server.py";
+    pid = ::fork();
+    if (pid == 0) {
+      ::execlp("python3", "python3", script.c_str(), port_file.c_str(), log_file.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    REQUIRE(eventually([&] { return std::filesystem::exists(port_file); }));
+    port = std::stoi(read_file(port_file));
+  }
+  ~HttpScripted() {
+    ::kill(pid, SIGTERM);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/mcp"; }
+  std::string log() const { return read_file(log_file); }
+};
+
+}  // namespace
+
+TEST_SUITE("mcp") {
+  TEST_CASE(
+      "streamable HTTP: SSE answers, a cut stream resumed with Last-Event-ID, broken answers, a session that "
+      "ends") {
+    HttpScripted server;
+    McpHarness m(json{{"command", nullptr}, {"url", server.url()}, {"max_message_bytes", 65536}});
+    auto s = m.rt().mcp_servers()[0];
+    REQUIRE(s.state == "ready");
+    CHECK(s.transport == "http");
+    CHECK(s.server_name == "scripted-http");
+    auto text = [&](const std::string& thread, const std::string& tool) {
+      return m.outcome(m.call(thread, "scripted__" + tool, "{}"));
+    };
+    CHECK(text("t1", "echo")["result"]["content"][0]["text"] == "echoed over SSE");
+    CHECK(text("t2", "cut")["result"]["content"][0]["text"] == "answered after a resume");
+    CHECK(server.log().find("resume cut-1") != std::string::npos);
+
+    json huge = text("t3", "huge");
+    CHECK(huge["error"]["code"] == "mcp_protocol");
+    CHECK(huge["error"]["message"].get<std::string>().find("65536") != std::string::npos);
+    json garbage = text("t4", "garbage");
+    CHECK(garbage["error"]["code"] == "mcp_protocol");
+    CHECK(garbage["error"]["message"].get<std::string>().find("not valid JSON") != std::string::npos);
+    json fire = text("t5", "fail500");
+    CHECK(fire["error"]["code"] == "mcp_unavailable");
+    CHECK(fire["error"]["message"].get<std::string>().find("answered HTTP 500: the server is on fire") !=
+          std::string::npos);
+
+    // The server ends the session: the call fails, the client initializes a new one, and goes on.
+    json expired = text("t6", "expire");
+    CHECK(expired["error"]["code"] == "mcp_unavailable");
+    REQUIRE(eventually([&] {
+      auto now = m.rt().mcp_servers()[0];
+      return now.state == "ready" && now.restarts == 1;
+    }));
+    CHECK(text("t7", "echo")["result"]["content"][0]["text"] == "echoed over SSE");
+    CHECK(count_lines_starting(server.log(), "initialize") == 2);
+    m.h->rt.reset();  // the runtime ends its session
+    CHECK(count_lines_starting(server.log(), "delete") >= 1);
   }
 }
