@@ -630,3 +630,46 @@ TEST_SUITE("mcp") {
     CHECK(count_lines_starting(server.log(), "delete") >= 1);
   }
 }
+
+TEST_SUITE("mcp") {
+  TEST_CASE("a process killed during an MCP call: the call is recorded interrupted and never sent again") {
+    TempDir dir;
+    const std::string log_file = dir.file("calls.log");
+    auto config = [&] {
+      RuntimeConfig c = test_config(std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")}),
+                                    std::make_shared<ScriptedModel>(call_script));
+      c.mcp_servers = mcp_servers_from_json(json{{"scripted",
+                                                  {{"command", json::array({"python3", kServer})},
+                                                   {"approval", "never"},
+                                                   {"env", {{"MCP_TEST_LOG", log_file}}}}}});
+      c.mcp_pins_path = dir.file("pins.json");
+      return c;
+    };
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        Runtime rt(config());
+        rt.start_turn(turn_input("t-crash", user_message(R"(call scripted__slow {"seconds":60})")));
+        ::pause();
+      } catch (...) {
+      }
+      ::_exit(5);
+    }
+    REQUIRE(eventually([&] { return count_lines_starting(read_file(log_file), "slow ") == 1; }));
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+
+    Runtime rt(config());  // the next process: the dead one's turn fails once its lease runs out
+    auto store = SqliteStore(SqliteStoreOptions{dir.file("agentrt.db")});
+    auto turn = store.last_turn("t-crash");
+    REQUIRE(turn);
+    auto ended = rt.wait(turn->id, kLongWait);
+    CHECK(ended.status == TurnStatus::failed);
+    auto ledger = rt.tool_calls(turn->id);
+    REQUIRE(ledger.size() == 1);
+    CHECK(ledger[0].status == LedgerStatus::interrupted);
+    CHECK(count_lines_starting(read_file(log_file), "slow ") == 1);  // never sent again
+  }
+}
