@@ -138,6 +138,8 @@ class ToolCompletion {
 
  private:
   struct State;
+  template <class Set>
+  bool settle(Set&& set);  // the first settlement wins (tools.cpp)
   std::shared_ptr<State> state_;
 };
 

@@ -28,52 +28,45 @@ struct ToolCompletion::State {
 
 ToolCompletion::ToolCompletion() : state_(std::make_shared<State>()) {}
 
-bool ToolCompletion::complete(ToolResult result) {
+// `set` fills the outcome under the lock, once.
+template <class Set>
+bool ToolCompletion::settle(Set&& set) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (state_->done) return false;
     state_->done = true;
-    state_->outcome.ok = true;
-    state_->outcome.result = std::move(result);
+    set(state_->outcome);
   }
   state_->cv.notify_all();
   return true;
+}
+
+bool ToolCompletion::complete(ToolResult result) {
+  return settle([&](Outcome& o) {
+    o.ok = true;
+    o.result = std::move(result);
+  });
 }
 
 bool ToolCompletion::fail(std::string code, std::string message) {
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->done) return false;
-    state_->done = true;
-    state_->outcome.ok = false;
-    state_->outcome.error = ToolError{std::move(code), std::move(message)};
-  }
-  state_->cv.notify_all();
-  return true;
+  return settle([&](Outcome& o) {
+    o.ok = false;
+    o.error = ToolError{std::move(code), std::move(message)};
+  });
 }
 
 bool ToolCompletion::start_job(JobStart job) {
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->done) return false;
-    state_->done = true;
-    state_->outcome.ok = true;
-    state_->outcome.job = std::move(job);
-  }
-  state_->cv.notify_all();
-  return true;
+  return settle([&](Outcome& o) {
+    o.ok = true;
+    o.job = std::move(job);
+  });
 }
 
 bool ToolCompletion::need_input(InputRequest request) {
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->done) return false;
-    state_->done = true;
-    state_->outcome.ok = true;
-    state_->outcome.input = std::move(request);
-  }
-  state_->cv.notify_all();
-  return true;
+  return settle([&](Outcome& o) {
+    o.ok = true;
+    o.input = std::move(request);
+  });
 }
 
 bool ToolCompletion::done() const {
