@@ -96,7 +96,11 @@ def call(rid, params):
         result = {"content": [{"type": "text", "text": f"{city}: 3 degrees"}],
                   "structuredContent": {"city": city, "temperature": 3,
                                         "ui": {"type": "weather_card", "version": "v1",
-                                               "data": {"city": city, "temperature": 3}}}}
+                                               "data": {"city": city, "temperature": 3},
+                                               "actions": [{"type": "call", "label": "Refresh tools",
+                                                            "endpoint": "/mcp/tools", "method": "GET"},
+                                                           {"type": "call", "label": "Broken link",
+                                                            "endpoint": "/no/such/endpoint", "method": "GET"}]}}}
     elif name == "slow":
         deadline = time.time() + float(args["seconds"])
         while time.time() < deadline:

@@ -478,11 +478,20 @@ function Chat({ session, threadId, onChanged }) {
     }
   };
 
+  // A card's action: a message to send, or a call of the endpoint it names (an API path of this server), whose
+  // outcome is a notice.
   const onAction = async (action) => {
-    if (typeof action.endpoint === "string") {
-      await call(session, action.method ?? "POST", action.endpoint, action.payload ?? {});
-    } else {
+    if (typeof action.endpoint !== "string") {
       send(String(action.message ?? action.label ?? action.action));
+      return;
+    }
+    const label = String(action.label ?? action.endpoint);
+    const method = String(action.method ?? "POST").toUpperCase();
+    try {
+      await call(session, method, action.endpoint, method === "GET" ? undefined : action.payload ?? {});
+      setNotice({ kind: "info", text: `${label}: done` });
+    } catch (e) {
+      setNotice({ kind: "error", text: `${label}: ${e.message ?? e}` });
     }
   };
 

@@ -458,6 +458,35 @@ test("a card's action sends its message; a job's confirmation is an approval car
   }
 });
 
+test("a card's action that names an endpoint calls it; its outcome is a notice", async () => {
+  // An MCP tool (the repository's scripted server) answers a card whose actions name API paths of this server.
+  const dir = mkdtempSync(join(tmpdir(), "agentrt-web-mcp-"));
+  const config = join(dir, "config.json");
+  const script = fileURLToPath(new URL("../../../tests/mcp/scripted_server.py", import.meta.url));
+  writeFileSync(config, JSON.stringify({
+    runtime: { mcp_servers: { scripted: { command: ["python3", script], approval: "never" } } },
+  }));
+  const mcpServer = await startServer(["--config", config]);
+  const { page, context, problems } = await openPage(mcpServer.url);
+  try {
+    await send(page, "use scripted__card");
+    const card = page.locator('[data-ui-type="weather_card"]');
+    await card.waitFor(WAIT);
+    const called = page.waitForResponse((r) => r.url().endsWith("/api/v1/mcp/tools") && r.request().method() === "GET");
+    await card.getByRole("button", { name: "Refresh tools" }).click();
+    assert.equal((await called).status(), 200);
+    await page.getByRole("status").filter({ hasText: "Refresh tools: done" }).waitFor(WAIT);
+    await card.getByRole("button", { name: "Broken link" }).click();
+    const alert = page.getByRole("alert").filter({ hasText: "Broken link: no such endpoint" });
+    await alert.waitFor(WAIT);
+    await page.screenshot({ path: join(shots, "card-endpoint-action.png") });
+    assert.deepEqual(problems.filter((p) => !/Failed to load resource/.test(p)), []);
+  } finally {
+    await context.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("keyboard only: sign in, ask, and approve without the mouse", async () => {
   const context = await browser.newContext();
   const page = await context.newPage();
