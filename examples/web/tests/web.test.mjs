@@ -60,6 +60,17 @@ after(async () => {
   }
 });
 
+// Runs `fn(page, problems)` on a signed-in page of a new browser context on `base`, closed afterwards.
+async function withPage(base, fn) {
+  if (typeof base === "function") [base, fn] = [server.url, base];
+  const { page, context, problems } = await openPage(base);
+  try {
+    return await fn(page, problems);
+  } finally {
+    await context.close();
+  }
+}
+
 // A signed-in page on a new thread; page errors and failed requests collected.
 async function openPage(base = server.url) {
   const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
@@ -92,8 +103,7 @@ async function askToBook(page) {
 }
 
 test("golden path A: a question streams its answer into the page, and the thread is listed", async () => {
-  const { page, context, problems } = await openPage();
-  try {
+  await withPage(async (page, problems) => {
     await send(page, "hello");
     await assistant(page, 'You said: "hello"').waitFor(WAIT);
     await page.getByRole("button", { name: "Send" }).waitFor(WAIT);  // the run ended
@@ -102,14 +112,11 @@ test("golden path A: a question streams its answer into the page, and the thread
     assert.equal(await page.locator("footer.usage").textContent(), "");
     await page.screenshot({ path: join(shots, "golden-path-a.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("golden path B: the approval card, Approve, the booking card live and again after a reload", async () => {
-  const { page, context, problems } = await openPage();
-  try {
+  await withPage(async (page, problems) => {
     const approval = await askToBook(page);
     assert.match(await approval.textContent(), /expires in/);
     assert.match(await approval.textContent(), /"room": "A1"/);
@@ -126,14 +133,11 @@ test("golden path B: the approval card, Approve, the booking card live and again
     await assistant(page, "Your booking is confirmed: room A1 on Monday.").waitFor(WAIT);
     assert.equal(await page.locator(".msg.user").count(), 1);
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("golden path B rejected with a reason: the model is told why, nothing is booked", async () => {
-  const { page, context, problems } = await openPage();
-  try {
+  await withPage(async (page, problems) => {
     const approval = await askToBook(page);
     await approval.getByRole("button", { name: "Reject" }).click();
     await approval.getByLabel("Reason").fill("not this week");
@@ -143,14 +147,11 @@ test("golden path B rejected with a reason: the model is told why, nothing is bo
     assert.equal(await page.locator('[data-ui-type="booking_confirmation"]').count(), 0);
     await page.screenshot({ path: join(shots, "rejected.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("golden path B with edited arguments: checked against the tool's schema, then booked as edited", async () => {
-  const { page, context, problems } = await openPage();
-  try {
+  await withPage(async (page, problems) => {
     const approval = await askToBook(page);
     await approval.getByRole("button", { name: "Edit" }).click();
     const args = approval.getByLabel("Arguments");
@@ -166,15 +167,12 @@ test("golden path B with edited arguments: checked against the tool's schema, th
     assert.match(await page.locator('[data-ui-type="booking_confirmation"]').textContent(), /Room B2 booked for tue/);
     await page.screenshot({ path: join(shots, "edited.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("Stop cancels the running turn; the page says so and takes the next message", async () => {
   const slow = await startServer(["--demo-delay-ms", "40"]);
-  const { page, context, problems } = await openPage(slow.url);
-  try {
+  await withPage(slow.url, async (page, problems) => {
     await send(page, "a long answer, slowly please");
     await page.getByRole("status").filter({ hasText: "Working" }).waitFor(WAIT);
     await page.locator(".msg.assistant").first().waitFor(WAIT);  // its text has begun
@@ -184,9 +182,7 @@ test("Stop cancels the running turn; the page says so and takes the next message
     await assistant(page, 'You said: "hello"').waitFor(WAIT);
     await page.screenshot({ path: join(shots, "stopped.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 // A TCP relay between the browser and a server whose open connections the test can cut, as a network does.
@@ -273,8 +269,7 @@ test("an image attached: previewed, uploaded, sent as an AG-UI part, and shown a
 
 test("a job a tool started: its progress while it runs, its outcome in the chat when it ends", async () => {
   const jobsServer = await startServer(["--demo-jobs", "1500"]);
-  const { page, context, problems } = await openPage(jobsServer.url);
-  try {
+  await withPage(jobsServer.url, async (page, problems) => {
     await send(page, "render the beach");
     const job = page.getByRole("group", { name: "Job render_preview" });
     await job.waitFor(WAIT);
@@ -286,9 +281,7 @@ test("a job a tool started: its progress while it runs, its outcome in the chat 
     assert.match(await job.textContent(), /render_preview · succeeded/);
     await page.screenshot({ path: join(shots, "job-outcome.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 // One second of a 440 Hz tone, 16-bit mono PCM at 16 kHz: what Chromium's fake microphone plays.
@@ -373,8 +366,7 @@ async function startConfigured(extra, flags = []) {
 }
 
 test("threads: two of them, switched between with their own history, one deleted", async () => {
-  const { page, context, problems } = await openPage();
-  try {
+  await withPage(async (page, problems) => {
     await send(page, "hello");
     await assistant(page, 'You said: "hello"').waitFor(WAIT);
     const first = decodeURIComponent(/thread=([^&]+)/.exec(new URL(page.url()).hash)[1]);
@@ -391,15 +383,12 @@ test("threads: two of them, switched between with their own history, one deleted
     assert.equal(await page.locator(".msg").count(), 0);  // a new, empty thread took its place
     await page.screenshot({ path: join(shots, "threads.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("an approval past its deadline is shown expired and can be dismissed; the thread goes on", async () => {
   const short = await startConfigured({ runtime: { approval_timeout_ms: 1500, sweep_interval_ms: 100 } });
-  const { page, context, problems } = await openPage(short.url);
-  try {
+  await withPage(short.url, async (page, problems) => {
     const approval = await askToBook(page);
     await approval.locator(".expired", { hasText: "expired" }).waitFor(WAIT);
     await approval.getByRole("button", { name: "Dismiss" }).click();
@@ -408,15 +397,12 @@ test("an approval past its deadline is shown expired and can be dismissed; the t
     await assistant(page, 'You said: "hello"').waitFor(WAIT);
     await page.screenshot({ path: join(shots, "expired.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("an ERROR message is shown as an error, without its prefix", async () => {
   const failing = await startConfigured({ runtime: { max_steps: 1 } });  // the execution stage's call is one too many
-  const { page, context, problems } = await openPage(failing.url);
-  try {
+  await withPage(failing.url, async (page, problems) => {
     await send(page, "hello");
     const error = page.locator(".msg.error");
     await error.waitFor(WAIT);
@@ -425,15 +411,12 @@ test("an ERROR message is shown as an error, without its prefix", async () => {
     assert.equal(await error.getAttribute("role"), "alert");
     await page.screenshot({ path: join(shots, "error.png") });
     assert.deepEqual(problems.filter((p) => !/Failed to load resource/.test(p)), []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("a card's action sends its message; a job's confirmation is an approval card", async () => {
   const jobsServer = await startServer(["--demo-jobs", "300"]);
-  const { page, context, problems } = await openPage(jobsServer.url);
-  try {
+  await withPage(jobsServer.url, async (page, problems) => {
     const approval = await askToBook(page);
     await approval.getByRole("button", { name: "Approve" }).click();
     const card = page.locator('[data-ui-type="booking_confirmation"]');
@@ -453,9 +436,7 @@ test("a card's action sends its message; a job's confirmation is an approval car
     await page.locator('.job[data-job-status="succeeded"]').waitFor(WAIT);
     await page.screenshot({ path: join(shots, "job.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("a card's action that names an endpoint calls it; its outcome is a notice", async () => {
@@ -543,8 +524,7 @@ test("two approvals at once: each decided on its card, both sent in one resume",
 
 test("reasoning: the draft the organization stage rewrites is shown collapsed, the answer below it", async () => {
   const organizing = await startConfigured({ runtime: { stages: { organization: { call_model: true } } } });
-  const { page, context, problems } = await openPage(organizing.url);
-  try {
+  await withPage(organizing.url, async (page, problems) => {
     await send(page, "hello");
     const reasoning = page.locator("details.msg.reasoning");
     await reasoning.waitFor(WAIT);
@@ -554,14 +534,11 @@ test("reasoning: the draft the organization stage rewrites is shown collapsed, t
     await assistant(page, "Done.").waitFor(WAIT);
     await page.screenshot({ path: join(shots, "reasoning.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("images dropped on the composer or pasted into the message box are attached too", async () => {
-  const { page, context, problems } = await openPage();
-  try {
+  await withPage(async (page, problems) => {
     const png = DOT.toString("base64");
     await page.evaluate((b64) => {
       const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
@@ -581,9 +558,7 @@ test("images dropped on the composer or pasted into the message box are attached
     assert.equal(await page.locator(".msg.user img.attachment").count(), 2);
     await page.screenshot({ path: join(shots, "dropped-and-pasted.png") });
     assert.deepEqual(problems, []);
-  } finally {
-    await context.close();
-  }
+  });
 });
 
 test("token usage: a model that reports it gets the run's tokens in the footer", async () => {
