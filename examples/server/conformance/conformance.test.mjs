@@ -642,6 +642,53 @@ test("connect: a run in progress is re-attached from its start, live to its end,
   }
 });
 
+test("connect with Last-Event-ID: a client that lost its connection mid-run takes the run up after its last event", async () => {
+  const slow = await startServer(["--demo-delay-ms", "30"]);
+  try {
+    const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json",
+      Accept: "text/event-stream" };
+    const threadId = randomUUID();
+    const runId = randomUUID();
+    const user = { id: randomUUID(), role: "user", content: "a long answer, slowly please" };
+    const res = await fetch(`${slow.url}/agent/runs`, { method: "POST", headers,
+      body: JSON.stringify({ threadId, runId, messages: [user], tools: [], context: [], state: {}, forwardedProps: {} }) });
+    // Read until two text deltas have come, then lose the connection.
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let raw = "";
+    while ((raw.match(/TEXT_MESSAGE_CONTENT/g) ?? []).length < 2 || !raw.endsWith("\n\n")) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, "the run ended before its text streamed");
+      raw += decoder.decode(value, { stream: true });
+    }
+    await reader.cancel();
+    const seen = parseSse(raw);
+    const lastId = /(?:^|\n)id: (\d+)\n[^\n]*\n\n$/.exec(raw)[1];
+    const message = seen.find((e) => e.type === "TEXT_MESSAGE_START");
+    const before = seen.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join("");
+    // The client as it stood: the user's message and the answer so far.
+    const log = [];
+    const agent = new ReattachingAgent({
+      url: `${slow.url}/agent/runs`, connectUrl: `${slow.url}/agent/connect`, threadId,
+      headers: { Authorization: `Bearer ${TOKEN}`, "Last-Event-ID": lastId }, fetch: recordingFetch(log) });
+    agent.setMessages([user, { id: message.messageId, role: "assistant", content: before }]);
+    const events = await connectAndRecord(agent, log);
+    assert.equal(events[0].type, "RUN_STARTED");
+    assert.equal(events[0].runId, runId);
+    // No snapshot: what was open at that event is opened again (the step, the message), then the rest of the run.
+    assert.deepEqual(squeeze(events.map((e) => e.type)).slice(0, 4),
+      ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]);
+    assert.equal(events[2].messageId, message.messageId);
+    const after = events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join("");
+    const history = await (await fetch(`${slow.url}/agent/runs/${threadId}/history`, { headers })).json();
+    assert.equal(before + after, history.messages[1].content);  // nothing missed, nothing twice
+    assert.deepEqual(agent.messages.map((m) => [m.id, m.role, m.content]),
+      history.messages.map((m) => [m.id, m.role, m.content]));
+  } finally {
+    await stopServer(slow);
+  }
+});
+
 test("a client before AG-UI 1.0 (no protocolVersion) gets run ends it can read: no pendingToolCallIds, no cancelled", async () => {
   const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json", Accept: "text/event-stream" };
   const threadId = randomUUID();

@@ -1,6 +1,7 @@
 // The connect route: re-attach to a thread the way an AG-UI client reloads (its connect()): one run's worth of
 // events that give the client the thread as it stands — MESSAGES_SNAPSHOT, STATE_SNAPSHOT — and then the run in
-// progress, live, or how the thread's last turn left it (paused on interrupts, waiting for client tool answers).
+// progress, live, or how the thread's last turn left it (paused on interrupts, waiting for client tool answers). With
+// Last-Event-ID inside the run in progress, the run is taken up after that event instead.
 #include "routes.hpp"
 
 #include <set>
@@ -64,6 +65,57 @@ SharedChunk frame(const Event& e, int64_t seq, const ApiCall& c) {
   return chunk;
 }
 
+// What is open in a run at event `upto` (its steps, reasoning, text message, tool calls), as the events that open
+// them again: a client that read the run up to there and lost its connection takes up the rest after them (AG-UI's
+// client checks each run it reads from its start, and takes a start of a message or tool call it already has as the
+// same one).
+std::vector<json> open_at(ServerContext& s, const ApiCall& c, int64_t after, int64_t upto) {
+  std::vector<std::pair<std::string, json>> open;  // (key, the opening event) in the order they opened
+  auto close = [&](const std::string& key) {
+    for (auto it = open.begin(); it != open.end(); ++it)
+      if (it->first == key) {
+        open.erase(it);
+        return;
+      }
+  };
+  while (after < upto) {
+    auto page = s.rt->events_page(c.internal_thread, c.user, after, kMaxEventsPage);
+    if (page.empty()) break;
+    for (const auto& e : page) {
+      if (e.seq > upto) break;
+      json j = json::parse(e.json, nullptr, false);
+      const std::string type = j.is_object() ? j.value("type", "") : "";
+      if (type == "STEP_STARTED")
+        open.emplace_back("step:" + j.value("stepName", ""), j);
+      else if (type == "STEP_FINISHED")
+        close("step:" + j.value("stepName", ""));
+      else if (type == "TEXT_MESSAGE_START")
+        open.emplace_back("text:" + j.value("messageId", ""), j);
+      else if (type == "TEXT_MESSAGE_END")
+        close("text:" + j.value("messageId", ""));
+      else if (type == "TOOL_CALL_START")
+        open.emplace_back("tool:" + j.value("toolCallId", ""), j);
+      else if (type == "TOOL_CALL_END")
+        close("tool:" + j.value("toolCallId", ""));
+      else if (type == "REASONING_START")
+        open.emplace_back("reasoning:" + j.value("messageId", ""), j);
+      else if (type == "REASONING_END")
+        close("reasoning:" + j.value("messageId", ""));
+      else if (type == "REASONING_MESSAGE_START")
+        open.emplace_back("thought:" + j.value("messageId", ""), j);
+      else if (type == "REASONING_MESSAGE_END")
+        close("thought:" + j.value("messageId", ""));
+    }
+    after = page.back().seq;
+  }
+  std::vector<json> out;
+  for (auto& [key, j] : open) {
+    j["timestamp"] = now_ms();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Event messages_snapshot(json messages) {
   Event e;
   e.type = EventType::MESSAGES_SNAPSHOT;
@@ -90,6 +142,41 @@ void post_connect(ServerContext& s, ApiCall& c) {
   json messages = json::array();
   for (auto& m : s.rt->history(c.internal_thread)) messages.push_back(m);  // read before the events (see below)
   std::vector<SharedChunk> prelude;
+  // A client that lost its connection mid-run says the last event it took (Last-Event-ID): within the run in
+  // progress, it gets the run's RUN_STARTED, what is open at that event opened again, and the events after it.
+  std::optional<int64_t> taken;
+  if (const std::string cursor(c.req.header("Last-Event-ID")); started && !cursor.empty()) {
+    size_t used = 0;
+    int64_t n = -1;
+    try {
+      n = std::stoll(cursor, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != cursor.size() || n < 0)
+      throw ApiError{400, "invalid_cursor", "Last-Event-ID must be an event sequence number"};
+    if (n >= started->seq && n <= last_seq) taken = n;  // otherwise the whole run again, with the snapshots
+  }
+  if (started && taken) {
+    auto head = std::make_shared<StreamChunk>();
+    head->bytes = fmt::format("id: {}\ndata: {}\n\n", *taken,
+                              rewrite_json_string(started->json, c.internal_thread, c.client_thread));
+    head->seq = *taken;
+    head->run_id = started->run_id;
+    prelude.push_back(std::move(head));
+    for (auto& j : open_at(s, c, started->seq, *taken)) {
+      auto chunk = std::make_shared<StreamChunk>();
+      chunk->bytes = fmt::format("id: {}\ndata: {}\n\n", *taken,
+                                 rewrite_json_string(j.dump(), c.internal_thread, c.client_thread));
+      chunk->seq = *taken;
+      prelude.push_back(std::move(chunk));
+    }
+    SseOptions options;
+    options.prelude = std::move(prelude);
+    options.pre_1_0 = speaks_pre_1_0(in);
+    open_sse_stream(s, c, slot, SseStream::Mode::one_run, started->run_id, *taken, std::move(options));
+    return;
+  }
   if (started) {
     // History first, the events second: a message completed in between is among the events, and left out.
     const auto replayed = messages_made_after(s, c, started->seq);
