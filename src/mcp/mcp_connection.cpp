@@ -100,7 +100,7 @@ void McpConnection::supervise() {
 }
 
 void McpConnection::run_once() {
-  auto transport = make_transport(cfg_, max_depth_);
+  std::shared_ptr<McpTransport> transport = make_transport(cfg_, max_depth_);
   McpTransport* t = transport.get();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -113,7 +113,7 @@ void McpConnection::run_once() {
   struct Closer {
     McpConnection& c;
     ~Closer() {
-      std::unique_ptr<McpTransport> t;
+      std::shared_ptr<McpTransport> t;
       {
         std::lock_guard<std::mutex> lock(c.mutex_);
         t = std::move(c.transport_);
@@ -259,16 +259,15 @@ std::vector<json> McpConnection::list_tools() {
 }
 
 void McpConnection::send(const json& message) {
-  McpTransport* t;
+  std::shared_ptr<McpTransport> t;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    t = closed_ ? nullptr : transport_.get();
+    if (!closed_) t = transport_;
     if (!t)
       throw Error(ErrorCode::io, fmt::format("MCP server {} is not running{}{}", cfg_.name,
                                              info_.error.empty() ? "" : ": ", info_.error));
   }
-  // The transport lives until run_once() ends, which takes mutex_ first and then waits for the transport's threads;
-  // a send racing with that fails with Error(io) from the closed transport.
+  // A send racing with run_once()'s end fails with Error(io) from the closed transport, which it keeps alive.
   t->send(message);
 }
 
@@ -310,8 +309,16 @@ RpcOutcome McpConnection::call(const std::string& method, json params, std::chro
   auto promise = std::make_shared<std::promise<RpcOutcome>>();
   auto future = promise->get_future();
   int64_t id = request(method, std::move(params), [promise](RpcOutcome o) { promise->set_value(std::move(o)); });
-  if (future.wait_for(timeout) == std::future_status::ready) return future.get();
-  cancel(id, "timeout");
+  // In slices, so that stop() does not wait for a server that never answers.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline && !stopping_) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (future.wait_for(std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50))) ==
+        std::future_status::ready)
+      return future.get();
+  }
+  if (future.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return future.get();
+  cancel(id, stopping_ ? "the client is stopping" : "timeout");
   return RpcOutcome{false,
                     {},
                     "timeout",

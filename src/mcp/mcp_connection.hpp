@@ -101,7 +101,7 @@ class McpConnection {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::unique_ptr<McpTransport> transport_;
+  std::shared_ptr<McpTransport> transport_;  // shared: a send in flight keeps it alive while it is closed
   std::map<int64_t, Pending> pending_;
   std::set<int64_t> abandoned_;  // cancelled ids whose late answers are dropped
   int64_t next_id_ = 1;

@@ -5,7 +5,7 @@ tools, and tools that misbehave the ways a hostile or broken server does.
 Environment: MCP_TEST_LOG (a file each tools/call appends "<tool> <arguments>" to, and each
 notifications/cancelled "cancelled <requestId> <reason>"), MCP_TEST_ECHO_DESC (echo's description),
 MCP_TEST_PAGE (tools per tools/list page, default 3), MCP_TEST_STDERR (a line written to stderr at start),
-MCP_TEST_PROTOCOL ("2026-07-28": the stateless protocol -- server/discover instead of initialize, every request's
+MCP_TEST_SILENT (never answers initialize or server/discover), MCP_TEST_PROTOCOL ("2026-07-28": the stateless protocol -- server/discover instead of initialize, every request's
 _meta checked, input asked for with an input_required result instead of elicitation/create).
 """
 import json
@@ -187,6 +187,8 @@ def check_meta(msg):
 def handle(msg):
     method = msg.get("method")
     rid = msg.get("id")
+    if os.environ.get("MCP_TEST_SILENT") and method in ("initialize", "server/discover"):
+        return  # a server that never answers
     if method is None and rid in answers:
         answers[rid][1] = msg
         answers[rid][0].set()

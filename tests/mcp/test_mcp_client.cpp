@@ -417,6 +417,15 @@ TEST_SUITE("mcp") {
     CHECK(s.error.find("cannot start /nonexistent/mcp-server") != std::string::npos);
     CHECK(m.rt().mcp_tools().empty());
 
+    // A server that never answers: the runtime starts without it after startup_timeout_ms, and stops at once.
+    const auto began = std::chrono::steady_clock::now();
+    McpHarness silent(json{{"startup_timeout_ms", 400}}, {{"MCP_TEST_SILENT", "1"}});
+    CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(10));
+    CHECK(silent.rt().mcp_servers()[0].error.find("did not answer initialize within 400 ms") != std::string::npos);
+    const auto stopping = std::chrono::steady_clock::now();
+    silent.h->rt.reset();
+    CHECK(std::chrono::steady_clock::now() - stopping < std::chrono::seconds(5));
+
     McpHarness e({}, {{"MCP_TEST_STDERR", "hello from stderr"}});
     CHECK(eventually([&] { return e.log_has("MCP server scripted: hello from stderr"); }));
   }
