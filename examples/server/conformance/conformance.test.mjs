@@ -598,26 +598,32 @@ test("connect: a turn waiting for a client tool's answer is re-attached with its
   assert.equal(reloaded.messages[reloaded.messages.length - 1].content, "The tool answered: dark");
 });
 
+// A slow run started on `url` with a raw POST, its stream read until `enough(raw)` holds (the run in progress).
+async function startSlowRun(url, enough) {
+  const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json", Accept: "text/event-stream" };
+  const threadId = randomUUID();
+  const runId = randomUUID();
+  const user = { id: randomUUID(), role: "user", content: "a long answer, slowly please" };
+  const res = await fetch(`${url}/agent/runs`, { method: "POST", headers,
+    body: JSON.stringify({ threadId, runId, messages: [user], tools: [], context: [], state: {}, forwardedProps: {} }) });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let raw = "";
+  while (!enough(raw)) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, "the run ended before its text streamed");
+    raw += decoder.decode(value, { stream: true });
+  }
+  return { headers, threadId, runId, user, reader, raw };
+}
+
 test("connect: a run in progress is re-attached from its start, live to its end, nothing twice", async () => {
   const slow = await startServer(["--demo-delay-ms", "30"]);
   try {
-    const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json",
-      Accept: "text/event-stream" };
-    const threadId = randomUUID();
-    const runId = randomUUID();
-    const user = { id: randomUUID(), role: "user", content: "a long answer, slowly please" };
-    const res = await fetch(`${slow.url}/agent/runs`, { method: "POST", headers,
-      body: JSON.stringify({ threadId, runId, messages: [user], tools: [], context: [], state: {}, forwardedProps: {} }) });
-    assert.equal(res.status, 200);
     // Read the first run's stream until its text has started, then reload.
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    let raw = "";
-    while (!raw.includes("TEXT_MESSAGE_CONTENT")) {
-      const { value, done } = await reader.read();
-      assert.ok(!done, "the run ended before its text streamed");
-      raw += decoder.decode(value, { stream: true });
-    }
+    const { headers, threadId, runId, user, reader } =
+      await startSlowRun(slow.url, (raw) => raw.includes("TEXT_MESSAGE_CONTENT"));
     const reloadLog = [];
     const reloaded = reloadedAgent(threadId, reloadLog, slow.url);
     const events = await connectAndRecord(reloaded, reloadLog);
@@ -645,22 +651,9 @@ test("connect: a run in progress is re-attached from its start, live to its end,
 test("connect with Last-Event-ID: a client that lost its connection mid-run takes the run up after its last event", async () => {
   const slow = await startServer(["--demo-delay-ms", "30"]);
   try {
-    const headers = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json",
-      Accept: "text/event-stream" };
-    const threadId = randomUUID();
-    const runId = randomUUID();
-    const user = { id: randomUUID(), role: "user", content: "a long answer, slowly please" };
-    const res = await fetch(`${slow.url}/agent/runs`, { method: "POST", headers,
-      body: JSON.stringify({ threadId, runId, messages: [user], tools: [], context: [], state: {}, forwardedProps: {} }) });
     // Read until two text deltas have come, then lose the connection.
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    let raw = "";
-    while ((raw.match(/TEXT_MESSAGE_CONTENT/g) ?? []).length < 2 || !raw.endsWith("\n\n")) {
-      const { value, done } = await reader.read();
-      assert.ok(!done, "the run ended before its text streamed");
-      raw += decoder.decode(value, { stream: true });
-    }
+    const { headers, threadId, runId, user, reader, raw } = await startSlowRun(slow.url,
+      (r) => (r.match(/TEXT_MESSAGE_CONTENT/g) ?? []).length >= 2 && r.endsWith("\n\n"));
     await reader.cancel();
     const seen = parseSse(raw);
     const lastId = /(?:^|\n)id: (\d+)\n[^\n]*\n\n$/.exec(raw)[1];

@@ -146,15 +146,7 @@ void post_connect(ServerContext& s, ApiCall& c) {
   // progress, it gets the run's RUN_STARTED, what is open at that event opened again, and the events after it.
   std::optional<int64_t> taken;
   if (const std::string cursor(c.req.header("Last-Event-ID")); started && !cursor.empty()) {
-    size_t used = 0;
-    int64_t n = -1;
-    try {
-      n = std::stoll(cursor, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != cursor.size() || n < 0)
-      throw ApiError{400, "invalid_cursor", "Last-Event-ID must be an event sequence number"};
+    const int64_t n = event_cursor(cursor);
     if (n >= started->seq && n <= last_seq) taken = n;  // otherwise the whole run again, with the snapshots
   }
   if (started && taken) {

@@ -16,6 +16,8 @@ void post_cancel(ServerContext& s, ApiCall& c);
 
 // event_routes.cpp: GET /agent/runs/{threadId}/events.
 void get_events(ServerContext& s, ApiCall& c);
+// The event sequence number a client gives (Last-Event-ID, or ?after=): a non-negative integer, or ApiError 400.
+int64_t event_cursor(const std::string& text);
 
 // thread_routes.cpp: GET /agent/runs/{threadId}/history, GET /agent/threads, DELETE /agent/threads/{id}.
 void get_history(ServerContext& s, ApiCall& c);
