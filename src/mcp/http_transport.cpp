@@ -155,7 +155,6 @@ class HttpTransport final : public McpTransport {
     bool& answered;
     net::SseParser parser;
     std::string last_id;
-    size_t pending = 0;
     void feed(std::string_view bytes) {
       parser.feed(bytes, [&](const net::SseEvent& e) {
         last_id = e.id;
@@ -182,7 +181,7 @@ class HttpTransport final : public McpTransport {
           req.headers.emplace_back("Mcp-Name", (*params)["name"].get<std::string>());
       }
       req.body = message.dump(-1, ' ', false, json::error_handler_t::replace);
-      SseReader sse{*this, id, answered, {}, {}, 0};
+      SseReader sse{*this, id, answered, {}, {}};
       bool streaming = false;
       long status = 0;
       req.on_headers = [&](const net::HttpResponse& head) {
@@ -237,7 +236,7 @@ class HttpTransport final : public McpTransport {
         net::HttpRequest req = request("GET");
         req.headers.emplace_back("Accept", "text/event-stream");
         req.headers.emplace_back("Last-Event-ID", last_event_id);
-        SseReader sse{*this, id, answered, {}, {}, 0};
+        SseReader sse{*this, id, answered, {}, {}};
         bool ok = false;
         req.on_headers = [&](const net::HttpResponse& head) {
           ok = head.status == 200;
@@ -265,7 +264,7 @@ class HttpTransport final : public McpTransport {
       try {
         net::HttpRequest req = request("GET");
         req.headers.emplace_back("Accept", "text/event-stream");
-        SseReader sse{*this, none, answered, {}, {}, 0};
+        SseReader sse{*this, none, answered, {}, {}};
         long status = 0;
         req.on_headers = [&](const net::HttpResponse& head) {
           status = head.status;

@@ -42,13 +42,6 @@ std::string text_of_content(const json& result) {
   return text;
 }
 
-bool valid_tool_name(std::string_view s) {
-  if (s.empty() || s.size() > 64) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-  return true;
-}
-
 }  // namespace
 
 class CallTable;
@@ -189,20 +182,23 @@ void McpTools::listed(Server& server, const std::vector<json>& tools) {
                          "approves it",
                          server.cfg.name, raw, t.hash.substr(0, 12), hash.substr(0, 12)));
     }
-    if (!valid_tool_name(t.name)) t.problem = "its name is not 1-64 of [A-Za-z0-9_-] once prefixed with the server's";
+    // Offered already with this very definition: its registry entry stays (a re-listing takes no tool away).
+    t.offered = previous != server.tools.end() && previous->second.offered && previous->second.hash == t.hash &&
+                t.changed_hash.empty();
     now.emplace(t.name, std::move(t));
   }
   if (pins_changed) save_pins();
   for (auto& [name, old] : server.tools)
     if (!now.count(name)) registry_.remove(name);
   server.tools = std::move(now);
-  for (auto& [name, t] : server.tools) offer(server, t);
+  for (auto& [name, t] : server.tools)
+    if (!t.offered) offer(server, t);
 }
 
 void McpTools::offer(Server& server, McpToolInfo& t) {
   registry_.remove(t.name);
   t.offered = false;
-  if (!t.changed_hash.empty() || (!t.problem.empty() && t.problem.rfind("its name", 0) == 0)) return;
+  if (!t.changed_hash.empty()) return;
   try {
     registry_.add(spec_for(server, t));
     t.offered = true;

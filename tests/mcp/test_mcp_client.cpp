@@ -371,8 +371,10 @@ TEST_SUITE("mcp") {
     McpHarness m;
     auto first = m.tool("scripted__echo");
     REQUIRE(first);
+    const auto add_entry = m.rt().tools().find("scripted__add");
     CHECK(m.call("t1", "scripted__change", "{}").status == TurnStatus::completed);
     REQUIRE(eventually([&] { return !m.tool("scripted__echo")->changed_hash.empty(); }));
+    CHECK(m.rt().tools().find("scripted__add") == add_entry);  // a tool the re-listing did not change stays as it was
     auto changed = *m.tool("scripted__echo");
     CHECK_FALSE(changed.offered);
     CHECK(changed.hash == first->hash);

@@ -4,6 +4,7 @@
 // Last-Event-ID inside the run in progress, the run is taken up after that event instead.
 #include "routes.hpp"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -70,14 +71,16 @@ SharedChunk frame(const Event& e, int64_t seq, const ApiCall& c) {
 // client checks each run it reads from its start, and takes a start of a message or tool call it already has as the
 // same one).
 std::vector<json> open_at(ServerContext& s, const ApiCall& c, int64_t after, int64_t upto) {
-  std::vector<std::pair<std::string, json>> open;  // (key, the opening event) in the order they opened
-  auto close = [&](const std::string& key) {
-    for (auto it = open.begin(); it != open.end(); ++it)
-      if (it->first == key) {
-        open.erase(it);
-        return;
-      }
+  // What opens and what closes each kind of thing, and the field that names it.
+  struct Kind {
+    const char *start, *end, *id;
   };
+  static constexpr Kind kKinds[] = {{"STEP_STARTED", "STEP_FINISHED", "stepName"},
+                                    {"TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "messageId"},
+                                    {"TOOL_CALL_START", "TOOL_CALL_END", "toolCallId"},
+                                    {"REASONING_START", "REASONING_END", "messageId"},
+                                    {"REASONING_MESSAGE_START", "REASONING_MESSAGE_END", "messageId"}};
+  std::vector<std::pair<std::string, json>> open;  // (kind and name, the opening event) in the order they opened
   while (after < upto) {
     auto page = s.rt->events_page(c.internal_thread, c.user, after, kMaxEventsPage);
     if (page.empty()) break;
@@ -85,26 +88,17 @@ std::vector<json> open_at(ServerContext& s, const ApiCall& c, int64_t after, int
       if (e.seq > upto) break;
       json j = json::parse(e.json, nullptr, false);
       const std::string type = j.is_object() ? j.value("type", "") : "";
-      if (type == "STEP_STARTED")
-        open.emplace_back("step:" + j.value("stepName", ""), j);
-      else if (type == "STEP_FINISHED")
-        close("step:" + j.value("stepName", ""));
-      else if (type == "TEXT_MESSAGE_START")
-        open.emplace_back("text:" + j.value("messageId", ""), j);
-      else if (type == "TEXT_MESSAGE_END")
-        close("text:" + j.value("messageId", ""));
-      else if (type == "TOOL_CALL_START")
-        open.emplace_back("tool:" + j.value("toolCallId", ""), j);
-      else if (type == "TOOL_CALL_END")
-        close("tool:" + j.value("toolCallId", ""));
-      else if (type == "REASONING_START")
-        open.emplace_back("reasoning:" + j.value("messageId", ""), j);
-      else if (type == "REASONING_END")
-        close("reasoning:" + j.value("messageId", ""));
-      else if (type == "REASONING_MESSAGE_START")
-        open.emplace_back("thought:" + j.value("messageId", ""), j);
-      else if (type == "REASONING_MESSAGE_END")
-        close("thought:" + j.value("messageId", ""));
+      for (const auto& k : kKinds) {
+        if (type != k.start && type != k.end) continue;
+        const std::string key = std::string(k.start) + ":" + j.value(k.id, "");
+        if (type == k.start) {
+          open.emplace_back(key, std::move(j));
+        } else {
+          auto it = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == key; });
+          if (it != open.end()) open.erase(it);
+        }
+        break;
+      }
     }
     after = page.back().seq;
   }
