@@ -522,6 +522,12 @@ TEST_CASE("golden path B on the document layout: approval, resume, completed; me
   REQUIRE(doc);
   CHECK(doc->key.rfind("agent-conversations/t-doc/v", 0) == 0);
   CHECK(doc->messages == 4);
+  // The superseded document is removed by the committing thread just after its commit, which the turn's end can be
+  // seen before: nothing announces the removal, so it is waited for (up to 10 s).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (conversation_keys(*d.objects) != std::vector<std::string>{doc->key} &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(conversation_keys(*d.objects) == std::vector<std::string>{doc->key});
   CHECK(h.store->messages("t-doc").empty());  // the SQLite database's messages table has no message
   CHECK(inner_message_rows(h.dir.file("agentrt.db")) == 0);
