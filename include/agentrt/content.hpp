@@ -53,8 +53,9 @@ struct Message {
   std::vector<ToolCall> tool_calls;
   std::string tool_call_id;  // tool messages
   std::string name;
-  std::string error;  // tool messages
-  json metadata;      // object or null (absent)
+  std::string error;            // tool messages
+  std::string encrypted_value;  // AG-UI encryptedValue: a provider's opaque state for the message ("" = none)
+  json metadata;                // object or null (absent)
 
   // The message's text: `content`, or the text parts joined with newlines.
   std::string text() const;

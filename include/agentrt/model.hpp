@@ -55,6 +55,9 @@ struct ModelRequest {
   bool parallel_tool_calls = true;
   // Ids for providers that log or route by them; never sent to a model as text.
   std::string thread_id, turn_id, run_id;
+  // W3C trace context of the model call's span ("" = not traced): providers send it as the `traceparent`
+  // header so the model server's trace joins the turn's.
+  std::string traceparent;
 };
 
 struct ModelToolCall {
@@ -70,6 +73,10 @@ struct ModelResult {
   std::vector<ModelToolCall> tool_calls;
   std::optional<TokenUsage> usage;
   std::string finish_reason;  // "stop", "tool_calls", "length", ...
+  // What the provider needs sent back with this answer on the turn's next request (Anthropic's thinking
+  // blocks with their signatures), opaque to the runtime: stored as the assistant message's encrypted_value
+  // (AG-UI REASONING_ENCRYPTED_VALUE), handed back in ModelRequest::messages. "" = nothing.
+  std::string encrypted_value;
 };
 
 // Receives the stream while complete() runs, on the thread that called complete(). A tool call is
