@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "agentrt/openai.hpp"
+#include "agentrt/model_config.hpp"
 #include "agentrt/records.hpp"
 
 namespace agentrt::capi {
@@ -95,12 +95,7 @@ std::shared_ptr<Transcriber> RuntimeState::transcriber() {
                             "OPENAI_BASE_URL / OPENAI_API_KEY with type \"auto\"); the model type is \"{}\"",
                             type));
   // The same reading of the model section as runtime_config_from_json: the environment fills what it omits.
-  json oc = m.is_object() ? m : json::object();
-  oc.erase("type");
-  OpenAIConfig base = openai_config_from_env();
-  OpenAIConfig cfg = oc.empty() ? base : openai_config_from_json(oc);
-  if (!oc.contains("base_url")) cfg.base_url = base.base_url;
-  if (!oc.contains("model")) cfg.model = base.model;
+  OpenAIConfig cfg = openai_config_from_model_json(m);
   transcriber_ = make_openai_transcriber(cfg);
   return transcriber_;
 }

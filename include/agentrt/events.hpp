@@ -102,6 +102,8 @@ Event reasoning_message_start(std::string message_id);
 Event reasoning_content(std::string message_id, std::string delta);
 Event reasoning_message_end(std::string message_id);
 Event reasoning_end(std::string message_id);
+// subtype "message" (entity = a message id) or "tool-call" (entity = a tool call id).
+Event reasoning_encrypted_value(std::string subtype, std::string entity_id, std::string encrypted_value);
 Event tool_call_start(std::string tool_call_id, std::string name, std::string parent_message_id = {});
 Event tool_call_args(std::string tool_call_id, std::string delta);
 Event tool_call_end(std::string tool_call_id);

@@ -79,6 +79,14 @@ struct ModelResult {
   std::string encrypted_value;
 };
 
+// One switch of a fallback chain: the model that failed (after its own retries), why, and the one tried next.
+struct ModelFallback {
+  std::string from_provider, from_model;
+  std::string to_provider, to_model;
+  std::string error_code;  // the failure's ErrorCode name ("model", "timeout", ...)
+  std::string error;       // its message
+};
+
 // Receives the stream while complete() runs, on the thread that called complete(). A tool call is
 // announced once its id and name are known (index = the provider's tool-call index); its argument
 // fragments follow. Providers that don't stream may call nothing: the result is authoritative.
@@ -89,6 +97,8 @@ class ModelStreamSink {
   virtual void on_reasoning(std::string_view delta) = 0;
   virtual void on_tool_call_start(int index, std::string_view id, std::string_view name) = 0;
   virtual void on_tool_call_args(int index, std::string_view delta) = 0;
+  // A provider of a fallback chain failed for good and the next one is tried (make_fallback_provider).
+  virtual void on_fallback(const ModelFallback& fallback) { (void)fallback; }
 };
 
 // Implementations are thread-safe: the runtime calls complete() from several worker threads at once.

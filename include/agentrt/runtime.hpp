@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agentrt/attachments.hpp"
+#include "agentrt/budgets.hpp"
 #include "agentrt/content.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/jobs.hpp"
@@ -87,6 +88,12 @@ struct RuntimeConfig {
   std::vector<McpServerConfig> mcp_servers;
   // Where the MCP tools' pinned definition hashes are kept ("" = in memory: a restart pins what it then finds).
   std::string mcp_pins_path;
+  // Hard limits per turn, thread and user, checked before each model call and each batch of tool calls against
+  // the turn's spend and what the thread's and user's other turns committed (so a restart or another process on
+  // the store sees it). A turn that would pass one ends with RUN_ERROR {code: "budget_exceeded"} naming it.
+  Budgets budgets;
+  // Prices per model (cost in RUN_FINISHED, in Runtime::spend and in cost budgets).
+  ModelPrices prices;
 };
 
 // A stored user upload (bytes under agent-inputs/{user}/{thread}/uploads/{id}).
@@ -352,6 +359,12 @@ class Runtime {
   // The turn's tool calls as its ledger records them (arguments, status, decision, outcome); empty for an
   // unknown turn.
   std::vector<LedgerEntry> tool_calls(std::string_view turn_id);
+  // What was spent, as committed (a turn's row is written at each end or pause of its runs), cost from
+  // RuntimeConfig::prices: by one turn (Error(not_found) for an unknown one), by every turn of a thread, by every
+  // turn of a user's threads (deleted ones too). The tool calls are those the model made, whatever their outcome.
+  Spend turn_spend(std::string_view turn_id);
+  Spend thread_spend(std::string_view thread_id);
+  Spend user_spend(std::string_view user_id);
   // Soft-deletes a user's thread: an active turn is cancelled first, and no turn can start on it afterwards
   // (the store checks both in the delete's transaction and refuses a start on a deleted thread). Error(not_found)
   // for an unknown, deleted or another user's thread.

@@ -14,6 +14,7 @@
 #include "agentrt/jobs.hpp"
 #include "agentrt/json.hpp"
 #include "agentrt/ledger_state.hpp"
+#include "agentrt/model.hpp"
 #include "agentrt/turn_state.hpp"
 
 namespace agentrt {
@@ -49,6 +50,14 @@ struct TurnRecord {
   int steps = 0;                    // model calls made in the execution stage
   int64_t created_at = 0;
   int64_t updated_at = 0;
+};
+
+// What stored turns spent (budgets and reports): model calls (TurnRecord::steps summed), tool calls (their
+// ledger entries) and token usage summed per provider and model.
+struct StoredSpend {
+  int64_t model_calls = 0;
+  int64_t tool_calls = 0;
+  std::vector<TokenUsage> usage;
 };
 
 // One history message as stored: the AG-UI message plus where it came from.
@@ -175,6 +184,9 @@ class Store {
   virtual std::vector<MessageRecord> messages(std::string_view thread_id) = 0;
   virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;
   virtual std::vector<LedgerEntry> ledger(std::string_view turn_id) = 0;
+  // What the thread's turns spent (thread_id set), or the turns of every thread of the user's, deleted ones
+  // too (thread_id empty), the turn `except_turn_id` left out ("" = none): what is committed.
+  virtual StoredSpend spend(std::string_view thread_id, std::string_view user_id, std::string_view except_turn_id) = 0;
   virtual std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) = 0;
 
   virtual std::optional<JobRecord> get_job(std::string_view job_id) = 0;

@@ -275,6 +275,7 @@ Message decode_message(const Source& in) {
   if (m.role == Role::tool && m.tool_call_id.empty()) in.fail("'toolCallId' is required (role tool)");
   m.name = in.optional_string("name");
   m.error = in.optional_string("error");
+  m.encrypted_value = in.optional_string("encryptedValue");
   m.metadata = in.optional_object("metadata");
   return m;
 }
@@ -299,6 +300,7 @@ void to_json(json& j, const Message& m) {
   if (!m.tool_call_id.empty()) j["toolCallId"] = m.tool_call_id;
   if (!m.name.empty()) j["name"] = m.name;
   if (!m.error.empty()) j["error"] = m.error;
+  if (!m.encrypted_value.empty()) j["encryptedValue"] = m.encrypted_value;
   if (m.metadata.is_object()) j["metadata"] = m.metadata;
 }
 
@@ -351,6 +353,10 @@ std::string to_json_string(const Message& m) {
   if (!m.error.empty()) {
     append_key(out, "error");
     append_json_string(out, m.error);
+  }
+  if (!m.encrypted_value.empty()) {
+    append_key(out, "encryptedValue");
+    append_json_string(out, m.encrypted_value);
   }
   if (m.metadata.is_object()) {
     append_key(out, "metadata");

@@ -75,6 +75,10 @@ Event reasoning_message_end(std::string message_id) {
 Event reasoning_end(std::string message_id) {
   return make(EventType::REASONING_END, Set{&Event::message_id, std::move(message_id)});
 }
+Event reasoning_encrypted_value(std::string subtype, std::string entity_id, std::string encrypted_value) {
+  return make(EventType::REASONING_ENCRYPTED_VALUE, Set{&Event::subtype, std::move(subtype)},
+              Set{&Event::entity_id, std::move(entity_id)}, Set{&Event::encrypted_value, std::move(encrypted_value)});
+}
 Event tool_call_start(std::string tool_call_id, std::string name, std::string parent_message_id) {
   return make(EventType::TOOL_CALL_START, Set{&Event::tool_call_id, std::move(tool_call_id)},
               Set{&Event::tool_call_name, std::move(name)},

@@ -94,6 +94,7 @@ std::optional<MessageRecord> Projector::complete(const std::string& run_id, cons
   auto content = facts.find("content");
   m.content = content != facts.end() && content->is_string() ? content->get<std::string>() : streamed.content;
   m.has_content = !m.content.empty();
+  m.encrypted_value = std::move(streamed.encrypted_value);
   auto ids = facts.find("toolCalls");
   const bool has_calls = ids != facts.end() && ids->is_array();
   if (has_calls) {
@@ -191,6 +192,10 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
       tool_call_start(e.tool_call_id, e.tool_call_name, e.parent_message_id);
       return std::nullopt;
     case EventType::TOOL_CALL_ARGS: tool_call_args(e.tool_call_id, e.delta); return std::nullopt;
+    case EventType::REASONING_ENCRYPTED_VALUE:
+      // A message's provider state arrives before the event that completes the message.
+      if (e.subtype == "message") open(e.entity_id).encrypted_value = e.encrypted_value;
+      return std::nullopt;
     case EventType::TEXT_MESSAGE_END: {
       if (!facts || !facts->contains("message")) return std::nullopt;
       return complete(run_id, e.message_id, (*facts)["message"], e.metadata);

@@ -115,6 +115,7 @@ class Projector {
   };
   struct OpenMessage {
     std::string content;
+    std::string encrypted_value;
     std::vector<OpenCall> calls;
   };
   OpenMessage& open(std::string_view message_id);

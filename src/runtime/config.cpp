@@ -16,7 +16,7 @@
 
 #include "agentrt/json_limits.hpp"
 #include "agentrt/json_reader.hpp"
-#include "agentrt/openai.hpp"
+#include "agentrt/model_config.hpp"
 #include "agentrt/scripted_model.hpp"
 #include "store/document_layout.hpp"
 #include "store/fs_object_store.hpp"
@@ -86,11 +86,6 @@ void create_private_dir(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(ErrorCode::io, fmt::format("config: cannot create data_dir {}: {}", dir.string(), ec.message()));
   ::chmod(dir.c_str(), 0700);
-}
-
-bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v;
 }
 
 // The value of the environment variable named by `key` (or `dflt` when the key is absent), which must be set.
@@ -192,7 +187,9 @@ RuntimeConfig runtime_config_from_json(const json& j) {
              "max_client_tools",
              "max_client_tools_bytes",
              "mcp_servers",
-             "mcp_pins_path"},
+             "mcp_pins_path",
+             "budgets",
+             "prices"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -250,22 +247,7 @@ RuntimeConfig runtime_config_from_json(const json& j) {
 
   json model = j.value("model", json::object());
   if (!model.is_object()) wire::refuse("config", "model must be an object");
-  std::string type = str(model, "type", "auto");
-  if (type == "auto") type = (env_set("OPENAI_API_KEY") || env_set("OPENAI_BASE_URL")) ? "openai" : "demo";
-  if (type == "demo") {
-    only_keys(model, {"type"}, "model");
-    c.model = make_demo_model();
-  } else if (type == "openai") {
-    json oc = model;
-    oc.erase("type");
-    OpenAIConfig base = openai_config_from_env();
-    OpenAIConfig cfg = oc.empty() ? base : openai_config_from_json(oc);
-    if (!oc.contains("base_url")) cfg.base_url = base.base_url;
-    if (!oc.contains("model")) cfg.model = base.model;
-    c.model = make_openai_provider(cfg);
-  } else {
-    wire::refuse("config", fmt::format("model type '{}' is unknown (auto, demo, openai)", type));
-  }
+  c.model = model_provider_from_json(model);
 
   if (j.contains("stages")) c.stages = j["stages"].get<StagePolicies>();
   c.workers = static_cast<int>(num(j, "workers", c.workers, 1, 256));
@@ -302,6 +284,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
       num(j, "max_client_tools_bytes", static_cast<int64_t>(c.max_client_tools_bytes), 0, int64_t{64} * 1024 * 1024));
   if (j.contains("mcp_servers")) c.mcp_servers = mcp_servers_from_json(j["mcp_servers"]);
   c.mcp_pins_path = str(j, "mcp_pins_path", (data / "mcp-pins.json").string());
+  if (j.contains("budgets")) c.budgets = budgets_from_json(j["budgets"]);
+  if (j.contains("prices")) c.prices = prices_from_json(j["prices"]);
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

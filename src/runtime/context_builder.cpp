@@ -69,6 +69,7 @@ Message for_model(const Message& m) {
   out.tool_call_id = m.tool_call_id;
   out.name = m.name;
   out.error = m.error;
+  out.encrypted_value = m.encrypted_value;  // the provider's own state for its answer (thinking signatures)
   // A tool's files (shown to the model after the tool messages; see AttachmentFlow::media_for_model).
   if (m.role == Role::tool && m.metadata.is_object())
     if (auto media = m.metadata.find("media"); media != m.metadata.end())

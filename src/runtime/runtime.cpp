@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "agentrt/records.hpp"
+#include "runtime/budget_guard.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/turn_runner.hpp"
@@ -470,6 +471,24 @@ std::optional<ApprovalRecord> Runtime::approval(std::string_view approval_reques
 }
 
 std::vector<LedgerEntry> Runtime::tool_calls(std::string_view turn_id) { return impl_->cfg.store->ledger(turn_id); }
+
+Spend Runtime::turn_spend(std::string_view turn_id) {
+  Store& store = *impl_->cfg.store;
+  auto t = store.get_turn(turn_id);
+  if (!t) throw Error(ErrorCode::not_found, fmt::format("turn '{}' not found", turn_id));
+  return spend_of(t->steps, static_cast<int64_t>(store.ledger(turn_id).size()), turn::usage_from_json(t->usage),
+                  impl_->cfg.prices);
+}
+
+Spend Runtime::thread_spend(std::string_view thread_id) {
+  require_id(thread_id, "thread id");
+  return stored_spend(*impl_->cfg.store, impl_->cfg.prices, thread_id, {}, {});
+}
+
+Spend Runtime::user_spend(std::string_view user_id) {
+  if (user_id.empty()) throw Error(ErrorCode::invalid_argument, "user id must not be empty");
+  return stored_spend(*impl_->cfg.store, impl_->cfg.prices, {}, user_id, {});
+}
 
 void Runtime::delete_thread(std::string_view thread_id, std::string_view user_id) {
   require_id(thread_id, "thread id");

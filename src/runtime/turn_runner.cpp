@@ -8,6 +8,7 @@
 
 #include "agentrt/records.hpp"
 #include "agentrt/summary.hpp"
+#include "runtime/budget_guard.hpp"
 #include "runtime/context_builder.hpp"
 #include "runtime/event_wire.hpp"
 #include "util/crypto.hpp"
@@ -122,6 +123,11 @@ void TurnRunner::end_facts(Event& e) {
   }
   if (!e.metadata.is_object()) e.metadata = json::object();
   e.metadata["agentrt"]["turn"] = std::move(row);
+  // What the run and the turn spent (the turn's tool calls: those its model made, whatever their outcome).
+  int64_t run_tool_calls = 0;
+  for (const auto& l : ctx_.ledger) run_tool_calls += l.run_id == ctx_.turn.run_id;
+  e.metadata["agentrt"]["spend"] = {{"run", spend_of(run_model_calls_, run_tool_calls, ctx_.run_usage, rt_.cfg.prices)},
+                                    {"turn", turn_spend()}};
 }
 
 bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
@@ -136,6 +142,7 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
     if (stage == Stage::execution && ctx_.handle)
       for (const auto& c : ctx_.handle->client_tools) defs.push_back(c.definition);
     ModelRequest req = build_request(stage, policy, defs);
+    check_budgets(1);
     Answer answer = call_model(stage, req, vis, final_candidate);
     if (answer.result.tool_calls.empty()) {
       final_text = answer.result.text;
@@ -229,6 +236,13 @@ class TurnRunner::Sink final : public ModelStreamSink {
     for (auto& a : announced_)
       if (a.effective == it->second) a.arguments.append(d);
   }
+  void on_fallback(const ModelFallback& f) override {
+    r_.ctx_.em->emit(events::custom("agentrt.model_fallback",
+                                    json{{"stage", r_.ctx_.turn.stage},
+                                         {"from", {{"provider", f.from_provider}, {"model", f.from_model}}},
+                                         {"to", {{"provider", f.to_provider}, {"model", f.to_model}}},
+                                         {"error", {{"code", f.error_code}, {"message", f.error}}}}));
+  }
   struct Announced {
     std::string original, effective, name, arguments;  // name and arguments as streamed
     bool taken;
@@ -279,6 +293,7 @@ TurnRunner::Answer TurnRunner::call_model(Stage stage, const ModelRequest& req, 
   ModelResult result = rt_.cfg.model->complete(req, sink, ctx_.handle->cancel);
   rt_.model_calls.fetch_add(1, std::memory_order_relaxed);
   ++ctx_.turn.steps;
+  ++run_model_calls_;
   if (result.usage) {
     add_usage(ctx_.run_usage, *result.usage);
     add_usage(turn_usage_, *result.usage);
@@ -297,6 +312,9 @@ TurnRunner::Answer TurnRunner::call_model(Stage stage, const ModelRequest& req, 
   // events, and the last event of the answer says it is complete (metadata.agentrt.message), with what the
   // model's final answer holds beyond what was streamed (the result is authoritative).
   const bool persist = !is_final || vis == Visibility::text;
+  // The provider's state for this answer (thinking blocks and their signatures) travels with the message.
+  if (persist && !result.encrypted_value.empty())
+    em.emit(events::reasoning_encrypted_value("message", msg_id, result.encrypted_value));
   json facts = json::object();
   std::string streamed = sink.streamed_text();
   // Tool calls: the effective id of each (the announced one, else a new one), what differs from the stream, and
@@ -461,6 +479,9 @@ bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
       run_now.push_back(l.tool_call_id);
     }
   }
+  // The calls count once the model has made them: a batch that would pass a limit runs none of its calls (the
+  // run's end gives each an outcome).
+  check_budgets(0);
   auto confirm = tools_.execute(run_now);
   need_approval.insert(need_approval.end(), confirm.begin(), confirm.end());
   if (!need_approval.empty() || !client.empty()) {
@@ -468,6 +489,17 @@ bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
     return false;
   }
   return true;
+}
+
+Spend TurnRunner::turn_spend() const {
+  return spend_of(ctx_.turn.steps, static_cast<int64_t>(ctx_.ledger.size()), turn_usage_, rt_.cfg.prices);
+}
+
+void TurnRunner::check_budgets(int64_t more_model_calls) {
+  if (rt_.cfg.budgets.empty()) return;
+  Spend next = turn_spend();
+  next.model_calls += more_model_calls;
+  agentrt::check_budgets(rt_.cfg.budgets, rt_.cfg.prices, *rt_.cfg.store, ctx_.turn, next);
 }
 
 void TurnRunner::finish_completed() {
@@ -548,6 +580,8 @@ void TurnRunner::end_after(std::exception_ptr thrown) {
   try {
     try {
       std::rethrow_exception(thrown);
+    } catch (const BudgetExceeded& e) {
+      fail("budget_exceeded", e.message());
     } catch (const Error& e) {
       if (e.code() == ErrorCode::cancelled && ctx_.handle->cancel.cancelled()) {
         finish_cancelled();

@@ -145,6 +145,10 @@ class TurnRunner {
   // Records the calls of one model response (their entries came with the message), runs those that need no
   // approval, and pauses for the rest. Returns false when the run paused.
   bool process_tool_calls(std::vector<Requested> calls);
+  // The turn's spend so far (its model calls, the tool calls its model made, its usage), priced.
+  Spend turn_spend() const;
+  // Checks the budgets with `more_model_calls` more model calls counted in (budget_guard.hpp).
+  void check_budgets(int64_t more_model_calls);
 
   // The run's tool calls: execution, results, the jobs they start (tool_executor.hpp).
   ToolExecutor& tools() { return tools_; }
@@ -179,6 +183,7 @@ class TurnRunner {
   // lost batch); if even that cannot be written now, the sweeper writes it later.
   void commit_failed(const Error& f);
   std::vector<TokenUsage> turn_usage_;
+  int64_t run_model_calls_ = 0;
   std::string draft_;
   std::set<std::string> reported_mcp_changes_;
   bool decision_pending_ = false;  // the deferred start is a resume's decision

@@ -63,6 +63,7 @@ class SqliteStore final : public Store {
   std::vector<MessageRecord> messages(std::string_view thread_id) override;
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
   std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
+  StoredSpend spend(std::string_view thread_id, std::string_view user_id, std::string_view except_turn_id) override;
   std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) override;
   std::optional<JobRecord> get_job(std::string_view job_id) override;
   std::vector<JobRecord> thread_jobs(std::string_view thread_id) override;

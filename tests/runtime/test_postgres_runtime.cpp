@@ -305,3 +305,43 @@ TEST_CASE(
   CHECK(a->wait(h.turn_id, kLongWait).status == TurnStatus::completed);
   CHECK(runs == 1);
 }
+
+TEST_CASE("postgres: a user budget holds across two runtimes on one database, and spend sums the user's turns") {
+  PgDatabase db;
+  Budgets budgets;
+  budgets.user.model_calls = 4;  // a turn makes 2 calls: intent and answer
+  auto model = std::make_shared<ScriptedModel>([](const ModelRequest&) {
+    ModelResult r = text_result("hi");
+    TokenUsage u;
+    u.provider = "p";
+    u.model = "m";
+    u.input_tokens = 7;
+    u.output_tokens = 3;
+    r.usage = u;
+    return r;
+  });
+  auto runtime = [&] {
+    RuntimeConfig c = test_config(std::make_shared<PostgresStore>(db.options(2)), model);
+    c.instance_lease = std::chrono::seconds(30);
+    c.budgets = budgets;
+    c.prices = ModelPrices{{"m", ModelPrice{1e6, 2e6, -1}}};
+    return std::make_unique<Runtime>(c);
+  };
+  auto a = runtime(), b = runtime();
+  CHECK(a->wait(a->start_turn(turn_input("t-b1", user_message("x"))).turn_id, kLongWait).status ==
+        TurnStatus::completed);
+  CHECK(b->wait(b->start_turn(turn_input("t-b2", user_message("x"))).turn_id, kLongWait).status ==
+        TurnStatus::completed);
+  auto refused = a->wait(a->start_turn(turn_input("t-b3", user_message("x"))).turn_id, kLongWait);
+  CHECK(refused.status == TurnStatus::failed);
+  CHECK(refused.steps == 0);
+  CHECK(refused.error == "budget exceeded: user.model_calls is 4, and this would make 5 model calls");
+  const Spend s = b->user_spend("u1");
+  CHECK(s.model_calls == 4);
+  CHECK(s.input_tokens == 28);
+  CHECK(s.output_tokens == 12);
+  CHECK(s.cost == doctest::Approx(28 + 24));
+  REQUIRE(s.usage.size() == 1);
+  CHECK(s.usage[0].model == "m");
+  CHECK(b->thread_spend("t-b1").model_calls == 2);
+}

@@ -100,6 +100,9 @@ struct FlakyStore final : Store {
     return inner->events_after(t, a, l);
   }
   std::vector<LedgerEntry> ledger(std::string_view t) override { return inner->ledger(t); }
+  StoredSpend spend(std::string_view th, std::string_view u, std::string_view x) override {
+    return inner->spend(th, u, x);
+  }
   std::optional<ApprovalRecord> get_approval(std::string_view a) override { return inner->get_approval(a); }
   std::optional<JobRecord> get_job(std::string_view j) override { return inner->get_job(j); }
   std::vector<JobRecord> thread_jobs(std::string_view t) override { return inner->thread_jobs(t); }

@@ -205,6 +205,50 @@ std::vector<LedgerEntry> PostgresStore::ledger(std::string_view turn_id) {
   });
 }
 
+// The turns a spend sums: $1 the thread (or the user), $2 the turn left out.
+#define AGENTRT_SPEND_THREAD_TURNS "SELECT id FROM turns WHERE thread_id=$1 AND id<>$2"
+#define AGENTRT_SPEND_USER_TURNS \
+  "SELECT id FROM turns WHERE thread_id IN (SELECT id FROM threads WHERE user_id=$1) AND id<>$2"
+#define AGENTRT_SPEND(turns)                                                                                     \
+  "SELECT 0,'','',(SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" turns                                 \
+  ")),"                                                                                                          \
+  "(SELECT count(*) FROM ledger WHERE turn_id IN (" turns                                                        \
+  ")),0,0,0,0,0 "                                                                                                \
+  "UNION ALL SELECT 1,coalesce(u->>'provider',''),coalesce(u->>'model',''),"                                     \
+  "sum(coalesce((u->>'inputTokens')::bigint,0)),sum(coalesce((u->>'outputTokens')::bigint,0)),"                  \
+  "sum(coalesce((u->>'totalTokens')::bigint,0)),sum(coalesce((u->>'reasoningTokens')::bigint,0)),"               \
+  "sum(coalesce((u->>'cachedInputTokens')::bigint,0)),sum(coalesce((u->>'cacheWriteInputTokens')::bigint,0)),0 " \
+  "FROM turns t, jsonb_array_elements(t.usage::jsonb) u WHERE t.id IN (" turns ") GROUP BY 2,3 ORDER BY 1,2,3"
+
+StoredSpend PostgresStore::spend(std::string_view thread_id, std::string_view user_id,
+                                 std::string_view except_turn_id) {
+  const bool thread = !thread_id.empty();
+  return pool_->with([&](Connection& c) {
+    Result r = c.exec(thread ? AGENTRT_SPEND(AGENTRT_SPEND_THREAD_TURNS) : AGENTRT_SPEND(AGENTRT_SPEND_USER_TURNS),
+                      Params().add(thread ? thread_id : user_id).add(except_turn_id), "read what turns spent");
+    StoredSpend out;
+    for (int i = 0; i < r.rows(); ++i) {
+      const Row row = r.row(i);
+      if (row.i64(0) == 0) {
+        out.model_calls = row.i64(3);
+        out.tool_calls = row.i64(4);
+        continue;
+      }
+      TokenUsage u;
+      u.provider = row.text(1);
+      u.model = row.text(2);
+      u.input_tokens = row.i64(3);
+      u.output_tokens = row.i64(4);
+      u.total_tokens = row.i64(5);
+      u.reasoning_tokens = row.i64(6);
+      u.cached_input_tokens = row.i64(7);
+      u.cache_write_input_tokens = row.i64(8);
+      out.usage.push_back(std::move(u));
+    }
+    return out;
+  });
+}
+
 std::optional<ApprovalRecord> PostgresStore::get_approval(std::string_view id) {
   return pool_->with([&](Connection& c) -> std::optional<ApprovalRecord> {
     Result r = c.exec("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=$1",

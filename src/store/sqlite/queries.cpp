@@ -176,6 +176,50 @@ std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
   return read_rows(s, read_ledger_entry);
 }
 
+// The turns a spend sums: ?1 the thread (or the user), ?2 the turn left out.
+#define AGENTRT_SPEND_THREAD_TURNS "SELECT id FROM turns WHERE thread_id=?1 AND id<>?2"
+#define AGENTRT_SPEND_USER_TURNS \
+  "SELECT id FROM turns WHERE thread_id IN (SELECT id FROM threads WHERE user_id=?1) AND id<>?2"
+#define AGENTRT_SPEND_USAGE(turns)                                                                                     \
+  "SELECT coalesce(json_extract(u.value,'$.provider'),''),coalesce(json_extract(u.value,'$.model'),''),"               \
+  "sum(coalesce(json_extract(u.value,'$.inputTokens'),0)),sum(coalesce(json_extract(u.value,'$.outputTokens'),0)),"    \
+  "sum(coalesce(json_extract(u.value,'$.totalTokens'),0)),sum(coalesce(json_extract(u.value,'$.reasoningTokens'),0))," \
+  "sum(coalesce(json_extract(u.value,'$.cachedInputTokens'),0)),"                                                      \
+  "sum(coalesce(json_extract(u.value,'$.cacheWriteInputTokens'),0)) "                                                  \
+  "FROM turns t, json_each(t.usage) u WHERE t.id IN (" turns ") GROUP BY 1,2 ORDER BY 1,2"
+
+StoredSpend SqliteStore::spend(std::string_view thread_id, std::string_view user_id, std::string_view except_turn_id) {
+  const bool thread = !thread_id.empty();
+  // Bound as strings: an empty string_view (null data) would bind NULL, and `id<>NULL` holds for no row.
+  const std::string scope(thread ? thread_id : user_id), except(except_turn_id);
+  std::lock_guard<std::mutex> lock(mutex_);
+  StoredSpend out;
+  auto calls = stmt(thread ? "SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" AGENTRT_SPEND_THREAD_TURNS ")"
+                           : "SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" AGENTRT_SPEND_USER_TURNS ")");
+  calls.bind(1, scope).bind(2, except);
+  if (calls.step()) out.model_calls = calls.i64(0);
+  auto tools = stmt(thread ? "SELECT count(*) FROM ledger WHERE turn_id IN (" AGENTRT_SPEND_THREAD_TURNS ")"
+                           : "SELECT count(*) FROM ledger WHERE turn_id IN (" AGENTRT_SPEND_USER_TURNS ")");
+  tools.bind(1, scope).bind(2, except);
+  if (tools.step()) out.tool_calls = tools.i64(0);
+  auto usage =
+      stmt(thread ? AGENTRT_SPEND_USAGE(AGENTRT_SPEND_THREAD_TURNS) : AGENTRT_SPEND_USAGE(AGENTRT_SPEND_USER_TURNS));
+  usage.bind(1, scope).bind(2, except);
+  while (usage.step()) {
+    TokenUsage u;
+    u.provider = usage.text(0);
+    u.model = usage.text(1);
+    u.input_tokens = usage.i64(2);
+    u.output_tokens = usage.i64(3);
+    u.total_tokens = usage.i64(4);
+    u.reasoning_tokens = usage.i64(5);
+    u.cached_input_tokens = usage.i64(6);
+    u.cache_write_input_tokens = usage.i64(7);
+    out.usage.push_back(std::move(u));
+  }
+  return out;
+}
+
 std::optional<ApprovalRecord> SqliteStore::get_approval(std::string_view id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto s = stmt("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=?");
