@@ -327,6 +327,13 @@ AGENTRT_API int32_t agentrt_thread_delete(agentrt_runtime* rt, const char* threa
  * ([] without servers). */
 AGENTRT_API int32_t agentrt_mcp_servers(char** out, agentrt_runtime* rt);
 
+/* What was spent, as committed: scope "turn" (id = a turn id; AGENTRT_E_NOT_FOUND for an unknown one), "thread"
+ * (every turn of the thread) or "user" (every turn of the user's threads, deleted ones too). *out = JSON
+ *   {modelCalls, toolCalls, inputTokens, outputTokens, cost, unpricedModels?: [model], usage: TokenUsage[]}
+ * (cost from the config's `prices`; toolCalls: the calls the model made, whatever their outcome).
+ * AGENTRT_E_INVALID_ARGUMENT for another scope or a NULL or empty id. */
+AGENTRT_API int32_t agentrt_spend(char** out, agentrt_runtime* rt, const char* scope, const char* id);
+
 /* The MCP servers' tools: a JSON array of {name, server, tool, description, inputSchema, outputSchema, hash,
  * offered, problem?, changed?: {hash, definition}}. A tool whose server changed its definition after it was pinned
  * has `changed` and is not offered until agentrt_mcp_tool_approve. */

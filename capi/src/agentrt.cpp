@@ -416,6 +416,27 @@ AGENTRT_API int32_t agentrt_mcp_servers(char** out, agentrt_runtime* rt) {
   });
 }
 
+AGENTRT_API int32_t agentrt_spend(char** out, agentrt_runtime* rt, const char* scope, const char* id) {
+  return guard("agentrt_spend", [&]() -> int32_t {
+    require_out(out);
+    auto& r = state_of(rt).runtime();
+    const std::string s = scope ? scope : "";
+    const std::string key = id_arg(id, "id");
+    agentrt::Spend spend;
+    if (s == "turn")
+      spend = r.turn_spend(key);
+    else if (s == "thread")
+      spend = r.thread_spend(key);
+    else if (s == "user")
+      spend = r.user_spend(key);
+    else
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("scope must be \"turn\", \"thread\" or \"user\", not \"{}\"", s));
+    *out = dup_json(json(spend));
+    return AGENTRT_OK;
+  });
+}
+
 AGENTRT_API int32_t agentrt_mcp_tools(char** out, agentrt_runtime* rt) {
   return guard("agentrt_mcp_tools", [&]() -> int32_t {
     require_out(out);

@@ -88,7 +88,7 @@ TEST_CASE("agentrt_runtime_open refuses NULL, malformed JSON and unknown keys") 
               "config_json: 'demo_tools' must be a boolean");
   cfg = test_config(dir, json{{"type", "telepathy"}});
   check_error(agentrt_runtime_open(&rt, cfg.dump().c_str()), AGENTRT_E_INVALID_ARGUMENT, "agentrt_runtime_open",
-              "model type 'telepathy' is unknown");
+              "model: type 'telepathy' is unknown");
   CHECK(rt == nullptr);
 
   cfg = test_config(dir);

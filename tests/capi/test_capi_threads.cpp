@@ -251,3 +251,41 @@ TEST_CASE("agentrt_events_page returns the committed events after a seq, in page
   check_error(agentrt_events_page(&out, r.rt, "t-ev", "u1", 0, 10), AGENTRT_E_NOT_FOUND, "agentrt_events_page",
               "thread t-ev not found");
 }
+
+TEST_CASE("agentrt_spend reports a turn's, a thread's and a user's spend, and budgets from the config hold") {
+  TempDir dir;
+  json config = test_config(dir);
+  config["budgets"] = json{{"thread", {{"model_calls", 3}}}};  // a demo turn makes 2 calls: intent and answer
+  Runtime r(config);
+  auto first = r.start("t-spend", "hello");
+  CHECK(r.wait(first["turnId"])["status"] == "COMPLETED");
+  auto second = r.start("t-spend", "hello again");
+  auto refused = r.wait(second["turnId"]);
+  CHECK(refused["status"] == "FAILED");
+  auto evs = r.events("t-spend", 2);
+  CHECK(evs.back()["code"] == "budget_exceeded");
+
+  auto spend = [&](const char* scope, const std::string& id) {
+    char* out = nullptr;
+    REQUIRE_MESSAGE(agentrt_spend(&out, r.rt, scope, id.c_str()) == AGENTRT_OK, last_error());
+    return json::parse(take(out));
+  };
+  const json turn = spend("turn", first["turnId"]);
+  CHECK(turn == json{{"modelCalls", 2},
+                     {"toolCalls", 0},
+                     {"inputTokens", 0},
+                     {"outputTokens", 0},
+                     {"cost", 0.0},
+                     {"usage", json::array()}});
+  CHECK(spend("thread", "t-spend")["modelCalls"] == 3);
+  CHECK(spend("user", "u1")["modelCalls"] == 3);
+  CHECK(spend("user", "nobody")["modelCalls"] == 0);
+
+  char* out = nullptr;
+  check_error(agentrt_spend(&out, r.rt, "team", "x"), AGENTRT_E_INVALID_ARGUMENT, "agentrt_spend",
+              "scope must be \"turn\", \"thread\" or \"user\", not \"team\"");
+  check_error(agentrt_spend(&out, r.rt, "turn", "turn-unknown"), AGENTRT_E_NOT_FOUND, "agentrt_spend",
+              "turn 'turn-unknown' not found");
+  check_error(agentrt_spend(&out, r.rt, "user", ""), AGENTRT_E_INVALID_ARGUMENT, "agentrt_spend", "id is empty");
+  CHECK(out == nullptr);
+}

@@ -446,6 +446,14 @@ class Runtime {
     return this._json(fns.agentrt_mcp_tool_approve, name);
   }
 
+  // ---------------------------------------------------------------------------------------- spend
+
+  // What was spent, as committed: scope 'turn' | 'thread' | 'user' and its id. {modelCalls, toolCalls,
+  // inputTokens, outputTokens, cost, unpricedModels?, usage}. NotFound for an unknown turn.
+  spend(scope, id) {
+    return this._json(fns.agentrt_spend, scope, id);
+  }
+
   // ---------------------------------------------------------------------------------------- threads, uploads
 
   // The user's threads that are not deleted, most recently updated first: [{id, title, createdAt, updatedAt,

@@ -340,6 +340,21 @@ test('the AG-UI RunAgentInput form takes only the last user message', async () =
   });
 });
 
+test('spend() reports a turn, a thread and a user; a thread budget ends the turn that would pass it', async () => {
+  await withRuntime(async (rt) => {
+    const first = rt.startTurn('t-node-spend', 'hello', { userId: 'u1' });
+    assert.equal((await rt.wait(first.turnId)).status, 'COMPLETED');
+    const refused = await rt.wait(rt.startTurn('t-node-spend', 'again', { userId: 'u1' }).turnId);
+    assert.equal(refused.status, 'FAILED');
+    assert.deepEqual(rt.spend('turn', first.turnId),
+      { modelCalls: 2, toolCalls: 0, inputTokens: 0, outputTokens: 0, cost: 0, usage: [] });
+    assert.equal(rt.spend('thread', 't-node-spend').modelCalls, 3);
+    assert.equal(rt.spend('user', 'u1').modelCalls, 3);
+    assert.throws(() => rt.spend('team', 'x'), agentrt.InvalidArgument);
+    assert.throws(() => rt.spend('turn', 'turn-unknown'), agentrt.NotFound);
+  }, { config: { budgets: { thread: { model_calls: 3 } } } });
+});
+
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64, 7)]);
 
 test('threads() lists the user\'s threads; deleteThread() removes only your own', async () => {

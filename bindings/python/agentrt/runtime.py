@@ -548,6 +548,12 @@ class Runtime:
         tool, InvalidState when its definition has not changed."""
         return self._call_json(lib.agentrt_mcp_tool_approve, name.encode())
 
+    # -- spend
+    def spend(self, scope, id):
+        """What was spent, as committed: scope "turn", "thread" or "user" and its id. A dict {modelCalls,
+        toolCalls, inputTokens, outputTokens, cost, unpricedModels?, usage}. NotFound for an unknown turn."""
+        return self._call_json(lib.agentrt_spend, scope.encode(), id.encode())
+
     # -- threads and uploads
     def threads(self, user_id):
         """The user's threads that are not deleted, most recently updated first: a list of

@@ -371,6 +371,24 @@ class Streams(RuntimeCase):
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
 
+class Spend(RuntimeCase):
+    def test_spend_reports_turn_thread_and_user_and_a_thread_budget_ends_a_turn(self):
+        with agentrt.Runtime(self.config(budgets={"thread": {"model_calls": 3}})) as rt:
+            first = rt.start_turn("t-py-spend", "hello", user_id="u1")
+            self.assertEqual(rt.wait(first.turn_id)["status"], "COMPLETED")
+            refused = rt.wait(rt.start_turn("t-py-spend", "again", user_id="u1").turn_id)
+            self.assertEqual(refused["status"], "FAILED")
+            self.assertEqual(rt.spend("turn", first.turn_id),
+                             {"modelCalls": 2, "toolCalls": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0.0,
+                              "usage": []})
+            self.assertEqual(rt.spend("thread", "t-py-spend")["modelCalls"], 3)
+            self.assertEqual(rt.spend("user", "u1")["modelCalls"], 3)
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.spend("team", "x")
+            with self.assertRaises(agentrt.NotFound):
+                rt.spend("turn", "turn-unknown")
+
+
 class ThreadsAndUploads(RuntimeCase):
     def test_threads_lists_the_users_threads_and_delete_thread_removes_only_your_own(self):
         with agentrt.Runtime(self.config()) as rt:
