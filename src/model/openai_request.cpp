@@ -6,6 +6,7 @@
 #include <random>
 
 #include "model/openai_stream.hpp"
+#include "model/provider_config.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -94,57 +95,7 @@ json user_part(const ContentPart& part) {
 }  // namespace
 
 OpenAIEndpoint::OpenAIEndpoint(const OpenAIConfig& config)
-    : base_url_(config.base_url),
-      api_key_env_(config.api_key_env),
-      extra_headers_(config.extra_headers.begin(), config.extra_headers.end()),
-      connect_timeout_(config.connect_timeout),
-      request_timeout_(config.request_timeout),
-      idle_timeout_(config.idle_timeout) {
-  if (!config.api_key.empty()) {
-    api_key_ = config.api_key;
-  } else if (!api_key_env_.empty()) {
-    if (const char* v = std::getenv(api_key_env_.c_str())) api_key_ = v;
-  }
-  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
-  if (base_url_.empty()) throw Error(ErrorCode::invalid_argument, "the OpenAI base URL is empty");
-}
-
-net::HttpRequest OpenAIEndpoint::request(std::string_view path, const net::HttpHeaders& headers) const {
-  net::HttpRequest r;
-  r.method = "POST";
-  r.url = base_url_;
-  r.url.append(path);
-  r.connect_timeout = connect_timeout_;
-  r.request_timeout = request_timeout_;
-  r.idle_timeout = idle_timeout_;
-  if (!api_key_.empty()) r.headers.emplace_back("Authorization", "Bearer " + api_key_);
-  r.headers.insert(r.headers.end(), headers.begin(), headers.end());
-  for (const auto& extra : extra_headers_) {
-    // Not a structured binding: clang before 16 cannot capture one in a lambda (the fuzz build is clang's).
-    const std::string& name = extra.first;
-    std::erase_if(r.headers, [&](const auto& h) { return net::header_name_equals(h.first, name); });
-    r.headers.emplace_back(name, extra.second);
-  }
-  return r;
-}
-
-std::string OpenAIEndpoint::redact(std::string text) const { return redact_secret(std::move(text), api_key_); }
-
-void OpenAIEndpoint::throw_failure(const net::HttpResponse& response, std::string_view what,
-                                   std::chrono::milliseconds max_retry_after) const {
-  const ApiError api = parse_api_error(response.body);
-  std::string message = redact(fmt::format("{}: {}", what, describe_api_error(response.status, api)));
-  if (response.status == 401 && !has_key()) message += fmt::format(" (no API key was sent: {})", key_source());
-  Error failure(response.status == 401 ? ErrorCode::unauthorized : ErrorCode::model, std::move(message));
-  if (should_retry(response.status, response.headers, api))
-    throw RetryableError(std::move(failure),
-                         server_retry_delay(response.headers, std::chrono::system_clock::now(), max_retry_after));
-  throw failure;
-}
-
-std::string OpenAIEndpoint::key_source() const {
-  return api_key_env_.empty() ? std::string("no api_key was given") : api_key_env_ + " is not set";
-}
+    : ModelEndpoint(provider_http::endpoint_settings(config, "OpenAI")) {}
 
 std::string make_tool_call_id() {
   static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -198,15 +149,8 @@ std::optional<json> to_openai_message(const Message& m) {
 }
 
 json build_chat_body(const ModelRequest& request, const OpenAIConfig& config) {
-  json body = json::object();
-  std::string model = config.model;
-  if (config.params.is_object()) body.merge_patch(config.params);
-  if (auto it = config.stages.find(request.stage); it != config.stages.end()) {
-    if (!it->second.model.empty()) model = it->second.model;
-    if (it->second.params.is_object()) body.merge_patch(it->second.params);
-  }
-  if (!request.model.empty()) model = request.model;
-  if (request.params.is_object()) body.merge_patch(request.params);
+  auto [model, params] = provider_config::resolve_model(request, config);
+  json body = std::move(params);
   if (model.empty()) throw Error(ErrorCode::invalid_argument, "no model name configured for the OpenAI provider");
 
   body["model"] = model;

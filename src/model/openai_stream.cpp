@@ -1,58 +1,25 @@
 #include "model/openai_stream.hpp"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
-
-#include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
-#include <random>
 
 #include "agentrt/json_limits.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 namespace openai {
+
+using provider_http::count_field;
+using provider_http::dump_for_message;
+using provider_http::one_line;
+using provider_http::parse_server_json;
+using provider_http::text_field;
+
 namespace {
-
-// What a server sends (chunks, answers, error bodies) is a few levels deep; a text nested deeper than the
-// nesting limit is not built (its copies and dumps would overflow the stack): it is discarded, as text that
-// is not JSON.
-json parse_server_json(std::string_view text) {
-  if (json_text_depth(text, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth) return json::value_t::discarded;
-  return json::parse(text, nullptr, /*allow_exceptions=*/false);
-}
-
-// A server's JSON as text for a message: its strings may hold any bytes (nlohmann takes invalid UTF-8 on the
-// way in and throws on the way out unless told to replace it).
-std::string dump_for_message(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 void check_server_depth(const json& j, const char* what) {
   if (json_depth(j, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
     throw Error(ErrorCode::model,
                 fmt::format("the model sent {} nested deeper than {} levels", what, kDefaultMaxJsonDepth));
-}
-
-std::mt19937_64& rng() {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
-  return gen;
-}
-
-// A field as text: strings as they are, numbers (vLLM's and llama.cpp's integer codes) printed.
-std::string text_field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end()) return {};
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number()) return it->dump();
-  return {};
-}
-
-int64_t count_field(const json& obj, const char* key) {
-  if (!obj.is_object()) return 0;
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number()) return 0;
-  return it->is_number_float() ? static_cast<int64_t>(it->get<double>()) : it->get<int64_t>();
 }
 
 int64_t nested_count(const json& obj, const char* outer, const char* inner) {
@@ -61,143 +28,7 @@ int64_t nested_count(const json& obj, const char* outer, const char* inner) {
   return it == obj.end() ? 0 : count_field(*it, inner);
 }
 
-// One line of printable text, for bodies that are not JSON (an HTML page from a proxy, say).
-std::string one_line(std::string_view text, size_t max) {
-  std::string out;
-  for (char c : text.substr(0, max)) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
-  }
-  if (text.size() > max) out += "...";
-  return out;
-}
-
-std::optional<double> parse_number(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  double v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
 }  // namespace
-
-const std::string* string_field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return (it != obj.end() && it->is_string()) ? it->get_ptr<const std::string*>() : nullptr;
-}
-
-// ---- errors ------------------------------------------------------------------------------------------
-
-std::optional<ApiError> api_error_from_json(const json& j) {
-  if (!j.is_object()) return std::nullopt;
-  ApiError e;
-  if (auto it = j.find("error"); it != j.end() && !it->is_null()) {
-    if (it->is_object()) {
-      e.message = text_field(*it, "message");
-      e.type = text_field(*it, "type");
-      e.code = text_field(*it, "code");
-      e.param = text_field(*it, "param");
-      if (e.message.empty()) e.message = dump_for_message(*it);
-    } else if (it->is_string()) {
-      e.message = it->get<std::string>();
-    } else {
-      e.message = dump_for_message(*it);
-    }
-    return e;
-  }
-  if (text_field(j, "object") == "error") {  // older vLLM: the error fields at the top level
-    e.message = text_field(j, "message");
-    e.type = text_field(j, "type");
-    e.code = text_field(j, "code");
-    e.param = text_field(j, "param");
-    return e;
-  }
-  if (auto it = j.find("detail"); it != j.end()) {  // FastAPI-based servers
-    e.message = it->is_string() ? it->get<std::string>() : dump_for_message(*it);
-    return e;
-  }
-  return std::nullopt;
-}
-
-ApiError parse_api_error(std::string_view body) {
-  json j = parse_server_json(body);
-  if (!j.is_discarded()) {
-    if (auto e = api_error_from_json(j)) return *e;
-    if (j.is_object() && j.contains("message")) {
-      return ApiError{text_field(j, "message"), text_field(j, "type"), text_field(j, "code"), {}};
-    }
-  }
-  ApiError e;
-  e.message = body.empty() ? std::string("(empty response body)") : one_line(body, 300);
-  return e;
-}
-
-std::string describe_api_error(long status, const ApiError& e) {
-  std::string out = status > 0 ? fmt::format("HTTP {}", status) : std::string("error in the stream");
-  if (!e.type.empty() && !e.code.empty() && e.type != e.code) {
-    out += fmt::format(" (type {}, code {})", e.type, e.code);
-  } else if (!e.type.empty() || !e.code.empty()) {
-    out += fmt::format(" ({})", e.type.empty() ? e.code : e.type);
-  }
-  out += ": ";
-  out += e.message.empty() ? std::string("no error message") : one_line(e.message, 2000);
-  return out;
-}
-
-std::string redact_secret(std::string text, const std::string& secret) {
-  if (secret.size() < 4) return text;
-  for (size_t pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos)) {
-    text.replace(pos, secret.size(), "[redacted]");
-  }
-  return text;
-}
-
-// ---- retries -----------------------------------------------------------------------------------------
-
-bool should_retry(long status, const net::HttpHeaders& headers, const ApiError& error) {
-  if (auto h = net::find_header(headers, "x-should-retry")) {
-    if (*h == "true") return true;
-    if (*h == "false") return false;
-  }
-  if (status == 429 && (error.code == "insufficient_quota" || error.type == "insufficient_quota")) return false;
-  return status == 408 || status == 409 || status == 429 || status >= 500;
-}
-
-std::optional<std::chrono::milliseconds> server_retry_delay(const net::HttpHeaders& headers,
-                                                            std::chrono::system_clock::time_point now,
-                                                            std::chrono::milliseconds max) {
-  std::optional<double> ms;
-  if (auto h = net::find_header(headers, "retry-after-ms")) ms = parse_number(*h);
-  if (!ms) {
-    if (auto h = net::find_header(headers, "retry-after")) {
-      if (auto secs = parse_number(*h)) {
-        ms = *secs * 1000.0;
-      } else {
-        const time_t when = curl_getdate(h->c_str(), nullptr);  // RFC 7231 HTTP-date and its older forms
-        if (when != -1) {
-          const auto at = std::chrono::system_clock::from_time_t(when);
-          ms = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count());
-        }
-      }
-    }
-  }
-  if (!ms || *ms < 0 || *ms > static_cast<double>(max.count())) return std::nullopt;
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*ms)));
-}
-
-std::chrono::milliseconds backoff_delay(int retry, std::chrono::milliseconds base, std::chrono::milliseconds max,
-                                        double jitter) {
-  const double raw = static_cast<double>(base.count()) * std::pow(2.0, std::min(retry, 30));
-  const double capped = std::min(raw, static_cast<double>(max.count()));
-  return std::chrono::milliseconds(static_cast<int64_t>(capped * jitter));
-}
-
-double retry_jitter() {
-  std::uniform_real_distribution<double> d(0.75, 1.0);
-  return d(rng());
-}
 
 // ---- responses ---------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-// The OpenAI chat-completions wire format: request bodies, the streamed-chunk accumulator, error bodies,
-// and the SDKs' retry rules. Pure logic (no I/O), shared by the provider and the transcriber.
+// The OpenAI chat-completions wire format: request bodies and the streamed-chunk accumulator, and the
+// endpoint the provider and the transcriber share. Pure logic (no I/O).
 #pragma once
 
 #include <chrono>
@@ -14,6 +14,7 @@
 #include "agentrt/json.hpp"
 #include "agentrt/model.hpp"
 #include "agentrt/openai.hpp"
+#include "model/provider_http.hpp"
 #include "net/http_client.hpp"
 #include "net/sse_parser.hpp"
 
@@ -23,36 +24,13 @@ namespace openai {
 
 // ---- requests ----------------------------------------------------------------------------------------
 
-// The resolved server settings the provider and the transcriber share: URL, key, headers, timeouts.
-// Immutable after construction, so thread-safe.
-class OpenAIEndpoint {
+// The endpoint of an OpenAI-compatible server (the shared ModelEndpoint with `Authorization: Bearer`), which
+// the provider and the transcriber share. Immutable after construction, so thread-safe.
+class OpenAIEndpoint : public provider_http::ModelEndpoint {
  public:
   // Reads the key from config.api_key, else from the environment variable config.api_key_env.
   // Throws Error(invalid_argument) for an empty base URL.
   explicit OpenAIEndpoint(const OpenAIConfig& config);
-
-  // A POST to base_url + path with the timeouts, `Authorization` (when there is a key), `headers`, and
-  // the configured extra headers (which replace same-named ones).
-  net::HttpRequest request(std::string_view path, const net::HttpHeaders& headers) const;
-
-  // The text with the key (if a server quoted it back) replaced by "[redacted]".
-  std::string redact(std::string text) const;
-  bool has_key() const { return !api_key_.empty(); }
-  // For error messages: where the key should have come from.
-  std::string key_source() const;
-  // Throws what a non-2xx answer means: Error(unauthorized) for 401, else Error(model), "<what>: <the server's
-  // words>" (redacted, and saying where the key should have come from when none was sent), as a
-  // RetryableError when the status and body say a retry may help (429, 5xx; honouring Retry-After up to
-  // `max_retry_after`).
-  [[noreturn]] void throw_failure(const net::HttpResponse& response, std::string_view what,
-                                  std::chrono::milliseconds max_retry_after) const;
-
- private:
-  std::string base_url_;
-  std::string api_key_;
-  std::string api_key_env_;
-  net::HttpHeaders extra_headers_;
-  std::chrono::milliseconds connect_timeout_, request_timeout_, idle_timeout_;
 };
 
 // The JSON body of POST /chat/completions for `request`: streaming with usage, the configured model and
@@ -68,62 +46,20 @@ std::optional<json> to_openai_message(const Message& message);
 // A fresh tool-call id for servers that send none ("call_" + 24 random alphanumerics).
 std::string make_tool_call_id();
 
-// The string at obj[key], or nullptr when there is none (absent, or not a string).
-const std::string* string_field(const json& obj, const char* key);
+// ---- errors and retries (provider_http's, under their old names) -------------------------------------
 
-// ---- errors ------------------------------------------------------------------------------------------
-
-// An error as a server described it, from any of the shapes in use: {"error":{...}} (OpenAI, vLLM,
-// llama.cpp, Ollama), {"error":"text"}, flat {"object":"error",...} (older vLLM), {"detail":...}
-// (FastAPI), or a body that is not JSON at all.
-struct ApiError {
-  std::string message;
-  std::string type;
-  std::string code;  // a string, or an integer as text (vLLM, llama.cpp)
-  std::string param;
-};
-ApiError parse_api_error(std::string_view body);
-std::optional<ApiError> api_error_from_json(const json& j);  // nullopt when `j` is not an error object
-
-// "HTTP 429 (type insufficient_quota, code insufficient_quota): You exceeded ..." — one line.
-std::string describe_api_error(long status, const ApiError& e);
-
-// ---- retries -----------------------------------------------------------------------------------------
-
-// Whether a failed HTTP response may succeed when sent again (the official SDKs' rule): x-should-retry
-// first, then 408, 409, 429 (except insufficient_quota) and 5xx.
-bool should_retry(long status, const net::HttpHeaders& headers, const ApiError& error);
-
-// The delay a server asked for: retry-after-ms (milliseconds, may be fractional), then Retry-After
-// (seconds or an HTTP date, relative to `now`). nullopt when absent, unparsable, negative or over `max`.
-std::optional<std::chrono::milliseconds> server_retry_delay(const net::HttpHeaders& headers,
-                                                            std::chrono::system_clock::time_point now,
-                                                            std::chrono::milliseconds max);
-
-// base * 2^retry, capped at max, times `jitter` (the SDKs draw it from [0.75, 1]).
-std::chrono::milliseconds backoff_delay(int retry, std::chrono::milliseconds base, std::chrono::milliseconds max,
-                                        double jitter);
-
-// A failure that another attempt may fix; `delay` is what the server asked for, if anything.
-// Immutable, like Error.
-class RetryableError : public Error {
- public:
-  RetryableError(Error error, std::optional<std::chrono::milliseconds> delay)
-      : Error(std::move(error)), delay_(delay) {}
-  std::optional<std::chrono::milliseconds> delay() const { return delay_; }
-
- private:
-  std::optional<std::chrono::milliseconds> delay_;
-};
-
-// Calls `attempt` until it returns; a RetryableError is retried up to config.max_retries times after the
-// server's delay or the backoff (a cancellable wait), any other exception propagates. When retries run
-// out, the last failure is thrown as a plain Error.
-template <class Attempt>
-auto with_retries(const OpenAIConfig& config, const CancelToken& cancel, Attempt&& attempt) -> decltype(attempt());
-
-// "Bearer sk-..." never appears in a message we make, but a server may quote the key back to us.
-std::string redact_secret(std::string text, const std::string& secret);
+using provider_http::api_error_from_json;
+using provider_http::ApiError;
+using provider_http::backoff_delay;
+using provider_http::describe_api_error;
+using provider_http::parse_api_error;
+using provider_http::redact_secret;
+using provider_http::retry_jitter;
+using provider_http::RetryableError;
+using provider_http::server_retry_delay;
+using provider_http::should_retry;
+using provider_http::string_field;
+using provider_http::with_retries;
 
 // ---- responses ---------------------------------------------------------------------------------------
 
@@ -194,27 +130,6 @@ class ChatStreamAccumulator {
   std::map<size_t, int> position_index_;  // index-less fragments: array position -> call index
   std::optional<ApiError> stream_error_;
 };
-
-// ---- implementation of the template --------------------------------------------------------------
-
-double retry_jitter();  // uniform in [0.75, 1]
-
-template <class Attempt>
-auto with_retries(const OpenAIConfig& config, const CancelToken& cancel, Attempt&& attempt) -> decltype(attempt()) {
-  for (int retry = 0;; ++retry) {
-    try {
-      return attempt();
-    } catch (const RetryableError& e) {
-      if (retry >= config.max_retries) {
-        if (retry == 0) throw Error(e.code(), e.message());
-        throw Error(e.code(), e.message() + " (gave up after " + std::to_string(retry + 1) + " attempts)");
-      }
-      auto delay =
-          e.delay().value_or(backoff_delay(retry, config.retry_base_backoff, config.retry_max_backoff, retry_jitter()));
-      if (cancel.wait_for(delay)) throw Error(ErrorCode::cancelled, "cancelled while waiting to retry");
-    }
-  }
-}
 
 }  // namespace openai
 }  // namespace v1

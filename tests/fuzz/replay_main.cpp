@@ -15,6 +15,7 @@
 extern "C" {
 int agentrt_fuzz_sse_parser(const uint8_t* data, size_t size);
 int agentrt_fuzz_openai_stream(const uint8_t* data, size_t size);
+int agentrt_fuzz_anthropic_stream(const uint8_t* data, size_t size);
 int agentrt_fuzz_agui_input(const uint8_t* data, size_t size);
 int agentrt_fuzz_json_parse(const uint8_t* data, size_t size);
 int agentrt_fuzz_json_schema(const uint8_t* data, size_t size);
@@ -31,10 +32,15 @@ struct Target {
 };
 
 constexpr Target kTargets[] = {
-    {"sse_parser", agentrt_fuzz_sse_parser},   {"openai_stream", agentrt_fuzz_openai_stream},
-    {"agui_input", agentrt_fuzz_agui_input},   {"json_parse", agentrt_fuzz_json_parse},
-    {"json_schema", agentrt_fuzz_json_schema}, {"signed_url", agentrt_fuzz_signed_url},
-    {"config", agentrt_fuzz_config},           {"capi", agentrt_fuzz_capi},
+    {"sse_parser", agentrt_fuzz_sse_parser},
+    {"openai_stream", agentrt_fuzz_openai_stream},
+    {"anthropic_stream", agentrt_fuzz_anthropic_stream},
+    {"agui_input", agentrt_fuzz_agui_input},
+    {"json_parse", agentrt_fuzz_json_parse},
+    {"json_schema", agentrt_fuzz_json_schema},
+    {"signed_url", agentrt_fuzz_signed_url},
+    {"config", agentrt_fuzz_config},
+    {"capi", agentrt_fuzz_capi},
 };
 
 // The regular files under `dir` (none when it does not exist), sorted.

@@ -63,6 +63,30 @@ put('openai_stream', 'completion-error.bin',
 put('openai_stream', 'completion-detail.bin', b'\x01{"detail":[{"loc":["body"],"msg":"field required"}]}')
 put('openai_stream', 'stream-deep-chunk.bin', b'\x00data: {"choices":' + nested(80).encode() + b'}\n\n')
 
+# --- Anthropic accumulator: byte 0 bit 0 = a whole Message, bit 1 = message_stop required. The documentation's
+# example streams (tests/fixtures/anthropic-streams), a whole Message, and edge shapes.
+afx = os.path.join(here, '..', 'fixtures', 'anthropic-streams')
+for i, p in enumerate(sorted(glob.glob(afx + '/*.sse'))):
+    put('anthropic_stream', 'stream-' + os.path.basename(p).replace('.', '-') + '.bin',
+        bytes([2 if i % 2 else 0]) + open(p, 'rb').read())
+message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+           "content": [{"type": "thinking", "thinking": "Hmm.", "signature": "c2ln"},
+                       {"type": "redacted_thinking", "data": "cmVk"},
+                       {"type": "text", "text": "Booking."},
+                       {"type": "tool_use", "id": "toolu_1", "name": "book_room", "input": {"room": "A1"}}],
+           "stop_reason": "tool_use", "usage": {"input_tokens": 5, "cache_read_input_tokens": 2, "output_tokens": 3}}
+put('anthropic_stream', 'message.bin', b'\x01' + json.dumps(message).encode())
+put('anthropic_stream', 'message-error.bin',
+    b'\x01{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}')
+put('anthropic_stream', 'encrypted-value.bin',
+    b'\x02' + json.dumps({"provider": "anthropic", "model": "m", "blocks": message["content"][:2]}).encode())
+put('anthropic_stream', 'stream-tool-no-input.bin',
+    b'\x02event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":'
+    b'{"type":"tool_use","id":"t","name":"n","input":{"a":[1]}}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"input_json_delta","partial_json":"{}"}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}')
+
 # --- AG-UI RunAgentInput, resume entries, decisions, messages.
 agui = {
     'run-agent-input': {"threadId": "t1", "runId": "r1", "state": {}, "tools": [], "context": [], "forwardedProps": {},

@@ -21,6 +21,7 @@
 #include "agentrt/openai.hpp"
 #include "model/openai_stream.hpp"
 #include "support/mock_openai_server.hpp"
+#include "support/provider_calls.hpp"
 
 using namespace std::chrono_literals;
 using agentrt::CancelToken;
@@ -29,8 +30,11 @@ using agentrt::ErrorCode;
 using agentrt::json;
 using agentrt::ModelRequest;
 using agentrt::OpenAIConfig;
+using agentrt::testing::complete_error;
 using agentrt::testing::MockOpenAIServer;
 using agentrt::testing::MockResponse;
+using agentrt::testing::ms_between;
+using agentrt::testing::user_request;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -58,49 +62,11 @@ struct Sink : agentrt::ModelStreamSink {
 };
 
 OpenAIConfig config_for(const MockOpenAIServer& server) {
-  OpenAIConfig c;
-  c.base_url = server.base_url();
-  c.api_key = kKey;
-  c.model = "mock-model";
-  c.connect_timeout = 2s;
-  c.request_timeout = 10s;
-  c.idle_timeout = 3s;
-  c.max_retries = 2;
-  c.retry_base_backoff = 1ms;
-  c.retry_max_backoff = 4ms;
-  return c;
-}
-
-ModelRequest user_request(const std::string& text) {
-  ModelRequest r;
-  r.stage = "execution";
-  agentrt::Message sys;
-  sys.role = agentrt::Role::system;
-  sys.content = "You are terse.";
-  agentrt::Message user;
-  user.role = agentrt::Role::user;
-  user.content = text;
-  r.messages = {sys, user};
-  return r;
-}
-
-// Runs complete() and returns the Error it threw (fails the test if it did not throw one).
-Error complete_error(agentrt::ModelProvider& p, const ModelRequest& r, Sink& sink, const CancelToken& cancel = {}) {
-  try {
-    p.complete(r, sink, cancel);
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("complete() succeeded but an error was expected");
-  return Error(ErrorCode::internal, "unreachable");
+  return agentrt::testing::provider_test_config<OpenAIConfig>(server.base_url(), kKey, "mock-model");
 }
 
 long long ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-long long ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
 
 MockResponse error_response(int status, const json& body, std::vector<std::pair<std::string, std::string>> h = {}) {

@@ -73,7 +73,7 @@ constexpr auto kReadTimeout = std::chrono::seconds(30);
 constexpr auto kWriteTimeout = std::chrono::seconds(5);
 constexpr auto kKeepSendingFor = std::chrono::seconds(10);
 
-enum class Route { chat, transcriptions };
+enum class Route { chat, transcriptions, messages };
 
 // The scripted answers and what arrived. Thread-safe (one mutex): scripted and read by the test's threads,
 // taken and recorded by the I/O thread.
@@ -134,11 +134,14 @@ class Script {
   }
 
  private:
-  std::deque<MockResponse>& queue(Route route) { return route == Route::chat ? chat_ : transcriptions_; }
+  std::deque<MockResponse>& queue(Route route) {
+    if (route == Route::messages) return messages_;
+    return route == Route::chat ? chat_ : transcriptions_;
+  }
 
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
-  std::deque<MockResponse> chat_, transcriptions_;
+  std::deque<MockResponse> chat_, transcriptions_, messages_;
   std::vector<RecordedRequest> requests_;
   std::optional<Clock::time_point> client_gone_;
 };
@@ -225,6 +228,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::optional<Route> route;
     if (rec.method == "POST" && rec.path == "/v1/chat/completions") route = Route::chat;
     if (rec.method == "POST" && rec.path == "/v1/audio/transcriptions") route = Route::transcriptions;
+    if (rec.method == "POST" && rec.path == "/v1/messages") route = Route::messages;
     if (!route) return send_whole(404, "", {}, "");
     std::optional<MockResponse> scripted = script_->arrive(*route, std::move(rec));
     if (!scripted) {
@@ -428,11 +432,15 @@ MockOpenAIServer::~MockOpenAIServer() {
 
 int MockOpenAIServer::port() const { return impl_->port; }
 
-std::string MockOpenAIServer::base_url() const { return "http://127.0.0.1:" + std::to_string(impl_->port) + "/v1"; }
+std::string MockOpenAIServer::base_url() const { return origin() + "/v1"; }
+
+std::string MockOpenAIServer::origin() const { return "http://127.0.0.1:" + std::to_string(impl_->port); }
 
 void MockOpenAIServer::push_chat(MockResponse r) { impl_->script.push(Route::chat, std::move(r)); }
 
 void MockOpenAIServer::push_transcription(MockResponse r) { impl_->script.push(Route::transcriptions, std::move(r)); }
+
+void MockOpenAIServer::push_messages(MockResponse r) { impl_->script.push(Route::messages, std::move(r)); }
 
 std::vector<RecordedRequest> MockOpenAIServer::requests() const { return impl_->script.requests(); }
 

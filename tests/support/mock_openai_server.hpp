@@ -53,8 +53,9 @@ struct RecordedRequest {
   agentrt::json json_body() const;                                   // throws when the body is not JSON
 };
 
-// Serves POST /v1/chat/completions and POST /v1/audio/transcriptions from two queues of scripted
-// responses (an empty queue answers 500 with x-should-retry: false) and records every request.
+// Serves POST /v1/chat/completions, POST /v1/audio/transcriptions and POST /v1/messages (Anthropic) from a
+// queue of scripted responses each (an empty queue answers 500 with x-should-retry: false) and records every
+// request.
 // Thread-safe: script and inspect from the test's threads while the server's I/O thread answers.
 class MockOpenAIServer {
  public:
@@ -65,9 +66,11 @@ class MockOpenAIServer {
 
   int port() const;
   std::string base_url() const;  // "http://127.0.0.1:<port>/v1"
+  std::string origin() const;    // "http://127.0.0.1:<port>" (Anthropic's base URL: it appends /v1/messages)
 
   void push_chat(MockResponse r);
   void push_transcription(MockResponse r);
+  void push_messages(MockResponse r);
 
   std::vector<RecordedRequest> requests() const;
   size_t request_count() const;
