@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "agentrt/anthropic.hpp"
 #include "agentrt/error.hpp"
 #include "agentrt/json_reader.hpp"
 #include "agentrt/scripted_model.hpp"
@@ -68,8 +69,12 @@ FallbackChoice link_from_json(const json& model, const std::string& where) {
     OpenAIConfig cfg = openai_config(model);
     c.model = cfg.model;
     c.provider = make_openai_provider(std::move(cfg));
+  } else if (type == "anthropic") {
+    AnthropicConfig cfg = anthropic_config_from_json(own_keys(model));
+    c.model = cfg.model;
+    c.provider = make_anthropic_provider(std::move(cfg));
   } else {
-    wire::refuse(where, fmt::format("type '{}' is unknown (auto, demo, openai)", type));
+    wire::refuse(where, fmt::format("type '{}' is unknown (auto, demo, openai, anthropic)", type));
   }
   if (const auto r = model.find("rate_limit"); r != model.end()) {
     const RateLimit limit = rate_limit_from_json(*r, where + ".rate_limit");

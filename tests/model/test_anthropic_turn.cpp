@@ -188,10 +188,9 @@ TEST_SUITE("anthropic") {
     CHECK(saw_result);
   }
 
-  // Needs the runtime to store ModelResult::encrypted_value in the assistant message and hand it back in
-  // ModelRequest::messages (being added on main): until that is merged this test fails, and may.
-  TEST_CASE("a turn over the Anthropic protocol sends the thinking block, signed, before the tool_use it led to" *
-            doctest::may_fail()) {
+  // The runtime stores ModelResult::encrypted_value in the assistant message and hands it back in
+  // ModelRequest::messages.
+  TEST_CASE("a turn over the Anthropic protocol sends the thinking block, signed, before the tool_use it led to") {
     std::vector<json> events;
     json tool_args;
     int runs = 0;
