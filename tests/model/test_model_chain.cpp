@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "agentrt/model_config.hpp"
+#include "support/mock_openai_server.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -211,4 +212,51 @@ TEST_CASE("model configurations: fallbacks, rate limits, and what they refuse") 
   CHECK_THROWS_AS(model_provider_from_json(json::parse(R"({"type":"demo","rate_limit":{"rpm":1}})")), Error);
   CHECK_THROWS_AS(model_provider_from_json(json::parse(R"({"type":"demo","model":"x"})")), Error);
   CHECK_THROWS_AS(model_provider_from_json(json::parse(R"({"type":"demo","fallbacks":{}})")), Error);
+}
+
+TEST_CASE("a configured chain: an OpenAI-compatible server that cannot be reached hands over to Anthropic") {
+  agentrt::testing::MockOpenAIServer server;
+  auto event = [](const json& e) { return "event: " + e["type"].get<std::string>() + "\ndata: " + e.dump() + "\n\n"; };
+  server.push_messages(agentrt::testing::MockResponse::stream(
+      {event({{"type", "message_start"},
+              {"message",
+               {{"id", "m"},
+                {"type", "message"},
+                {"role", "assistant"},
+                {"model", "claude-test"},
+                {"content", json::array()},
+                {"usage", {{"input_tokens", 5}}}}}}),
+       event({{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}}),
+       event({{"type", "content_block_delta"},
+              {"index", 0},
+              {"delta", {{"type", "text_delta"}, {"text", "from claude"}}}}),
+       event({{"type", "content_block_stop"}, {"index", 0}}),
+       event({{"type", "message_delta"}, {"delta", {{"stop_reason", "end_turn"}}}, {"usage", {{"output_tokens", 2}}}}),
+       event({{"type", "message_stop"}})}));
+  ::setenv("AGENTRT_TEST_CHAIN_KEY", "sk-ant-chain-test", 1);
+  auto p = model_provider_from_json(json{{"type", "openai"},
+                                         {"base_url", "http://127.0.0.1:1/v1"},
+                                         {"model", "gpt-down"},
+                                         {"max_retries", 0},
+                                         {"fallbacks",
+                                          {{{"type", "anthropic"},
+                                            {"base_url", server.origin()},
+                                            {"api_key_env", "AGENTRT_TEST_CHAIN_KEY"},
+                                            {"model", "claude-test"},
+                                            {"max_retries", 0}}}}});
+  Collecting sink;
+  CancelToken cancel;
+  auto r = p->complete(request_for(), sink, cancel);
+  CHECK(r.text == "from claude");
+  CHECK(sink.text == "from claude");
+  REQUIRE(sink.fallbacks.size() == 1);
+  CHECK(sink.fallbacks[0].from_provider == "openai");
+  CHECK(sink.fallbacks[0].from_model == "gpt-down");
+  CHECK(sink.fallbacks[0].to_provider == "anthropic");
+  CHECK(sink.fallbacks[0].to_model == "claude-test");
+  REQUIRE(r.usage);
+  CHECK(r.usage->provider == "anthropic");
+  CHECK(r.usage->model == "claude-test");
+  REQUIRE(server.requests().size() == 1);
+  CHECK(server.requests()[0].header("x-api-key").value_or("") == "sk-ant-chain-test");
 }
