@@ -201,6 +201,8 @@ struct AgentServer::Impl final : HttpApp {
       case Route::threads: return get_threads(s, c);
       case Route::delete_thread: return delete_thread(s, c);
       case Route::thread_jobs: return get_thread_jobs(s, c);
+      case Route::thread_spend: return get_thread_spend(s, c);
+      case Route::spend: return get_spend(s, c);
       case Route::job: return get_job(s, c);
       case Route::cancel_job: return post_cancel_job(s, c);
       case Route::uploads: return post_upload(s, c);

@@ -41,6 +41,8 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
   if (is({"agent", "threads"}, "GET")) return {Route::threads, {}};
   if (is({"agent", "threads", "*"}, "DELETE")) return {Route::delete_thread, std::string(seg[2])};
   if (is({"agent", "threads", "*", "jobs"}, "GET")) return {Route::thread_jobs, std::string(seg[2])};
+  if (is({"agent", "threads", "*", "spend"}, "GET")) return {Route::thread_spend, std::string(seg[2])};
+  if (is({"agent", "spend"}, "GET")) return {Route::spend, {}};
   if (is({"agent", "jobs", "*"}, "GET")) return {Route::job, std::string(seg[2])};
   if (is({"agent", "jobs", "*", "cancel"}, "POST")) return {Route::cancel_job, std::string(seg[2])};
   if (is({"agent", "uploads"}, "POST")) return {Route::uploads, {}};

@@ -20,6 +20,8 @@ enum class Route {
   threads,
   delete_thread,
   thread_jobs,
+  thread_spend,
+  spend,
   job,
   cancel_job,
   uploads,

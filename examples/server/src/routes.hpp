@@ -22,6 +22,9 @@ int64_t event_cursor(const std::string& text);
 // thread_routes.cpp: GET /agent/runs/{threadId}/history, GET /agent/threads, DELETE /agent/threads/{id}.
 void get_history(ServerContext& s, ApiCall& c);
 void get_threads(ServerContext& s, ApiCall& c);
+// GET /agent/threads/{id}/spend, GET /agent/spend: what the caller's thread, or all of the caller's turns, spent.
+void get_thread_spend(ServerContext& s, ApiCall& c);
+void get_spend(ServerContext& s, ApiCall& c);
 void delete_thread(ServerContext& s, ApiCall& c);
 
 // job_routes.cpp: GET /agent/jobs/{jobId}, POST /agent/jobs/{jobId}/cancel, GET /agent/threads/{threadId}/jobs.

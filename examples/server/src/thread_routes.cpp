@@ -29,6 +29,18 @@ void get_threads(ServerContext& s, ApiCall& c) {
   c.send_json(200, json{{"threads", std::move(out)}});
 }
 
+// GET /agent/threads/{id}/spend -> {threadId, modelCalls, toolCalls, inputTokens, outputTokens, cost,
+// unpricedModels?, usage}: what the thread's turns spent, as committed.
+void get_thread_spend(ServerContext& s, ApiCall& c) {
+  s.own_thread(c, c.match.id);
+  json out = s.rt->thread_spend(c.internal_thread);
+  out["threadId"] = c.client_thread;
+  c.send_json(200, out);
+}
+
+// GET /agent/spend -> the same for every turn of the caller's (deleted threads too).
+void get_spend(ServerContext& s, ApiCall& c) { c.send_json(200, json(s.rt->user_spend(c.user))); }
+
 // DELETE /agent/threads/{id}: soft delete (a running or waiting turn is cancelled first).
 void delete_thread(ServerContext& s, ApiCall& c) {
   s.own_thread(c, c.match.id);

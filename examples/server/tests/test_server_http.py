@@ -314,7 +314,8 @@ class ServerTest(unittest.TestCase):
                              ("GET", "/api/v1/agent/runs/%s/history" % t), ("GET", "/api/v1/agent/threads"),
                              ("DELETE", "/api/v1/agent/threads/" + t), ("POST", "/api/v1/agent/uploads?threadId=" + t),
                              ("POST", "/api/v1/asr/transcriptions"), ("GET", "/api/v1/agent/jobs/job_x"),
-                             ("POST", "/api/v1/agent/jobs/job_x/cancel"), ("GET", "/api/v1/agent/threads/%s/jobs" % t)]:
+                             ("POST", "/api/v1/agent/jobs/job_x/cancel"), ("GET", "/api/v1/agent/threads/%s/jobs" % t),
+                             ("GET", "/api/v1/agent/threads/%s/spend" % t), ("GET", "/api/v1/agent/spend")]:
             with self.subTest(path=path):
                 r = self.srv.request(method, path, b"{}", token=None)
                 self.assertError(r, 401, "unauthorized")
@@ -403,6 +404,36 @@ class ServerTest(unittest.TestCase):
     def test_transcription_without_asr_config_is_501(self):
         self.assertError(self.srv.request("POST", "/api/v1/asr/transcriptions", b"RIFF....", content_type="audio/wav"),
                          501, "unsupported")
+
+
+class SpendTest(unittest.TestCase):
+    def test_spend_of_a_thread_and_of_the_caller_and_a_thread_budget(self):
+        # A demo turn makes two model calls (intent, answer): a thread may have one turn and one more call.
+        with Server(config={"runtime": {"budgets": {"thread": {"model_calls": 3}},
+                                        "prices": {"demo": {"input": 1, "output": 2}}}}) as srv:
+            self.assertEqual(srv.request("GET", "/api/v1/agent/spend", token=BOB)[3]["modelCalls"], 0)
+            thread = new_id("t")
+            status, frames, _ = srv.run(run_input(thread, "hello"))
+            self.assertEqual((status, frames[-1][1]["type"]), (200, "RUN_FINISHED"))
+            st, _, _, spend = srv.request("GET", "/api/v1/agent/threads/%s/spend" % thread)
+            self.assertEqual(st, 200, spend)
+            self.assertEqual((spend["threadId"], spend["modelCalls"], spend["toolCalls"]), (thread, 2, 0))
+            self.assertEqual(sorted(spend), ["cost", "inputTokens", "modelCalls", "outputTokens", "threadId",
+                                             "toolCalls", "usage"])
+            status, frames, _ = srv.run(run_input(thread, "hello again"))
+            last = frames[-1][1]
+            self.assertEqual((last["type"], last["code"]), ("RUN_ERROR", "budget_exceeded"))
+            self.assertEqual(last["message"], "budget exceeded: thread.model_calls is 3, and this would make 4 model calls")
+            self.assertEqual(srv.request("GET", "/api/v1/agent/threads/%s/spend" % thread)[3]["modelCalls"], 3)
+            mine = srv.request("GET", "/api/v1/agent/spend")[3]
+            self.assertEqual(mine["modelCalls"], 3)
+            self.assertNotIn("threadId", mine)
+            # Another user's thread answers as an unknown one; their own spend is theirs.
+            st, _, _, err = srv.request("GET", "/api/v1/agent/threads/%s/spend" % thread, token=BOB)
+            self.assertEqual((st, err["error"]["code"]), (404, "not_found"))
+            st, _, _, err = srv.request("GET", "/api/v1/agent/threads/%s/spend" % new_id("t"))
+            self.assertEqual((st, err["error"]["code"]), (404, "not_found"))
+            self.assertEqual(srv.request("GET", "/api/v1/agent/spend", token=BOB)[3]["modelCalls"], 0)
 
 
 class RepeatedStartTest(unittest.TestCase):
