@@ -359,15 +359,15 @@ function Chat({ session, threadId, onChanged }) {
       try {
         await start(agent);
       } catch (e) {
-        // The server's refusal ("HTTP 4xx/5xx: ...") is the answer. Anything else is the connection: re-attach
-        // through connect, which gives the thread as it stands and the run in progress from its start (its messages
-        // are replaced, not added to: nothing twice, nothing missed), until it answers.
+        // The server's refusal ("HTTP 4xx/5xx: ...") is the answer. Anything else is the connection: take the
+        // stream up through connect with the last event applied (Last-Event-ID: the run in progress continues after
+        // it; a run that ended meanwhile comes as the thread's messages, replaced, not added to), until it answers.
         let error = e;
         for (let attempt = 1; error && !/^HTTP \d/.test(error.message ?? "") && agentRef.current === agent; ++attempt) {
           setNotice({ kind: "info", text: "Connection lost: reconnecting…" });
           await new Promise((r) => setTimeout(r, Math.min(250 * attempt, 3000)));
           try {
-            await agent.connectAgent({ runId: newId() });
+            await agent.reconnectAgent({ runId: newId() });
             error = null;
             setNotice(null);
           } catch (again) {

@@ -212,16 +212,28 @@ test("a connection cut mid-turn: the page reconnects and shows the whole answer 
   const slow = await startServer(["--demo-delay-ms", "40"]);
   const relay = await relayTo(slow.url);
   const { page, context, problems } = await openPage(relay.url);
+  // The reconnects' Last-Event-ID: the SSE id of the last event the page applied.
+  const resumedAfter = [];
+  page.on("request", (r) => {
+    if (r.method() === "POST" && r.url().endsWith("/agent/connect")) resumedAfter.push(r.headers()["last-event-id"]);
+  });
+  // About 40 chunks of 8 bytes, 40 ms apart: the run is still going when the page reconnects.
+  const text = "a long answer, slowly please; ".repeat(10).trim();
   try {
-    await send(page, "a long answer, slowly please");
+    await send(page, text);
     await page.locator(".msg.assistant").first().waitFor(WAIT);  // its text has begun
+    const before = resumedAfter.length;
     relay.cut();
     await page.getByRole("status").filter({ hasText: "Connection lost: reconnecting" }).waitFor(WAIT);
     await page.getByRole("button", { name: "Send" }).waitFor(WAIT);  // the run ended, seen through the new connection
     const answers = page.locator(".msg.assistant");
     assert.equal(await answers.count(), 1);
     const shown = await answers.first().textContent();
-    assert.match(shown, /^You said: "a long answer, slowly please"/);
+    assert.ok(shown.startsWith(`You said: "${text}"`), shown);
+    // It took the stream up after the last event it had (a sequence number), not the whole run again.
+    const reconnects = resumedAfter.slice(before);
+    assert.ok(reconnects.length >= 1, "no reconnect");
+    assert.match(reconnects[0] ?? "", /^\d+$/);
     // What the page shows is what the server stored: nothing missed, nothing twice.
     const thread = decodeURIComponent(/thread=([^&]+)/.exec(new URL(page.url()).hash)[1]);
     const res = await fetch(`${slow.url}/api/v1/agent/runs/${thread}/history`, {
