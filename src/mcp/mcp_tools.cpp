@@ -316,7 +316,10 @@ class CallTable {
                                                   server_));
       return;
     }
-    const auto& [key, req] = *requests.items().begin();
+    // Through the object's own iterator: a structured binding to items()' proxy is a dangling temporary to gcc -O1.
+    const auto first = requests.begin();
+    const std::string key = first.key();
+    const json& req = first.value();
     const json params = req.is_object() ? req.value("params", json::object()) : json::object();
     if (!req.is_object() || req.value("method", "") != "elicitation/create" || params.value("mode", "form") != "form") {
       completion.fail("mcp_protocol", fmt::format("MCP server {} asked for input agentrt cannot give: {}", server_,
