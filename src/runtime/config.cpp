@@ -192,7 +192,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
              "max_client_tools",
              "max_client_tools_bytes",
              "mcp_servers",
-             "mcp_pins_path"},
+             "mcp_pins_path",
+             "tracing"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -302,6 +303,7 @@ RuntimeConfig runtime_config_from_json(const json& j) {
       num(j, "max_client_tools_bytes", static_cast<int64_t>(c.max_client_tools_bytes), 0, int64_t{64} * 1024 * 1024));
   if (j.contains("mcp_servers")) c.mcp_servers = mcp_servers_from_json(j["mcp_servers"]);
   c.mcp_pins_path = str(j, "mcp_pins_path", (data / "mcp-pins.json").string());
+  if (j.contains("tracing")) c.tracing = tracing_config_from_json(j["tracing"]);
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }
