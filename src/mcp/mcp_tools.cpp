@@ -226,6 +226,8 @@ class CallTable {
 
   void run(const ToolCallContext& call, ToolCompletion completion) {
     json params = {{"name", tool_}, {"arguments", call.args.is_object() ? call.args : json::object()}};
+    // The call's span, as MCP carries trace context: the server's trace joins the turn's.
+    if (!call.traceparent.empty()) params["_meta"]["traceparent"] = call.traceparent;
     if (call.input.is_object()) {
       const json state = call.input.value("state", json());
       json answer = {{"action", call.input.value("action", "cancel")}};
