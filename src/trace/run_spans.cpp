@@ -78,7 +78,7 @@ void finish_job(Span& s, const JobRecord& job) {
   s.set_string("agentrt.job.status", to_string(job.status));
   if (job.status == JobStatus::failed)
     s.set_error(job.error_code.empty() ? "failed" : job.error_code, job.error_message);
-  s.end(job.finished_at > 0 ? job.finished_at * kNsPerMs : 0);
+  s.end();  // now: finished_at has only milliseconds, and the job's span must not end before its tool call's
 }
 
 std::string wait_key(const TurnRecord& t) { return "wait:" + t.id + ":" + t.approval_request_id; }

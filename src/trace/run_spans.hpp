@@ -36,7 +36,7 @@ void run_failed(Span& run, std::string_view code, std::string_view message);
 void end_run(Span& run, const TurnRecord& turn, const std::vector<TokenUsage>& usage);
 
 // A model call of a run: "chat <model>", a child of the run's span; fills request.traceparent with its context.
-// Ended by finish() with the answer, or by fail() with what the call threw.
+// Ended by finish() with the answer, or by fail() with what the call threw. Not thread-safe: the run's thread.
 class ModelCallSpan {
  public:
   ModelCallSpan(Tracer& tracer, const Span& run, ModelRequest& request, const ModelProvider& model);
