@@ -1,83 +1,137 @@
+// Written straight to text with the event log's JSON string writer (append_json_string: escaping, invalid UTF-8
+// replaced): the exporter encodes every span the runtime makes, and a JSON tree per span cost more than the span.
 #include "trace/otlp_json.hpp"
 
 #include <algorithm>
+#include <cmath>
 
-#include "agentrt/json.hpp"
+#include <fmt/format.h>
+
+#include "agentrt/events.hpp"
 
 namespace agentrt {
 inline namespace v1 {
 namespace trace {
 namespace {
 
-json any_value(const AttrValue& v) {
+void append_value(std::string& out, const AttrValue& v) {
   struct Visit {
-    json operator()(const std::string& s) const { return json{{"stringValue", s}}; }
-    json operator()(int64_t i) const { return json{{"intValue", std::to_string(i)}}; }
-    json operator()(double d) const { return json{{"doubleValue", d}}; }
-    json operator()(bool b) const { return json{{"boolValue", b}}; }
-    json operator()(const std::vector<std::string>& list) const {
-      json values = json::array();
-      for (const auto& s : list) values.push_back(json{{"stringValue", s}});
-      return json{{"arrayValue", json{{"values", std::move(values)}}}};
+    std::string& out;
+    void operator()(const std::string& s) const {
+      out += "{\"stringValue\":";
+      append_json_string(out, s);
+      out += '}';
+    }
+    void operator()(int64_t i) const { fmt::format_to(std::back_inserter(out), "{{\"intValue\":\"{}\"}}", i); }
+    void operator()(double d) const {
+      // JSON has no NaN or infinity: OTLP's JSON mapping writes them as strings.
+      if (std::isfinite(d))
+        fmt::format_to(std::back_inserter(out), "{{\"doubleValue\":{}}}", d);
+      else
+        fmt::format_to(std::back_inserter(out), "{{\"doubleValue\":\"{}\"}}",
+                       std::isnan(d) ? "NaN"
+                       : d > 0       ? "Infinity"
+                                     : "-Infinity");
+    }
+    void operator()(bool b) const { out += b ? "{\"boolValue\":true}" : "{\"boolValue\":false}"; }
+    void operator()(const std::vector<std::string>& list) const {
+      out += "{\"arrayValue\":{\"values\":[";
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (i) out += ',';
+        (*this)(list[i]);
+      }
+      out += "]}}";
     }
   };
-  return std::visit(Visit{}, v);
+  std::visit(Visit{out}, v);
 }
 
-json attributes(const std::vector<Attribute>& attrs) {
-  json out = json::array();
-  for (const auto& a : attrs) out.push_back(json{{"key", a.key}, {"value", any_value(a.value)}});
-  return out;
+void append_attributes(std::string& out, const std::vector<Attribute>& attrs) {
+  out += '[';
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"key\":";
+    append_json_string(out, attrs[i].key);
+    out += ",\"value\":";
+    append_value(out, attrs[i].value);
+    out += '}';
+  }
+  out += ']';
 }
 
-std::string hex(const std::array<uint8_t, 8>& id) {
-  SpanContext c;
-  c.span_id = id;
-  return c.span_id_hex();
+void append_ids(std::string& out, const SpanContext& c) {
+  out += "\"traceId\":\"";
+  out += c.trace_id_hex();
+  out += "\",\"spanId\":\"";
+  out += c.span_id_hex();
+  out += '"';
 }
 
-json span_json(const SpanData& s) {
-  json j = json::object();
-  j["traceId"] = s.context.trace_id_hex();
-  j["spanId"] = s.context.span_id_hex();
-  if (std::any_of(s.parent_span_id.begin(), s.parent_span_id.end(), [](uint8_t b) { return b != 0; }))
-    j["parentSpanId"] = hex(s.parent_span_id);
-  j["flags"] = s.context.sampled ? 1 : 0;
-  j["name"] = s.name;
-  j["kind"] = static_cast<int>(s.kind);
-  j["startTimeUnixNano"] = std::to_string(s.start_ns);
-  j["endTimeUnixNano"] = std::to_string(s.end_ns);
-  j["attributes"] = attributes(s.attributes);
+void append_span(std::string& out, const SpanData& s) {
+  out += '{';
+  append_ids(out, s.context);
+  if (std::any_of(s.parent_span_id.begin(), s.parent_span_id.end(), [](uint8_t b) { return b != 0; })) {
+    SpanContext parent;
+    parent.span_id = s.parent_span_id;
+    out += ",\"parentSpanId\":\"";
+    out += parent.span_id_hex();
+    out += '"';
+  }
+  fmt::format_to(std::back_inserter(out), ",\"flags\":{},\"name\":", s.context.sampled ? 1 : 0);
+  append_json_string(out, s.name);
+  fmt::format_to(std::back_inserter(out), ",\"kind\":{},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\"",
+                 static_cast<int>(s.kind), s.start_ns, s.end_ns);
+  out += ",\"attributes\":";
+  append_attributes(out, s.attributes);
   if (!s.events.empty()) {
-    json events = json::array();
-    for (const auto& e : s.events)
-      events.push_back(json{
-          {"timeUnixNano", std::to_string(e.time_ns)}, {"name", e.name}, {"attributes", attributes(e.attributes)}});
-    j["events"] = std::move(events);
+    out += ",\"events\":[";
+    for (size_t i = 0; i < s.events.size(); ++i) {
+      if (i) out += ',';
+      fmt::format_to(std::back_inserter(out), "{{\"timeUnixNano\":\"{}\",\"name\":", s.events[i].time_ns);
+      append_json_string(out, s.events[i].name);
+      out += ",\"attributes\":";
+      append_attributes(out, s.events[i].attributes);
+      out += '}';
+    }
+    out += ']';
   }
   if (!s.links.empty()) {
-    json links = json::array();
-    for (const auto& l : s.links) links.push_back(json{{"traceId", l.trace_id_hex()}, {"spanId", l.span_id_hex()}});
-    j["links"] = std::move(links);
+    out += ",\"links\":[";
+    for (size_t i = 0; i < s.links.size(); ++i) {
+      if (i) out += ',';
+      out += '{';
+      append_ids(out, s.links[i]);
+      out += '}';
+    }
+    out += ']';
   }
-  // STATUS_CODE_ERROR = 2; UNSET (0) otherwise, as the conventions ask of spans that did not fail.
-  j["status"] = s.error ? json{{"code", 2}, {"message", s.status_message}} : json::object();
-  return j;
+  // STATUS_CODE_ERROR = 2; UNSET (0, an empty status) otherwise, as the conventions ask of spans that did not fail.
+  if (s.error) {
+    out += ",\"status\":{\"code\":2,\"message\":";
+    append_json_string(out, s.status_message);
+    out += "}}";
+  } else {
+    out += ",\"status\":{}}";
+  }
 }
 
 }  // namespace
 
 std::string otlp_json(const std::vector<std::unique_ptr<SpanData>>& spans, const std::string& service_name) {
-  json list = json::array();
-  for (const auto& s : spans)
-    if (s) list.push_back(span_json(*s));
-  json resource = {
-      {"attributes", json::array({json{{"key", "service.name"}, {"value", {{"stringValue", service_name}}}}})}};
-  json scope = {{"scope", {{"name", "agentrt"}}}, {"spans", std::move(list)}};
-  json body = {{"resourceSpans", json::array({json{{"resource", std::move(resource)},
-                                                   {"scopeSpans", json::array({std::move(scope)})}}})}};
-  // Invalid UTF-8 in content (a tool's bytes) is replaced rather than failing the whole batch.
-  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(256 + spans.size() * 768);
+  out += "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":{\"stringValue\":";
+  append_json_string(out, service_name);
+  out += "}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"agentrt\"},\"spans\":[";
+  bool first = true;
+  for (const auto& s : spans) {
+    if (!s) continue;
+    if (!first) out += ',';
+    first = false;
+    append_span(out, *s);
+  }
+  out += "]}]}]}";
+  return out;
 }
 
 }  // namespace trace

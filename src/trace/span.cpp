@@ -39,7 +39,7 @@ Span& Span::set(std::string_view key, AttrValue value) {
       a.value = std::move(value);
       return *this;
     }
-  data_->attributes.push_back(Attribute{std::string(key), std::move(value)});
+  data_->attributes.push_back(Attribute{key, std::move(value)});
   return *this;
 }
 

@@ -20,8 +20,9 @@ enum class SpanKind : int { internal = 1, server = 2, client = 3, producer = 4, 
 
 using AttrValue = std::variant<std::string, int64_t, double, bool, std::vector<std::string>>;
 
+// Keys are the conventions' names, string literals: a view, not a copy (a span has a dozen of them).
 struct Attribute {
-  std::string key;
+  std::string_view key;  // static storage
   AttrValue value;
 };
 
@@ -71,6 +72,7 @@ class Span {
   // Its W3C traceparent ("" when tracing is off).
   std::string traceparent() const { return format_traceparent(ctx_); }
 
+  // `key`: a string literal (Attribute::key keeps a view of it).
   Span& set(std::string_view key, AttrValue value);
   Span& set_string(std::string_view key, std::string_view value) { return set(key, std::string(value)); }
   Span& set_int(std::string_view key, int64_t value) { return set(key, value); }

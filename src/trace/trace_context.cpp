@@ -1,8 +1,11 @@
 #include "trace/trace_context.hpp"
 
 #include <openssl/rand.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "agentrt/error.hpp"
 
@@ -45,13 +48,39 @@ bool all_zero(const std::array<uint8_t, N>& a) noexcept {
   return std::all_of(a.begin(), a.end(), [](uint8_t b) { return b == 0; });
 }
 
+// A forked child would repeat its parent's buffered bytes: a fork empties every thread's buffer (as ids.cpp does).
+std::atomic<uint64_t> g_fork_generation{0};
+const bool g_atfork_installed = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
+  return true;
+}();
+
+// CSPRNG bytes drawn 512 at a time per thread: one RAND_bytes call (and its lock) serves ~20 spans.
+void random_bytes(uint8_t* out, size_t n) {
+  (void)g_atfork_installed;
+  thread_local uint8_t buffer[512];
+  thread_local size_t left = 0;
+  thread_local uint64_t generation = ~uint64_t{0};
+  const uint64_t now = g_fork_generation.load(std::memory_order_relaxed);
+  if (generation != now) {
+    generation = now;
+    left = 0;
+  }
+  if (left < n) {
+    if (RAND_bytes(buffer, sizeof buffer) != 1)
+      throw Error(ErrorCode::internal, "the CSPRNG failed to make a trace id");
+    left = sizeof buffer;
+  }
+  std::memcpy(out, buffer + sizeof buffer - left, n);
+  std::memset(buffer + sizeof buffer - left, 0, n);  // used bytes do not stay in memory
+  left -= n;
+}
+
 template <size_t N>
 std::array<uint8_t, N> random_id() {
   std::array<uint8_t, N> id{};
-  do {
-    if (RAND_bytes(id.data(), static_cast<int>(N)) != 1)
-      throw Error(ErrorCode::internal, "the CSPRNG failed to make a trace id");
-  } while (all_zero(id));
+  do random_bytes(id.data(), N);
+  while (all_zero(id));
   return id;
 }
 

@@ -31,8 +31,8 @@ std::string format_traceparent(const SpanContext& c);
 // compatibility), never version ff, all-zero ids or upper-case hex. Leading and trailing spaces are ignored.
 std::optional<SpanContext> parse_traceparent(std::string_view text);
 
-// Ids from the CSPRNG (OpenSSL's RAND_bytes, safe across fork), never all zero. Throw Error(internal) only when the
-// CSPRNG fails.
+// Ids from the CSPRNG (OpenSSL's RAND_bytes, drawn in blocks per thread; a fork discards the blocks), never all zero.
+// Throw Error(internal) only when the CSPRNG fails.
 std::array<uint8_t, 16> new_trace_id();
 std::array<uint8_t, 8> new_span_id();
 

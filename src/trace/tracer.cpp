@@ -38,6 +38,7 @@ Span Tracer::start(std::string_view name, SpanKind kind, const std::optional<Spa
   s.data_->name = std::string(name);
   s.data_->kind = kind;
   s.data_->start_ns = start_ns ? start_ns : now_ns();
+  s.data_->attributes.reserve(12);  // what the runtime's spans carry: one allocation, not four
   return s;
 }
 

@@ -243,7 +243,7 @@ std::string tracing_endpoint() {
     const std::string t = env_str("TRACING", "off");
     if (t == "off" || t == "0" || t.empty()) return std::string();
     if (t.rfind("http", 0) == 0) return t;
-    static testing::OtlpReceiver receiver;  // until the process exits
+    static testing::OtlpReceiver receiver(false);  // until the process exits; it counts requests only
     return receiver.endpoint();
   }();
   return endpoint;

@@ -37,10 +37,13 @@ namespace {
 class Record {
  public:
   // Records a request; returns the status to answer (0: never answer).
+  explicit Record(bool keep) : keep_(keep) {}
+  bool keeps() const { return keep_; }
   int arrive(OtlpRequest r) {
     int status = 200;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (!keep_) r = OtlpRequest{};
       if (r.body.is_object() && r.body.contains("resourceSpans"))
         for (const auto& rs : r.body["resourceSpans"])
           for (const auto& ss : rs.value("scopeSpans", json::array()))
@@ -86,6 +89,7 @@ class Record {
   int status_ = 200;
   int status_times_left_ = 0;  // > 0: answers left with status_; -1: for good; 0: answer 200
   bool never_ = false;
+  const bool keep_;
 };
 
 // One client connection (keep-alive). Not thread-safe: lives on the server's one I/O thread.
@@ -120,8 +124,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::string_view target = req.target();
     r.path = std::string(target.substr(0, target.find('?')));
     for (const auto& field : req) r.headers.emplace(std::string(field.name_string()), std::string(field.value()));
-    r.body = json::parse(req.body(), nullptr, false);
-    if (r.body.is_discarded()) r.body = nullptr;
+    if (record_->keeps()) {
+      r.body = json::parse(req.body(), nullptr, false);
+      if (r.body.is_discarded()) r.body = nullptr;
+    }
     const bool keep_alive = req.keep_alive();
     const int status = record_->arrive(std::move(r));
     if (status == 0) {
@@ -151,6 +157,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 }  // namespace
 
 struct OtlpReceiver::Impl {
+  explicit Impl(bool keep) : record(keep) {}
   Record record;
   net::io_context io{1};
   tcp::acceptor acceptor{io};
@@ -181,7 +188,7 @@ struct OtlpReceiver::Impl {
   }
 };
 
-OtlpReceiver::OtlpReceiver() : impl_(std::make_unique<Impl>()) {
+OtlpReceiver::OtlpReceiver(bool keep) : impl_(std::make_unique<Impl>(keep)) {
   std::signal(SIGPIPE, SIG_IGN);
   Impl& s = *impl_;
   try {

@@ -23,7 +23,9 @@ struct OtlpRequest {
 // Thread-safe: configure and inspect from the test's threads while the server's I/O thread answers.
 class OtlpReceiver {
  public:
-  OtlpReceiver();  // binds 127.0.0.1 on a free port and starts serving
+  // Binds 127.0.0.1 on a free port and starts serving. `keep`: false = count requests only, neither parse nor keep
+  // them (a benchmark's collector, whose cost is not the runtime's).
+  explicit OtlpReceiver(bool keep = true);
   ~OtlpReceiver();
   OtlpReceiver(const OtlpReceiver&) = delete;
   OtlpReceiver& operator=(const OtlpReceiver&) = delete;
