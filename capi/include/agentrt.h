@@ -99,7 +99,8 @@ typedef struct agentrt_model_call agentrt_model_call;
 
 /* A host model. Called on a runtime worker thread for every model call, with the request JSON:
  *   {stage, model?, params, messages: [AG-UI messages], tools: [{name, description, parameters}],
- *    toolChoice?, parallelToolCalls, threadId, turnId, runId}
+ *    toolChoice?, parallelToolCalls, threadId, turnId, runId, traceparent?}
+ * (traceparent: the W3C trace context of the model call's span when tracing is on: send it on to the model server)
  * `request_json` is borrowed for the duration of the callback. The host owns `call` from the callback on:
  * it pushes deltas with agentrt_model_call_text/_reasoning/_tool_call_start/_tool_call_args, ends the call
  * with agentrt_model_call_finish or agentrt_model_call_fail (now, or later from any thread), and then
@@ -146,7 +147,8 @@ typedef struct agentrt_tool_call agentrt_tool_call;
 
 /* A host tool. Called on a runtime worker thread for every execution, with the call JSON (borrowed for the
  * duration of the callback):
- *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId, jobConfirmed, state}
+ *   {toolCallId, toolName, args, threadId, turnId, runId, userId, stage, jobId, jobConfirmed, state, traceparent?}
+ * (traceparent: the W3C trace context of the call's span when tracing is on)
  * The host completes the call with agentrt_tool_call_complete or agentrt_tool_call_fail (or answers it with
  * agentrt_tool_call_start_job), before returning or later from any thread, and then frees the handle with
  * agentrt_tool_call_free. A call that is freed without being completed fails with code "tool_error". The
@@ -244,7 +246,7 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
 
 /* Starts a turn. `input_json` is either
  *   {threadId, userId, message: {id?, role?: "user", content: string | ContentPart[]}, runId?,
- *    clientMessageId?, context?, state?, tools?}
+ *    clientMessageId?, context?, state?, tools?, traceparent?}
  * or an AG-UI RunAgentInput {threadId, runId, messages, ...} plus "userId": only its last user message is
  * taken (history sent by a client is ignored), with its context. `context` ({description, value}[], AG-UI's
  * Context) is given to the model for this run only, in its system message, and never stored; at most
@@ -256,7 +258,8 @@ AGENTRT_API void agentrt_model_call_free(agentrt_model_call* call);
  * AGENTRT_E_INVALID_ARGUMENT; at most max_client_tools, default 64, of max_client_tools_bytes, default 262144), run by
  * the host itself: a call to one ends the run with RUN_FINISHED {outcome: {type: "success", pendingToolCallIds}} and
  * the turn WAITING_CLIENT (WAITING_APPROVAL when calls that need approval wait too) until agentrt_turn_resume
- * answers it. *out = {threadId, turnId, runId, existing: false, firstSeq}
+ * answers it. `traceparent` (a W3C trace context) makes the run's span a child of the host's when tracing is on (an
+ * invalid one is ignored). *out = {threadId, turnId, runId, existing: false, firstSeq}
  * (firstSeq: the RUN_STARTED event's sequence number). A repeated client message id returns the first turn:
  * {threadId, turnId, runId, existing: true, status, deltaMessages}, status that turn's (as agentrt_turn_get),
  * deltaMessages the AG-UI messages it has added so far (its user message first; the ERROR system message when
@@ -268,10 +271,11 @@ AGENTRT_API int32_t agentrt_turn_start(char** out, agentrt_runtime* rt, const ch
  * WAITING_CLIENT). `decisions_json` is an array of
  *   {interruptId, action: "approve"|"reject"|"cancel", editedArgs?, reason?}
  * or of AG-UI resume entries {interruptId, status: "resolved"|"cancelled", payload?}, or an object
- * {decisions?: [...], answers?: [{toolCallId, content, error?, id?}], runId?, context?, tools?, state?} naming the
- * client tool calls' answers (`content`: what the tool returned, JSON text or text; `error`: it failed; `id`: the tool
- * message's id in history), the new run's id, what the model is told in it, the client tools it is offered and the
- * thread's state as the client has it (the new run starts with it, as a turn input's `state`).
+ * {decisions?: [...], answers?: [{toolCallId, content, error?, id?}], runId?, context?, tools?, state?, traceparent?}
+ * naming the client tool calls' answers (`content`: what the tool returned, JSON text or text; `error`: it failed;
+ * `id`: the tool message's id in history), the new run's id, what the model is told in it, the client tools it is
+ * offered, the thread's state as the client has it (the new run starts with it, as a turn input's `state`) and the
+ * host's trace context for the new run (as a turn input's `traceparent`).
  * A call that is not pending, or a pending one without an answer, is AGENTRT_E_INVALID_ARGUMENT. *out = {status:
  * "accepted", turnId, runId, approvalRequestId}; the continuation runs as a new run on the workers. The same approval
  * request id again returns the first answer and runs nothing. AGENTRT_E_INVALID_STATE when the turn is not waiting,

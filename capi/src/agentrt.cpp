@@ -310,6 +310,7 @@ AGENTRT_API int32_t agentrt_turn_resume(char** out, agentrt_runtime* rt, const c
     in.context = std::move(req.context);
     in.client_tools = std::move(req.client_tools);
     in.state = std::move(req.state);
+    in.traceparent = std::move(req.traceparent);
     *out = dup_json(st.runtime().resume(in));
     return AGENTRT_OK;
   });

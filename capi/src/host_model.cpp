@@ -174,6 +174,7 @@ json model_request_to_json(const ModelRequest& r) {
          {"runId", r.run_id}};
   if (!r.model.empty()) j["model"] = r.model;
   if (!r.tool_choice.empty()) j["toolChoice"] = r.tool_choice;
+  if (!r.traceparent.empty()) j["traceparent"] = r.traceparent;
   return j;
 }
 

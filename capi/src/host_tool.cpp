@@ -19,17 +19,19 @@ struct HostTool {
 }  // namespace
 
 json tool_call_to_json(const ToolCallContext& c) {
-  return json{{"toolCallId", c.tool_call_id},
-              {"toolName", c.tool_name},
-              {"args", c.args},
-              {"threadId", c.thread_id},
-              {"turnId", c.turn_id},
-              {"runId", c.run_id},
-              {"userId", c.user_id},
-              {"stage", c.stage},
-              {"jobId", c.job_id},
-              {"jobConfirmed", c.job_confirmed},
-              {"state", c.state}};
+  json j{{"toolCallId", c.tool_call_id},
+         {"toolName", c.tool_name},
+         {"args", c.args},
+         {"threadId", c.thread_id},
+         {"turnId", c.turn_id},
+         {"runId", c.run_id},
+         {"userId", c.user_id},
+         {"stage", c.stage},
+         {"jobId", c.job_id},
+         {"jobConfirmed", c.job_confirmed},
+         {"state", c.state}};
+  if (!c.traceparent.empty()) j["traceparent"] = c.traceparent;
+  return j;
 }
 
 ToolSpec host_tool_spec(const json& j, agentrt_tool_cb cb, HostData data, size_t max_json_depth) {

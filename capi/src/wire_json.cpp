@@ -38,13 +38,15 @@ TurnInput turn_input_from_json(const json& input, const InputLimits& limits) {
   const std::string& user = in.required_string("userId");
   if (in.find("messages")) return turn_input_from_agui(input, user, limits);
 
-  in.only_keys({"threadId", "userId", "message", "runId", "clientMessageId", "context", "state", "tools"},
-               "or an AG-UI RunAgentInput with 'messages'");
+  in.only_keys(
+      {"threadId", "userId", "message", "runId", "clientMessageId", "context", "state", "tools", "traceparent"},
+      "or an AG-UI RunAgentInput with 'messages'");
   TurnInput t;
   t.thread_id = in.required_string("threadId");
   t.user_id = user;
   t.run_id = in.optional_string("runId");
   t.client_message_id = in.optional_string("clientMessageId");
+  t.traceparent = in.optional_string("traceparent");
   if (const json* c = in.find("context")) t.context = context_from_agui(*c, limits);
   if (const json* s = in.find("state"); s && !s->is_null()) {
     check_state(*s, limits);
@@ -71,7 +73,8 @@ ResumeRequest resume_request_from_json(const json& j, const InputLimits& limits)
   const json* list = &j;
   if (j.is_object()) {
     const JsonReader in(j, "decisions_json");
-    in.only_keys({"decisions", "resume", "answers", "runId", "context", "tools", "state"});
+    in.only_keys({"decisions", "resume", "answers", "runId", "context", "tools", "state", "traceparent"});
+    r.traceparent = in.optional_string("traceparent");
     if (const json* s = in.find("state"); s && !s->is_null()) {
       check_state(*s, limits);
       r.state = *s;

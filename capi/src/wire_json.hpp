@@ -31,6 +31,7 @@ struct ResumeRequest {
   std::vector<ContextEntry> context;
   std::vector<ToolDefinition> client_tools;
   std::optional<json> state;
+  std::string traceparent;
 };
 // An array of decisions or AG-UI resume entries, or {decisions|resume?: [...], answers?: [{toolCallId, content,
 // error?, id?}], runId?, context?, tools?, state?} (decisions or answers, or both).

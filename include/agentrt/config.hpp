@@ -41,6 +41,9 @@ inline namespace v1 {
 //   max_state_bytes       a thread's shared state as JSON text (default 262144)
 //   mcp_servers           MCP servers whose tools the model is offered: {NAME: {...}} (mcp_servers_from_json)
 //   mcp_pins_path         where their tools' pinned definitions are kept (default <data_dir>/mcp-pins.json)
+//   tracing               OpenTelemetry export: {otlp_endpoint, headers, service_name, agent_name, sample_ratio,
+//                          capture_content, max_queue_spans, max_batch_spans, export_interval_ms, export_timeout_ms}
+//                          (tracing_config_from_json; off without otlp_endpoint)
 // A config value nested deeper than kDefaultMaxJsonDepth is refused with Error(invalid_argument).
 RuntimeConfig runtime_config_from_json(const json& config);
 

@@ -24,6 +24,7 @@
 #include "agentrt/storage.hpp"
 #include "agentrt/summary.hpp"
 #include "agentrt/tools.hpp"
+#include "agentrt/tracing.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -94,6 +95,9 @@ struct RuntimeConfig {
   Budgets budgets;
   // Prices per model (cost in RUN_FINISHED, in Runtime::spend and in cost budgets).
   ModelPrices prices;
+  // OpenTelemetry traces of runs, model and tool calls, approval waits and jobs (off by default; see tracing.hpp).
+  // The runtime owns the export thread and flushes it, within tracing.export_timeout, when it is destroyed.
+  TracingConfig tracing;
 };
 
 // A stored user upload (bytes under agent-inputs/{user}/{thread}/uploads/{id}).
@@ -151,6 +155,9 @@ struct TurnInput {
   std::optional<json> state;
   // Tools the client runs itself, offered to the model for this run only (see ToolDefinition above).
   std::vector<ToolDefinition> client_tools;
+  // The host's W3C trace context ("00-<trace id>-<span id>-<flags>"): the run's span becomes its child. "" or an
+  // invalid value: the run's span starts a trace of its own. Ignored when tracing is off.
+  std::string traceparent;
 };
 
 struct TurnHandle {
@@ -196,6 +203,9 @@ struct ResumeInput {
   // The thread's shared state as the client has it now (as TurnInput::state): the continuation starts with it.
   // Unset: the thread keeps its state.
   std::optional<json> state;
+  // The host's W3C trace context for the continuation run (as TurnInput::traceparent). "": the continuation's span
+  // follows the approval wait it ends (same trace when this process saw the pause).
+  std::string traceparent;
 };
 
 // {interruptId|toolCallId, action|approved, editedArgs, reason, response}. Error(invalid_argument) for a malformed
@@ -276,6 +286,8 @@ struct RuntimeStats {
   int64_t model_calls = 0;
   int64_t tool_executions = 0;
   int64_t runs_started = 0;
+  int64_t spans_exported = 0;  // spans the OTLP collector accepted
+  int64_t spans_dropped = 0;   // spans lost: the export queue was full, or their export failed
 };
 
 // Thread-safe. Owns its worker, flusher and sweeper threads and joins them on destruction (runs still in

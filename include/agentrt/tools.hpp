@@ -62,6 +62,9 @@ struct ToolCallContext {
   // {action: "accept" | "decline" | "cancel", content (accept: the answer, valid for the request's schema),
   //  state (what the tool kept with the request)}. Null on a first run.
   json input;
+  // The W3C traceparent of the call's span ("" when tracing is off): pass it on to what the tool calls, so their
+  // traces join the turn's (MCP tools send it as _meta.traceparent and, over HTTP, as the traceparent header).
+  std::string traceparent;
 };
 
 // What a running call asks of a person (ToolCompletion::need_input): its turn pauses with an interrupt

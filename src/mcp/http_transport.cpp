@@ -21,6 +21,16 @@ namespace {
 
 constexpr int kResumeAttempts = 3;
 
+// A request's _meta.traceparent (a traced tools/call), sent as the HTTP traceparent header too.
+std::string traceparent_of(const json& message) {
+  const auto params = message.find("params");
+  if (params == message.end() || !params->is_object()) return {};
+  const auto meta = params->find("_meta");
+  if (meta == params->end() || !meta->is_object()) return {};
+  const auto tp = meta->find("traceparent");
+  return tp != meta->end() && tp->is_string() ? tp->get<std::string>() : std::string();
+}
+
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && net::header_name_equals(s.substr(0, prefix.size()), prefix);
 }
@@ -180,6 +190,7 @@ class HttpTransport final : public McpTransport {
         if (params && params->is_object() && params->contains("name") && (*params)["name"].is_string())
           req.headers.emplace_back("Mcp-Name", (*params)["name"].get<std::string>());
       }
+      if (const std::string tp = traceparent_of(message); !tp.empty()) req.headers.emplace_back("traceparent", tp);
       req.body = message.dump(-1, ' ', false, json::error_handler_t::replace);
       SseReader sse{*this, id, answered, {}, {}};
       bool streaming = false;

@@ -226,6 +226,8 @@ class CallTable {
 
   void run(const ToolCallContext& call, ToolCompletion completion) {
     json params = {{"name", tool_}, {"arguments", call.args.is_object() ? call.args : json::object()}};
+    // The call's span, as MCP carries trace context: the server's trace joins the turn's.
+    if (!call.traceparent.empty()) params["_meta"]["traceparent"] = call.traceparent;
     if (call.input.is_object()) {
       const json state = call.input.value("state", json());
       json answer = {{"action", call.input.value("action", "cancel")}};
@@ -316,7 +318,10 @@ class CallTable {
                                                   server_));
       return;
     }
-    const auto& [key, req] = *requests.items().begin();
+    // Through the object's own iterator: a structured binding to items()' proxy is a dangling temporary to gcc -O1.
+    const auto first = requests.begin();
+    const std::string key = first.key();
+    const json& req = first.value();
     const json params = req.is_object() ? req.value("params", json::object()) : json::object();
     if (!req.is_object() || req.value("method", "") != "elicitation/create" || params.value("mode", "form") != "form") {
       completion.fail("mcp_protocol", fmt::format("MCP server {} asked for input agentrt cannot give: {}", server_,

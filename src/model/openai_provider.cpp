@@ -48,8 +48,10 @@ class OpenAIProvider final : public ModelProvider {
   ModelResult complete(const ModelRequest& request, ModelStreamSink& sink, const CancelToken& cancel) override {
     const json body_json = openai::build_chat_body(request, config_);
     const std::string model = body_json.value("model", std::string());
-    net::HttpRequest http =
-        endpoint_.request("/chat/completions", {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}});
+    net::HttpHeaders headers{{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
+    // The model call's span: the server's trace joins the turn's.
+    if (!request.traceparent.empty()) headers.emplace_back("traceparent", request.traceparent);
+    net::HttpRequest http = endpoint_.request("/chat/completions", headers);
     // Invalid UTF-8 in a host's message must not make the request impossible.
     http.body = body_json.dump(-1, ' ', false, json::error_handler_t::replace);
     return openai::with_retries(config_, cancel, [&]() -> ModelResult { return attempt(http, model, sink, cancel); });

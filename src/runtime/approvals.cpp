@@ -315,6 +315,8 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   auto handle = rt_.register_run(turn->id);
   handle->context = in.context;
   handle->client_tools = std::move(client_tools);
+  handle->traceparent = in.traceparent;
+  handle->follows = trace::end_approval_wait(rt_.tracer, *turn, "decided", in.traceparent);
   handle->state = in.state;
   auto em = rt_.make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {

@@ -189,7 +189,8 @@ RuntimeConfig runtime_config_from_json(const json& j) {
              "mcp_servers",
              "mcp_pins_path",
              "budgets",
-             "prices"},
+             "prices",
+             "tracing"},
             "config");
   RuntimeConfig c;
   std::filesystem::path data = str(j, "data_dir", "agentrt-data");
@@ -286,6 +287,7 @@ RuntimeConfig runtime_config_from_json(const json& j) {
   c.mcp_pins_path = str(j, "mcp_pins_path", (data / "mcp-pins.json").string());
   if (j.contains("budgets")) c.budgets = budgets_from_json(j["budgets"]);
   if (j.contains("prices")) c.prices = prices_from_json(j["prices"]);
+  if (j.contains("tracing")) c.tracing = tracing_config_from_json(j["tracing"]);
   c.summarizer = std::make_shared<Summarizer>(static_cast<size_t>(num(j, "summary_max_chars", 280, 16, 100000)));
   return c;
 }

@@ -118,6 +118,8 @@ void Interrupts::pause(const std::vector<std::string>& ids, const std::vector<st
                                    ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
   runner_.end_facts(end);
   ctx_.em->emit(end);
+  // Before the commit: a resume may come as soon as the pause is seen.
+  trace::begin_approval_wait(rt_.tracer, ctx_.span, ctx_.turn);
   runner_.commit();
 }
 

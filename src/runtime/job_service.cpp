@@ -11,6 +11,7 @@
 #include "agentrt/records.hpp"
 #include "agentrt/summary.hpp"
 #include "core/ids.hpp"
+#include "trace/run_spans.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -210,6 +211,7 @@ JobRecord JobService::finish(std::string_view job_id, JobStatus to, const std::f
       // The run may have ended between the two commits: try again now (no-op while it is still open).
       deliver_waiting(next.thread_id);
     }
+    if (tracer_) trace::end_job(*tracer_, next);
     if (call_hook) run_cancel_hook(next);
     return next;
   }

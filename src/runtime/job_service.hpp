@@ -20,6 +20,7 @@
 #include "agentrt/log.hpp"
 #include "agentrt/runtime.hpp"
 #include "pipeline/run_emitter.hpp"
+#include "trace/tracer.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -39,6 +40,8 @@ class JobService {
   using MakeEmitter =
       std::function<std::shared_ptr<RunEmitter>(const std::string& thread_id, const std::string& run_id)>;
   JobService(const RuntimeConfig& cfg, MakeEmitter make_emitter, Log log);
+  // Where the spans of jobs end (set once, before any job runs; it outlives the service's use).
+  void set_tracer(trace::Tracer* tracer) { tracer_ = tracer; }
 
   std::optional<JobRecord> find(std::string_view job_id);
   JobRecord update(std::string_view job_id, const JobProgress& p);
@@ -86,6 +89,7 @@ class JobService {
   const RuntimeConfig& cfg_;
   MakeEmitter make_emitter_;
   Log log_;
+  trace::Tracer* tracer_ = nullptr;
   std::mutex mutex_;
   std::map<std::string, InFlight, std::less<>> in_flight_;
   std::set<std::string, std::less<>> waiting_threads_;

@@ -75,6 +75,7 @@ void Recovery::end_waiting_turn(TurnRecord turn, TurnStatus to, const std::strin
   runner.end_facts(end);
   ctx.em->emit(end);
   ctx.em->flush();
+  trace::end_approval_wait(rt_.tracer, turn, expired ? "expired" : "cancelled");
   rt_.jobs.deliver_waiting(turn.thread_id);
 }
 

@@ -36,6 +36,8 @@ struct RunHandle {
   std::optional<json> state;          // the client's state for the thread (TurnInput::state), taken by the run
   std::vector<ClientToolOffer>
       client_tools;  // the tools the client runs itself, for this run (set before it is queued)
+  // The host's traceparent for the run's span, and the approval wait it continues (set before it is queued).
+  std::string traceparent, follows;
 };
 
 class RunRegistry {

@@ -30,6 +30,7 @@ LedgerEntry* RunCtx::find_ledger(const std::string& id) {
 
 Runtime::Impl::Impl(RuntimeConfig c)
     : cfg(std::move(c)),
+      tracer(cfg.tracing, [this](LogLevel level, std::string_view message) { log(level, "tracing", message); }),
       jobs(
           cfg,
           [this](const std::string& thread_id, const std::string& run_id) {
@@ -54,6 +55,7 @@ Runtime::Impl::Impl(RuntimeConfig c)
   if (cfg.max_input_parts < 1 || cfg.max_input_messages < 1)
     throw Error(ErrorCode::invalid_argument, "runtime config: max_input_parts and max_input_messages must be positive");
   if (!cfg.summarizer) cfg.summarizer = std::make_shared<Summarizer>();
+  jobs.set_tracer(&tracer);
   if (cfg.instance_id.empty()) cfg.instance_id = new_id("rt");
   for (auto& t : cfg.tools) tools.add(std::move(t));
   cfg.tools.clear();
@@ -97,6 +99,7 @@ Runtime::Impl::~Impl() {
   group_commit->stop();
   sweeper->stop();
   if (live_tail) live_tail->stop();
+  tracer.shutdown();  // the runs' spans are all ended: flush them (bounded by export_timeout)
   try {
     cfg.store->remove_instance(cfg.instance_id);
   } catch (const std::exception& e) {
@@ -207,6 +210,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   }
   auto handle = register_run(turn.id);
   handle->context = input.context;
+  handle->traceparent = input.traceparent;
   handle->state = input.state;
   handle->client_tools = std::move(client_tools);
   // run_turn's start may ride on a group commit (live); start_turn's is committed here, before it returns.
@@ -530,7 +534,10 @@ TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds tim
 void Runtime::sweep() { impl_->recovery.sweep(); }
 
 RuntimeStats Runtime::stats() const {
-  return RuntimeStats{impl_->model_calls.load(), impl_->tool_executions.load(), impl_->runs_started.load()};
+  const trace::ExportStats spans = impl_->tracer.stats();
+  return RuntimeStats{impl_->model_calls.load(), impl_->tool_executions.load(), impl_->runs_started.load(),
+                      static_cast<int64_t>(spans.exported),
+                      static_cast<int64_t>(spans.dropped_full + spans.dropped_failed)};
 }
 const RuntimeConfig& Runtime::config() const { return impl_->cfg; }
 

@@ -33,6 +33,7 @@
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
 #include "runtime/worker_pool.hpp"
+#include "trace/run_spans.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -47,6 +48,7 @@ struct RunCtx {
   json state = json::object();         // the thread's shared state, kept current by this run
   std::vector<TokenUsage> run_usage;   // per provider/model, this run
   std::string open_step;
+  trace::Span span;  // the run's span (empty when tracing is off)
   // Streaming state, so a cancelled run can close what it opened.
   std::string open_text, open_reasoning;
   std::set<std::string> open_tool_calls;
@@ -101,6 +103,7 @@ struct Runtime::Impl {
   ~Impl();
 
   RuntimeConfig cfg;
+  trace::Tracer tracer;  // the spans of runs, calls, waits and jobs, and their export thread (cfg.tracing)
   ToolRegistry tools;
   std::unique_ptr<mcp::McpTools> mcp;  // the MCP servers' tools (registered in `tools`); null without servers
   EventHub hub;

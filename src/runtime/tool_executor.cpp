@@ -92,6 +92,7 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
   }
   for (auto& r : running) {
     LedgerEntry* l = ctx_.find_ledger(r.id);
+    r.span = trace::start_tool(rt_.tracer, ctx_.span, *l, r.entry->spec, r.args);
     ToolCallContext call{ctx_.turn.thread_id,
                          ctx_.turn.id,
                          ctx_.turn.run_id,
@@ -104,7 +105,8 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
                          r.job_id,
                          r.job_confirmed,
                          ctx_.state,
-                         l->decision.is_object() && l->decision.contains("input") ? l->decision["input"] : json()};
+                         l->decision.is_object() && l->decision.contains("input") ? l->decision["input"] : json(),
+                         r.span.traceparent()};
     r.started_ms = now_ms();
     r.deadline = std::chrono::steady_clock::now() + r.entry->spec.timeout;
     rt_.tool_executions.fetch_add(1, std::memory_order_relaxed);
@@ -176,6 +178,7 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
         continue;  // no result yet: the person decides first
       }
       JobRecord j = start_job(*l, r.job_id, r.job_confirmed, *oc.job, early, in_flight.progress(r.job_id));
+      trace::begin_job(rt_.tracer, r.span, j);
       out.status = ToolStatus::succeeded;
       out.result = json{{"jobId", j.id}, {"status", to_string(j.status)}};
       if (!oc.job->message.empty()) out.result["message"] = oc.job->message;
@@ -207,6 +210,7 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
     out.timings.finished_at_ms = now_ms();
     out.timings.duration_ms = out.timings.finished_at_ms - r.started_ms;
     const bool started_job = oc.ok && oc.job;
+    trace::end_tool(rt_.tracer, r.span, out);
     RunEmitter::Unit unit(*ctx_.em);  // the state's change commits with the result
     if (!delta.is_null()) {
       ctx_.em->emit(events::state_delta(std::move(delta)));

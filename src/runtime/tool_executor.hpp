@@ -57,6 +57,7 @@ class ToolExecutor {
     std::chrono::steady_clock::time_point deadline;
     std::string job_id;
     bool job_confirmed = false;
+    trace::Span span;  // execute_tool (empty when tracing is off)
   };
   // Waits for the call, streaming its progress reports; past its deadline or on the turn's cancel, fails it (and
   // tells the tool through on_abandon). False when the turn was cancelled.

@@ -143,7 +143,8 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
       for (const auto& c : ctx_.handle->client_tools) defs.push_back(c.definition);
     ModelRequest req = build_request(stage, policy, defs);
     check_budgets(1);
-    Answer answer = call_model(stage, req, vis, final_candidate);
+    trace::ModelCallSpan chat(rt_.tracer, ctx_.span, req, *rt_.cfg.model);  // sets req.traceparent
+    Answer answer = chat.run([&] { return call_model(stage, req, vis, final_candidate); });
     if (answer.result.tool_calls.empty()) {
       final_text = answer.result.text;
       return true;
@@ -549,6 +550,7 @@ void TurnRunner::finish_cancelled() {
 }
 
 void TurnRunner::fail(const std::string& code, const std::string& message) {
+  trace::run_failed(ctx_.span, code, message);
   RunEmitter::Unit unit(*ctx_.em);  // the run's end commits with the turn's state
   // Events still open stay as they are: RUN_ERROR may end a run at any point.
   ctx_.open_text.clear();
@@ -657,9 +659,11 @@ void open_run(Runtime::Impl& rt, RunCtx& ctx, TurnRecord turn, std::shared_ptr<R
     ctx.em = rt.make_emitter(ctx.turn.thread_id, ctx.turn.run_id, ctx.turn.version, true, handle);
   }
   ctx.watch_history();
+  ctx.span = trace::start_run(rt.tracer, ctx.turn, handle->traceparent, handle->follows, *rt.cfg.model);
 }
 
 TurnRecord close_run(Runtime::Impl& rt, RunCtx& ctx, DeferredStart* deferred) {
+  trace::end_run(ctx.span, ctx.turn, ctx.run_usage);
   rt.unregister_run(ctx.turn.id);
   rt.jobs.deliver_waiting(ctx.turn.thread_id);
   if (deferred && deferred->error) return TurnRecord{};

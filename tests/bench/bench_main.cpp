@@ -6,7 +6,9 @@
 // Env: T (200), K (5), WARMUP (100), WL = w1 | w2 | all, DB_DIR (/tmp/agentrt-bench), SYNC (NORMAL),
 //      IDEMPOTENT (1: check_availability is declared idempotent, as a read-only check is),
 //      MODE = async (start_turn/resume return at once, runs on a worker, the caller waits: the default)
-//           | sync (run_turn/resume_turn run on the calling thread).
+//           | sync (run_turn/resume_turn run on the calling thread),
+//      TRACING = off (the default) | on (spans exported as OTLP/HTTP JSON to a collector in this process: its cost is
+//           measured with the runtime's) | an http:// URL (an OTLP collector's /v1/traces).
 // Prints one JSON line like the peer scripts.
 #include <libpq-fe.h>
 #include <sqlite3.h>
@@ -26,6 +28,7 @@
 #include "agentrt/scripted_model.hpp"
 #include "store/postgres/postgres_store.hpp"
 #include "store/sqlite_store.hpp"
+#include "support/otlp_receiver.hpp"
 
 using namespace agentrt;
 using Clock = std::chrono::steady_clock;
@@ -234,8 +237,21 @@ struct BenchStore {
   }
 };
 
+// Where spans go (TRACING): "" = tracing off.
+std::string tracing_endpoint() {
+  static const std::string endpoint = [] {
+    const std::string t = env_str("TRACING", "off");
+    if (t == "off" || t == "0" || t.empty()) return std::string();
+    if (t.rfind("http", 0) == 0) return t;
+    static testing::OtlpReceiver receiver(false);  // until the process exits; it counts requests only
+    return receiver.endpoint();
+  }();
+  return endpoint;
+}
+
 RuntimeConfig bench_config(std::shared_ptr<Store> store, std::shared_ptr<ModelProvider> model) {
   RuntimeConfig c;
+  c.tracing.otlp_endpoint = tracing_endpoint();
   c.store = std::move(store);
   c.model = std::move(model);
   c.workers = 1;  // one run in flight at a time (WORKLOAD.md §1)
@@ -436,6 +452,9 @@ json run_w2(std::vector<std::string>& failures, int T, int K, const std::string&
   for (int i = 0; i < T; ++i) items += static_cast<int64_t>(store->messages("w2-" + std::to_string(i)).size());
   if (items != (2 * K + 2) * T) failures.push_back("w2 persisted items " + std::to_string(items));
   w2["db"] = bs.stats(T, txns, wal);
+  const RuntimeStats st = rt.stats();
+  w2["tracing"] = {
+      {"on", !tracing_endpoint().empty()}, {"spans_exported", st.spans_exported}, {"spans_dropped", st.spans_dropped}};
   return w2;
 }
 
@@ -455,7 +474,8 @@ int main() {
                 {"WL", WL},
                 {"sync", env_str("SYNC", "NORMAL")},
                 {"store", env_str("STORE", "sqlite")},
-                {"mode", env_str("MODE", "async")}}}};
+                {"mode", env_str("MODE", "async")},
+                {"tracing", env_str("TRACING", "off")}}}};
   try {
     auto cleanup = [&](const std::string& n) {
       if (on_postgres()) {

@@ -254,11 +254,11 @@ TEST_CASE("agentrt_turn_start refuses NULL, malformed input and non-user message
               "agentrt_turn_start", "input_json: 'message' is required");
   check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":"hi"})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "input_json: 'message' must be a JSON object");
-  check_error(
-      agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":{"content":"hi"},"x":1})"),
-      AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start",
-      "input_json: unknown key 'x' (threadId, userId, message, runId, clientMessageId, context, state, tools; or "
-      "an AG-UI RunAgentInput with 'messages')");
+  check_error(agentrt_turn_start(&out, r.rt, R"({"threadId":"t1","userId":"u1","message":{"content":"hi"},"x":1})"),
+              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start",
+              "input_json: unknown key 'x' (threadId, userId, message, runId, clientMessageId, context, state, tools, "
+              "traceparent; or "
+              "an AG-UI RunAgentInput with 'messages')");
   check_error(agentrt_turn_start(&out, r.rt,
                                  R"({"threadId":"t1","userId":"u1","message":{"role":"assistant","content":"hi"}})"),
               AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_start", "must be a user message");
@@ -287,9 +287,10 @@ TEST_CASE("turn functions answer unknown ids with AGENTRT_E_NOT_FOUND and bad on
               "agentrt_turn_resume", "decisions_json: needs 'decisions' (or 'resume', or 'answers')");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"decisions":{}})"), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_turn_resume", "decisions_json: 'decisions' must be an array");
-  check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"decisions":[],"why":1})"),
-              AGENTRT_E_INVALID_ARGUMENT, "agentrt_turn_resume",
-              "decisions_json: unknown key 'why' (decisions, resume, answers, runId, context, tools, state)");
+  check_error(
+      agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", R"({"decisions":[],"why":1})"), AGENTRT_E_INVALID_ARGUMENT,
+      "agentrt_turn_resume",
+      "decisions_json: unknown key 'why' (decisions, resume, answers, runId, context, tools, state, traceparent)");
   check_error(agentrt_turn_resume(&out, r.rt, "turn_nope", "apr_1", "7"), AGENTRT_E_INVALID_ARGUMENT,
               "agentrt_turn_resume", "decisions_json must be an array of decisions or a JSON object");
   check_error(agentrt_turn_resume(nullptr, r.rt, "turn_nope", "apr_1", dec), AGENTRT_E_INVALID_ARGUMENT,

@@ -47,6 +47,7 @@ TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* 
   // Media parts are the runtime's business: it accepts only this server's own signed upload URLs (and
   // upload ids, inline data) for the same user and thread, stores them as bucket/path, and never fetches.
   TurnInput input = turn_input_from_agui(in, c.user, input_limits(s.rt->config()));
+  input.traceparent = c.req.header("traceparent");  // the caller's trace: the run's span joins it
   if (message_id) *message_id = input.client_message_id;
   s.rate_limit(c);
   try {
@@ -126,6 +127,7 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
     r.state = *st;
   }
   r.run_id = run_id;
+  r.traceparent = c.req.header("traceparent");
   std::string turn_id;
   std::string approval_id;
   bool replay = false;
@@ -243,7 +245,13 @@ void post_resume(ServerContext& s, ApiCall& c) {
     s.rate_limit(c);
     turn_id = active->id;
   }
-  json answer = s.rt->resume(turn_id, approval_id, decisions, run_id);
+  ResumeInput r;
+  r.turn_id = turn_id;
+  r.approval_request_id = approval_id;
+  r.decisions = std::move(decisions);
+  r.run_id = run_id;
+  r.traceparent = c.req.header("traceparent");
+  json answer = s.rt->resume(r);
   s.recent_turns.note(turn_id);
   c.send_json(202, answer);
 }

@@ -1,0 +1,82 @@
+#include "trace/tracer.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+namespace trace {
+
+Tracer::Tracer(TracingConfig config, Log log) : cfg_(std::move(config)) {
+  if (!(cfg_.sample_ratio >= 0 && cfg_.sample_ratio <= 1))
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("tracing: sample_ratio must be from 0 to 1, not {}", cfg_.sample_ratio));
+  if (cfg_.max_queue_spans < 1 || cfg_.max_batch_spans < 1)
+    throw Error(ErrorCode::invalid_argument, "tracing: max_queue_spans and max_batch_spans must be positive");
+  if (cfg_.export_interval.count() <= 0 || cfg_.export_timeout.count() <= 0)
+    throw Error(ErrorCode::invalid_argument, "tracing: export_interval and export_timeout must be positive");
+  if (!cfg_.otlp_endpoint.empty()) exporter_ = std::make_unique<SpanExporter>(cfg_, std::move(log));
+}
+
+Tracer::~Tracer() { shutdown(); }
+
+Span Tracer::start(std::string_view name, SpanKind kind, const std::optional<SpanContext>& parent, int64_t start_ns) {
+  Span s;
+  if (!exporter_) return s;
+  s.tracer_ = this;
+  const bool child = parent && parent->valid();
+  s.ctx_.trace_id = child ? parent->trace_id : new_trace_id();
+  s.ctx_.span_id = new_span_id();
+  s.ctx_.sampled = child ? parent->sampled : sample_trace(s.ctx_.trace_id, cfg_.sample_ratio);
+  if (!s.ctx_.sampled) return s;
+  s.data_ = std::make_unique<SpanData>();
+  s.data_->context = s.ctx_;
+  if (child) s.data_->parent_span_id = parent->span_id;
+  s.data_->name = std::string(name);
+  s.data_->kind = kind;
+  s.data_->start_ns = start_ns ? start_ns : now_ns();
+  s.data_->attributes.reserve(12);  // what the runtime's spans carry: one allocation, not four
+  return s;
+}
+
+void Tracer::hold(const std::string& key, Span span) {
+  if (!span.recording() && !span.context().valid()) return;
+  std::lock_guard<std::mutex> lock(held_mutex_);
+  held_[key] = {++held_order_, std::move(span)};
+  if (held_.size() <= kMaxHeld) return;
+  auto oldest = std::min_element(held_.begin(), held_.end(),
+                                 [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+  oldest->second.second.discard();
+  held_.erase(oldest);
+}
+
+Span Tracer::take(const std::string& key) {
+  std::lock_guard<std::mutex> lock(held_mutex_);
+  auto it = held_.find(key);
+  if (it == held_.end()) return Span{};
+  Span s = std::move(it->second.second);
+  held_.erase(it);
+  return s;
+}
+
+void Tracer::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(held_mutex_);
+    for (auto& [key, entry] : held_) entry.second.discard();
+    held_.clear();
+  }
+  if (exporter_) exporter_->stop();
+}
+
+ExportStats Tracer::stats() const { return exporter_ ? exporter_->stats() : ExportStats{}; }
+
+void Tracer::submit(std::unique_ptr<SpanData> span) {
+  if (exporter_) exporter_->enqueue(std::move(span));
+}
+
+}  // namespace trace
+}  // namespace v1
+}  // namespace agentrt

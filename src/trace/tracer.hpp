@@ -1,0 +1,66 @@
+// Tracer: makes the runtime's spans (ids, parent-based sampling with the ratio applied at the root) and hands the
+// finished ones to its exporter. Off (TracingConfig::otlp_endpoint empty) it makes empty spans only, at the cost of
+// a branch. It also keeps the spans that outlive a run (an approval wait, a job) until they end. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agentrt/log.hpp"
+#include "agentrt/tracing.hpp"
+#include "trace/span.hpp"
+#include "trace/span_exporter.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+namespace trace {
+
+class Tracer {
+ public:
+  using Log = std::function<void(LogLevel, std::string_view)>;
+  // Starts the export thread when the config names an endpoint. Error(invalid_argument) for a config out of range.
+  Tracer(TracingConfig config, Log log);
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  bool enabled() const noexcept { return exporter_ != nullptr; }
+  const TracingConfig& config() const noexcept { return cfg_; }
+  bool capture_content() const noexcept { return enabled() && cfg_.capture_content; }
+
+  // A new span, child of `parent` when it is valid (its sampled flag decides), else the root of a new trace
+  // (sample_ratio decides). `start_ns`: 0 = now.
+  Span start(std::string_view name, SpanKind kind, const std::optional<SpanContext>& parent, int64_t start_ns = 0);
+
+  // Keeps an open span under `key` until take() (at most kMaxHeld: the oldest beyond are dropped unexported).
+  void hold(const std::string& key, Span span);
+  // The span held under `key` (an empty one when none is).
+  Span take(const std::string& key);
+
+  // Sends what is queued (within export_timeout) and joins the export thread; spans ended later are dropped.
+  // Held spans are dropped unexported (another process may end them). Idempotent.
+  void shutdown();
+  ExportStats stats() const;
+
+  // Span::end's way in.
+  void submit(std::unique_ptr<SpanData> span);
+
+  static constexpr size_t kMaxHeld = 4096;
+
+ private:
+  TracingConfig cfg_;
+  std::unique_ptr<SpanExporter> exporter_;  // null when off
+  mutable std::mutex held_mutex_;
+  std::map<std::string, std::pair<uint64_t, Span>> held_;  // key -> (order, span), under held_mutex_
+  uint64_t held_order_ = 0;                                // under held_mutex_
+};
+
+}  // namespace trace
+}  // namespace v1
+}  // namespace agentrt

@@ -1,0 +1,438 @@
+// Tracing: spans of runs, model calls, tool calls, approval waits and jobs (GenAI conventions), exported as OTLP/HTTP
+// JSON to an in-process collector; trace context from the host and to the model server; sampling; a collector that
+// is down or hung; the bounded queue; content only when asked for.
+#include <chrono>
+
+#include "agentrt/openai.hpp"
+#include "agentrt/tracing.hpp"
+#include "support/mock_openai_server.hpp"
+#include "support/otlp_receiver.hpp"
+#include "support/runtime_fixture.hpp"
+#include "trace/otlp_json.hpp"
+#include "trace/run_spans.hpp"
+#include "trace/tracer.hpp"
+
+using namespace agentrt;
+using namespace agentrt::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kHostTrace = "4bf92f3577b34da6a3ce929d0e0e4736";
+constexpr const char* kHostSpan = "00f067aa0ba902b7";
+
+std::function<void(RuntimeConfig&)> traced(const OtlpReceiver& rx, std::function<void(TracingConfig&)> tweak = {}) {
+  return [endpoint = rx.endpoint(), tweak](RuntimeConfig& c) {
+    c.tracing.otlp_endpoint = endpoint;
+    c.tracing.export_interval = 10ms;
+    if (tweak) tweak(c.tracing);
+  };
+}
+
+std::vector<json> named(const std::vector<json>& spans, const std::string& prefix) {
+  std::vector<json> out;
+  for (const auto& s : spans)
+    if (s.value("name", "").rfind(prefix, 0) == 0) out.push_back(s);
+  return out;
+}
+
+std::string parent_of(const json& span) { return span.value("parentSpanId", ""); }
+std::string id_of(const json& span) { return span.value("spanId", ""); }
+
+// A run with book_room that needs no approval: intent, a tool call, the answer.
+void run_booking(Harness& h, const std::string& thread, const std::string& traceparent = {}) {
+  h.add_book_room(ApprovalPolicy::never());
+  TurnInput in = turn_input(thread, user_message("book A1 for monday"));
+  in.traceparent = traceparent;
+  h.threads.insert(thread);
+  REQUIRE(h.rt->run_turn(in).status == TurnStatus::completed);
+}
+
+}  // namespace
+
+TEST_SUITE("tracing") {
+  TEST_CASE("traceparent: version 00 is parsed and formatted back; invalid ones are refused") {
+    const std::string tp = std::string("00-") + kHostTrace + "-" + kHostSpan + "-01";
+    auto c = trace::parse_traceparent(tp);
+    REQUIRE(c.has_value());
+    CHECK(c->sampled);
+    CHECK(c->trace_id_hex() == kHostTrace);
+    CHECK(c->span_id_hex() == kHostSpan);
+    CHECK(trace::format_traceparent(*c) == tp);
+    CHECK(trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-00")->sampled == false);
+    // A later version's first fields are taken; version ff, upper case, zero ids, bad lengths are not.
+    CHECK(trace::parse_traceparent(std::string("01-") + kHostTrace + "-" + kHostSpan + "-01-extra").has_value());
+    for (std::string bad : {std::string("ff-") + kHostTrace + "-" + kHostSpan + "-01",
+                            std::string("00-") + "4BF92F3577B34DA6A3CE929D0E0E4736" + "-" + kHostSpan + "-01",
+                            std::string("00-00000000000000000000000000000000-") + kHostSpan + "-01",
+                            std::string("00-") + kHostTrace + "-0000000000000000-01",
+                            std::string("00-") + kHostTrace + "-" + kHostSpan + "-01-extra",
+                            std::string("00-") + kHostTrace + "-" + kHostSpan, std::string("garbage"), std::string()})
+      CHECK_MESSAGE(!trace::parse_traceparent(bad).has_value(), bad);
+  }
+
+  TEST_CASE("the root sampling decision follows the trace id and the ratio") {
+    std::array<uint8_t, 16> low{}, high{};
+    low[15] = 1;
+    high.fill(0xff);
+    CHECK(trace::sample_trace(low, 0.5));
+    CHECK_FALSE(trace::sample_trace(high, 0.5));
+    CHECK_FALSE(trace::sample_trace(low, 0.0));
+    CHECK(trace::sample_trace(high, 1.0));
+  }
+
+  TEST_CASE("tracing_config_from_json takes its keys and refuses unknown keys and wrong types") {
+    TracingConfig c = tracing_config_from_json(json::parse(R"({"otlp_endpoint":"http://127.0.0.1:4318/v1/traces",
+      "headers":{"Authorization":"Bearer x"},"service_name":"svc","sample_ratio":0.25,"capture_content":true,
+      "max_queue_spans":10,"max_batch_spans":5,"export_interval_ms":100,"export_timeout_ms":200})"));
+    CHECK(c.otlp_endpoint == "http://127.0.0.1:4318/v1/traces");
+    CHECK(c.headers == std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer x"}});
+    CHECK(c.service_name == "svc");
+    CHECK(c.sample_ratio == 0.25);
+    CHECK(c.capture_content);
+    CHECK(c.max_queue_spans == 10);
+    CHECK(c.export_timeout == 200ms);
+    for (const char* bad :
+         {R"({"endpoint":"x"})", R"({"sample_ratio":"1"})", R"({"sample_ratio":2})", R"({"capture_content":1})",
+          R"({"headers":{"a":1}})", R"({"otlp_endpoint":"ftp://x"})", R"({"max_queue_spans":0})", R"([])"}) {
+      auto [code, message] = error_of([&] { tracing_config_from_json(json::parse(bad)); });
+      CHECK_MESSAGE(code == ErrorCode::invalid_argument, bad);
+    }
+  }
+
+  TEST_CASE("OTLP JSON: hex ids, times and int values as strings, kind and status as numbers") {
+    trace::SpanData s;
+    s.context = *trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01");
+    s.parent_span_id = {1, 2, 3, 4, 5, 6, 7, 8};
+    s.name = "chat m";
+    s.kind = trace::SpanKind::client;
+    s.start_ns = 1700000000000000001;
+    s.end_ns = 1700000000000000002;
+    s.attributes = {
+        {"i", int64_t{42}}, {"d", 0.5}, {"b", true}, {"s", std::string("x")}, {"a", std::vector<std::string>{"stop"}}};
+    s.error = true;
+    s.status_message = "boom";
+    std::vector<std::unique_ptr<trace::SpanData>> batch;
+    batch.push_back(std::make_unique<trace::SpanData>(s));
+    const json body = json::parse(trace::otlp_json(batch, "svc"));
+    const json& rs = body["resourceSpans"][0];
+    CHECK(rs["resource"]["attributes"][0] == json::parse(R"({"key":"service.name","value":{"stringValue":"svc"}})"));
+    CHECK(rs["scopeSpans"][0]["scope"]["name"] == "agentrt");
+    const json& j = rs["scopeSpans"][0]["spans"][0];
+    CHECK(j["traceId"] == kHostTrace);
+    CHECK(j["spanId"] == kHostSpan);
+    CHECK(j["parentSpanId"] == "0102030405060708");
+    CHECK(j["kind"] == 3);
+    CHECK(j["startTimeUnixNano"] == "1700000000000000001");
+    CHECK(j["endTimeUnixNano"] == "1700000000000000002");
+    CHECK(j["attributes"][0]["value"] == json::parse(R"({"intValue":"42"})"));
+    CHECK(j["attributes"][1]["value"] == json::parse(R"({"doubleValue":0.5})"));
+    CHECK(j["attributes"][2]["value"] == json::parse(R"({"boolValue":true})"));
+    CHECK(j["attributes"][4]["value"] == json::parse(R"({"arrayValue":{"values":[{"stringValue":"stop"}]}})"));
+    CHECK(j["status"] == json::parse(R"({"code":2,"message":"boom"})"));
+  }
+
+  TEST_CASE("a run exports invoke_agent with its chat and execute_tool spans as children, GenAI attributes on each") {
+    OtlpReceiver rx;
+    {
+      Harness h(booking_script, traced(rx));
+      run_booking(h, "t-spans");
+    }  // the runtime flushes its spans when destroyed
+    const auto spans = rx.spans();
+    auto run = find_span(spans, "invoke_agent agentrt");
+    REQUIRE(run.has_value());
+    CHECK((*run)["kind"] == 1);
+    CHECK(parent_of(*run).empty());
+    CHECK(span_attr(*run, "gen_ai.operation.name") == "invoke_agent");
+    CHECK(span_attr(*run, "gen_ai.agent.name") == "agentrt");
+    CHECK(span_attr(*run, "gen_ai.conversation.id") == "t-spans");
+    CHECK(span_attr(*run, "agentrt.outcome") == "success");
+    CHECK(span_attr(*run, "agentrt.turn.id").is_string());
+    CHECK(span_attr(*run, "agentrt.run.id").is_string());
+    const auto chats = named(spans, "chat");
+    REQUIRE(chats.size() == 3);  // intent, the tool call, the answer
+    for (const auto& c : chats) {
+      CHECK(c["kind"] == 3);
+      CHECK(c["traceId"] == (*run)["traceId"]);
+      CHECK(parent_of(c) == id_of(*run));
+      CHECK(span_attr(c, "gen_ai.operation.name") == "chat");
+      CHECK(span_attr(c, "gen_ai.provider.name") == "scripted");
+      CHECK(span_attr(c, "gen_ai.response.finish_reasons").is_array());
+      CHECK(span_attr(c, "agentrt.stage").is_string());
+      CHECK(span_attr(c, "gen_ai.input.messages").is_null());  // no content unless asked for
+    }
+    auto tool = find_span(spans, "execute_tool book_room");
+    REQUIRE(tool.has_value());
+    CHECK((*tool)["traceId"] == (*run)["traceId"]);
+    CHECK(parent_of(*tool) == id_of(*run));
+    CHECK(span_attr(*tool, "gen_ai.operation.name") == "execute_tool");
+    CHECK(span_attr(*tool, "gen_ai.tool.name") == "book_room");
+    CHECK(span_attr(*tool, "gen_ai.tool.call.id") == "call_1");
+    CHECK(span_attr(*tool, "gen_ai.tool.type") == "extension");
+    CHECK(span_attr(*tool, "gen_ai.tool.call.arguments").is_null());
+    CHECK(rx.requests().front().body["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"] ==
+          "agentrt");
+  }
+
+  TEST_CASE("a host traceparent is the run span's parent; an invalid one starts a trace of its own") {
+    OtlpReceiver rx;
+    {
+      Harness h(booking_script, traced(rx));
+      run_booking(h, "t-host", std::string("00-") + kHostTrace + "-" + kHostSpan + "-01");
+      TurnInput in = turn_input("t-bad", user_message("book it"));
+      in.traceparent = "00-not-a-trace-01";
+      h.threads.insert("t-bad");
+      REQUIRE(h.rt->run_turn(in).status == TurnStatus::completed);
+    }
+    std::vector<json> runs = named(rx.spans(), "invoke_agent");
+    REQUIRE(runs.size() == 2);
+    const json& host = span_attr(runs[0], "gen_ai.conversation.id") == "t-host" ? runs[0] : runs[1];
+    const json& own = &host == &runs[0] ? runs[1] : runs[0];
+    CHECK(host["traceId"] == kHostTrace);
+    CHECK(parent_of(host) == kHostSpan);
+    CHECK(own["traceId"] != kHostTrace);
+    CHECK(parent_of(own).empty());
+  }
+
+  TEST_CASE("the model server receives the chat span's context as its traceparent header") {
+    MockOpenAIServer server;
+    server.push_chat(MockResponse::stream(MockOpenAIServer::text_stream({"wants ", "nothing"})));
+    server.push_chat(MockResponse::stream(MockOpenAIServer::text_stream({"Hello"})));
+    OpenAIConfig oc;
+    oc.base_url = server.base_url();
+    oc.api_key = "sk-trace-test-000111";
+    oc.model = "mock-model";
+    OtlpReceiver rx;
+    {
+      TempDir dir;
+      auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")});
+      RuntimeConfig c = test_config(store, make_openai_provider(oc));
+      traced(rx)(c);
+      Runtime rt(c);
+      TurnInput in = turn_input("t-model", user_message("hi"));
+      in.traceparent = std::string("00-") + kHostTrace + "-" + kHostSpan + "-01";
+      REQUIRE(rt.run_turn(in).status == TurnStatus::completed);
+    }
+    const auto chats = named(rx.spans(), "chat");
+    const auto requests = server.requests();
+    REQUIRE(chats.size() == 2);
+    REQUIRE(requests.size() == 2);
+    std::set<std::string> sent, spans;
+    for (const auto& r : requests) sent.insert(r.header("traceparent").value_or(""));
+    for (const auto& s : chats) {
+      spans.insert("00-" + s["traceId"].get<std::string>() + "-" + s["spanId"].get<std::string>() + "-01");
+      CHECK(s["traceId"] == kHostTrace);
+      CHECK(span_attr(s, "gen_ai.provider.name") == "openai");
+      CHECK(span_attr(s, "gen_ai.usage.input_tokens") == 7);
+      CHECK(span_attr(s, "gen_ai.usage.output_tokens") == 5);
+    }
+    CHECK(sent == spans);
+  }
+
+  TEST_CASE("sampling ratio 0 exports nothing, but a sampled host parent still is followed") {
+    OtlpReceiver rx;
+    {
+      Harness h(booking_script, traced(rx, [](TracingConfig& t) { t.sample_ratio = 0; }));
+      run_booking(h, "t-unsampled");
+    }
+    CHECK(rx.requests().empty());
+    {
+      Harness h(booking_script, traced(rx, [](TracingConfig& t) { t.sample_ratio = 0; }));
+      run_booking(h, "t-parent", std::string("00-") + kHostTrace + "-" + kHostSpan + "-01");
+    }
+    const auto spans = rx.spans();
+    CHECK(named(spans, "invoke_agent").size() == 1);
+    for (const auto& s : spans) CHECK(s["traceId"] == kHostTrace);
+  }
+
+  TEST_CASE("with the collector down or hung, the turn completes with the same events, promptly") {
+    auto events_with = [](std::function<void(RuntimeConfig&)> tweak, std::chrono::milliseconds& took) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::string> types;
+      {
+        Harness h(booking_script, std::move(tweak));
+        run_booking(h, "t-down");
+        types = types_of(h.events("t-down"));
+      }
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      return types;
+    };
+    std::chrono::milliseconds off_took{}, refused_took{}, hung_took{};
+    const auto off = events_with({}, off_took);
+    // Connection refused: a port nothing listens on (the receiver's, once it is gone).
+    std::string closed;
+    {
+      OtlpReceiver gone;
+      closed = gone.endpoint();
+    }
+    const auto refused = events_with(
+        [&](RuntimeConfig& c) {
+          c.tracing.otlp_endpoint = closed;
+          c.tracing.export_interval = 5ms;
+        },
+        refused_took);
+    OtlpReceiver hung;
+    hung.never_answer();
+    const auto stuck = events_with(traced(hung, [](TracingConfig& t) { t.export_timeout = 300ms; }), hung_took);
+    CHECK(refused == off);
+    CHECK(stuck == off);
+    // Bounded: the run never waits for the collector; the runtime's end waits export_timeout at most.
+    CHECK(refused_took < off_took + 2s);
+    CHECK(hung_took < off_took + 2s);
+    CHECK(hung.wait_requests(1, kLongWait));
+  }
+
+  TEST_CASE("a full queue drops spans and counts them; what was queued is flushed at shutdown") {
+    OtlpReceiver rx;
+    TracingConfig cfg;
+    cfg.otlp_endpoint = rx.endpoint();
+    cfg.max_queue_spans = 4;
+    cfg.max_batch_spans = 100;
+    cfg.export_interval = 60s;  // nothing leaves before the shutdown
+    trace::Tracer tracer(cfg, {});
+    for (int i = 0; i < 10; ++i) tracer.start("s" + std::to_string(i), trace::SpanKind::internal, std::nullopt).end();
+    CHECK(tracer.stats().dropped_full == 6);
+    tracer.shutdown();
+    CHECK(rx.spans().size() == 4);
+    CHECK(tracer.stats().exported == 4);
+  }
+
+  TEST_CASE("an export answered 503 is tried once more; errors beyond drop the batch and count it") {
+    OtlpReceiver rx;
+    rx.answer_status(503, 1);
+    TracingConfig cfg;
+    cfg.otlp_endpoint = rx.endpoint();
+    cfg.export_interval = 5ms;
+    {
+      trace::Tracer tracer(cfg, {});
+      tracer.start("once", trace::SpanKind::internal, std::nullopt).end();
+      REQUIRE(rx.wait_requests(2, kLongWait));
+      tracer.shutdown();
+      CHECK(tracer.stats().exported == 1);
+    }
+    OtlpReceiver bad;
+    bad.answer_status(400);
+    cfg.otlp_endpoint = bad.endpoint();
+    std::vector<std::string> logged;
+    trace::Tracer tracer(cfg, [&](LogLevel, std::string_view m) { logged.emplace_back(m); });
+    tracer.start("lost", trace::SpanKind::internal, std::nullopt).end();
+    tracer.shutdown();
+    CHECK(bad.requests().size() == 1);  // no retry of a 400
+    CHECK(tracer.stats().dropped_failed == 1);
+    REQUIRE(logged.size() == 1);
+    CHECK(logged[0].find("HTTP 400") != std::string::npos);
+  }
+
+  TEST_CASE("message content is recorded only when capture_content is on") {
+    OtlpReceiver rx;
+    {
+      Harness h(booking_script, traced(rx, [](TracingConfig& t) { t.capture_content = true; }));
+      run_booking(h, "t-content");
+    }
+    const auto spans = rx.spans();
+    bool saw_input = false;
+    for (const auto& c : named(spans, "chat")) {
+      const json in = json::parse(span_attr(c, "gen_ai.input.messages").get<std::string>());
+      for (const auto& m : in)
+        if (m["role"] == "user" && m["parts"][0]["content"] == "book A1 for monday") saw_input = true;
+      const json out = json::parse(span_attr(c, "gen_ai.output.messages").get<std::string>());
+      CHECK(out[0]["role"] == "assistant");
+    }
+    CHECK(saw_input);
+    auto tool = find_span(spans, "execute_tool book_room");
+    REQUIRE(tool.has_value());
+    CHECK(json::parse(span_attr(*tool, "gen_ai.tool.call.arguments").get<std::string>()) ==
+          json::parse(R"({"room":"A1","day":"mon"})"));
+    CHECK(json::parse(span_attr(*tool, "gen_ai.tool.call.result").get<std::string>())["ok"] == true);
+  }
+
+  TEST_CASE("an approval wait spans the pause to the decision; the resumed run follows it in the same trace") {
+    OtlpReceiver rx;
+    {
+      Harness h(booking_script, traced(rx));
+      h.add_book_room(ApprovalPolicy::always());
+      h.threads.insert("t-wait");
+      TurnRecord paused = h.rt->run_turn(turn_input("t-wait", user_message("book A1")));
+      REQUIRE(paused.status == TurnStatus::waiting_approval);
+      auto ledger = h.rt->tool_calls(paused.id);
+      REQUIRE(ledger.size() == 1);
+      TurnRecord done = h.rt->resume_turn(paused.id, paused.approval_request_id,
+                                          {Decision(ledger[0].tool_call_id, Decision::Action::approve)});
+      REQUIRE(done.status == TurnStatus::completed);
+    }
+    const auto spans = rx.spans();
+    const auto runs = named(spans, "invoke_agent");
+    REQUIRE(runs.size() == 2);
+    auto wait = find_span(spans, "agentrt.approval_wait");
+    REQUIRE(wait.has_value());
+    const json& first = span_attr(runs[0], "agentrt.outcome") == "interrupt" ? runs[0] : runs[1];
+    const json& second = &first == &runs[0] ? runs[1] : runs[0];
+    CHECK(span_attr(second, "agentrt.outcome") == "success");
+    CHECK(parent_of(*wait) == id_of(first));
+    CHECK(span_attr(*wait, "agentrt.approval.outcome") == "decided");
+    CHECK(parent_of(second) == id_of(*wait));
+    CHECK(second["traceId"] == first["traceId"]);
+    CHECK(std::stoll((*wait)["endTimeUnixNano"].get<std::string>()) <=
+          std::stoll(second["startTimeUnixNano"].get<std::string>()));
+    auto tool = find_span(spans, "execute_tool book_room");
+    REQUIRE(tool.has_value());
+    CHECK(parent_of(*tool) == id_of(second));
+  }
+
+  TEST_CASE("a failed model call marks its chat span and the run span with error.type and status ERROR") {
+    OtlpReceiver rx;
+    {
+      Harness h([](const ModelRequest&) -> ModelResult { throw Error(ErrorCode::model, "the model is down"); },
+                traced(rx));
+      h.threads.insert("t-fail");
+      REQUIRE(h.rt->run_turn(turn_input("t-fail", user_message("hi"))).status == TurnStatus::failed);
+    }
+    const auto spans = rx.spans();
+    auto run = find_span(spans, "invoke_agent agentrt");
+    auto chat = named(spans, "chat");
+    REQUIRE(run.has_value());
+    REQUIRE(chat.size() == 1);
+    CHECK(span_attr(chat[0], "error.type") == "model");
+    CHECK(chat[0]["status"]["code"] == 2);
+    CHECK(span_attr(*run, "error.type") == "model_error");
+    CHECK((*run)["status"]["code"] == 2);
+    CHECK(span_attr(*run, "agentrt.outcome") == "error");
+  }
+
+  TEST_CASE("a job's span runs from its start to its end, a child of the tool call that started it") {
+    OtlpReceiver rx;
+    std::string job_id;
+    {
+      Harness h(
+          [](const ModelRequest& req) {
+            if (req.stage != "execution") return text_result("ok");
+            if (tool_results_since_last_user(req) == 0) return tool_call_result("call_r", "render", "{}");
+            return text_result("started");
+          },
+          traced(rx));
+      ToolSpec render;
+      render.name = "render";
+      render.description = "Render a scene";
+      render.handler = [](const ToolCallContext&, ToolCompletion done) { done.start_job(JobStart{}); };
+      h.rt->tools().add(std::move(render));
+      h.threads.insert("t-job");
+      REQUIRE(h.rt->run_turn(turn_input("t-job", user_message("render"))).status == TurnStatus::completed);
+      auto jobs = h.rt->jobs("t-job");
+      REQUIRE(jobs.size() == 1);
+      job_id = jobs[0].id;
+      CHECK(h.rt->complete_job(job_id, JobResult{json{{"frames", 40}}, json::array(), "done"}).status ==
+            JobStatus::succeeded);
+    }
+    const auto spans = rx.spans();
+    auto job = find_span(spans, "agentrt.job render");
+    auto tool = find_span(spans, "execute_tool render");
+    REQUIRE(job.has_value());
+    REQUIRE(tool.has_value());
+    CHECK(parent_of(*job) == id_of(*tool));
+    CHECK((*job)["traceId"] == (*tool)["traceId"]);
+    CHECK(span_attr(*job, "agentrt.job.id") == job_id);
+    CHECK(span_attr(*job, "agentrt.job.status") == "succeeded");
+    CHECK(std::stoll((*job)["endTimeUnixNano"].get<std::string>()) >=
+          std::stoll((*tool)["endTimeUnixNano"].get<std::string>()));
+  }
+}
