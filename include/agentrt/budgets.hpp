@@ -52,6 +52,8 @@ struct Spend {
 };
 // {modelCalls, toolCalls, inputTokens, outputTokens, cost, unpricedModels (when any), usage: TokenUsage[]}.
 void to_json(json& j, const Spend& s);
+// The same without `usage` (what RUN_FINISHED carries: the event has the run's usage of its own).
+json spend_totals_json(const Spend& s);
 
 // Totals of counts and usage, priced.
 Spend spend_of(int64_t model_calls, int64_t tool_calls, const std::vector<TokenUsage>& usage,

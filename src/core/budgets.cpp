@@ -38,13 +38,18 @@ BudgetLimits limits_from_json(const json& j, std::string_view where) {
 
 }  // namespace
 
-void to_json(json& j, const Spend& s) {
-  j = json{{"modelCalls", s.model_calls},
-           {"toolCalls", s.tool_calls},
-           {"inputTokens", s.input_tokens},
-           {"outputTokens", s.output_tokens},
-           {"cost", s.cost}};
+json spend_totals_json(const Spend& s) {
+  json j = json{{"modelCalls", s.model_calls},
+                {"toolCalls", s.tool_calls},
+                {"inputTokens", s.input_tokens},
+                {"outputTokens", s.output_tokens},
+                {"cost", s.cost}};
   if (!s.unpriced_models.empty()) j["unpricedModels"] = s.unpriced_models;
+  return j;
+}
+
+void to_json(json& j, const Spend& s) {
+  j = spend_totals_json(s);
   j["usage"] = s.usage;
 }
 

@@ -11,7 +11,7 @@
 #include "agentrt/records.hpp"
 #include "agentrt/summary.hpp"
 #include "core/ids.hpp"
-#include "trace/run_spans.hpp"
+#include "tracing/run_spans.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -20,7 +20,7 @@
 #include "agentrt/log.hpp"
 #include "agentrt/runtime.hpp"
 #include "pipeline/run_emitter.hpp"
-#include "trace/tracer.hpp"
+#include "tracing/tracer.hpp"
 
 namespace agentrt {
 inline namespace v1 {

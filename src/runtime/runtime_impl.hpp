@@ -33,7 +33,7 @@
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
 #include "runtime/worker_pool.hpp"
-#include "trace/run_spans.hpp"
+#include "tracing/run_spans.hpp"
 
 namespace agentrt {
 inline namespace v1 {

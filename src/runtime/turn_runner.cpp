@@ -123,11 +123,11 @@ void TurnRunner::end_facts(Event& e) {
   }
   if (!e.metadata.is_object()) e.metadata = json::object();
   e.metadata["agentrt"]["turn"] = std::move(row);
-  // What the run and the turn spent (the turn's tool calls: those its model made, whatever their outcome).
+  // What the run spent (its tool calls: those its model made, whatever their outcome); the turn's is its row's.
   int64_t run_tool_calls = 0;
   for (const auto& l : ctx_.ledger) run_tool_calls += l.run_id == ctx_.turn.run_id;
-  e.metadata["agentrt"]["spend"] = {{"run", spend_of(run_model_calls_, run_tool_calls, ctx_.run_usage, rt_.cfg.prices)},
-                                    {"turn", turn_spend()}};
+  e.metadata["agentrt"]["spend"] =
+      spend_totals_json(spend_of(run_model_calls_, run_tool_calls, ctx_.run_usage, rt_.cfg.prices));
 }
 
 bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,

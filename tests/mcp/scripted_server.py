@@ -3,7 +3,7 @@
 tools, and tools that misbehave the ways a hostile or broken server does.
 
 Environment: MCP_TEST_LOG (a file each tools/call appends "<tool> <arguments>" to, and each
-notifications/cancelled "cancelled <requestId> <reason>"), MCP_TEST_ECHO_DESC (echo's description),
+notifications/cancelled "cancelled <requestId> <reason>", and before a call its "traceparent <_meta.traceparent>"), MCP_TEST_ECHO_DESC (echo's description),
 MCP_TEST_PAGE (tools per tools/list page, default 3), MCP_TEST_STDERR (a line written to stderr at start),
 MCP_TEST_SILENT (never answers initialize or server/discover), MCP_TEST_PROTOCOL ("2026-07-28": the stateless protocol -- server/discover instead of initialize, every request's
 _meta checked, input asked for with an input_required result instead of elicitation/create).
@@ -227,6 +227,9 @@ def handle(msg):
             result["nextCursor"] = str(cursor + page)
         send({"jsonrpc": "2.0", "id": rid, "result": result})
     elif method == "tools/call":
+        traceparent = ((msg.get("params") or {}).get("_meta") or {}).get("traceparent")
+        if traceparent:
+            log(f"traceparent {traceparent}")
         threading.Thread(target=call, args=(rid, msg.get("params") or {}), daemon=True).start()
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": rid, "result": {}})

@@ -19,6 +19,7 @@
 #include "agentrt/config.hpp"
 #include "agentrt/scripted_model.hpp"
 #include "store/fs_object_store.hpp"
+#include "support/otlp_receiver.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -78,6 +79,8 @@ struct McpHarness {
   std::vector<std::string> logged;
   std::unique_ptr<Harness> h;
 
+  std::string otlp_endpoint;  // tracing on when set (open() reads it)
+
   std::shared_ptr<ObjectStore> objects =
       std::make_shared<FsObjectStore>(FsObjectStoreOptions{dir.file("objects"), "agentrt", "s3cret", "http://x/o"});
 
@@ -101,6 +104,7 @@ struct McpHarness {
       c.mcp_servers = mcp_servers_from_json(json{{"scripted", cfg}});
       c.mcp_pins_path = pins;
       c.objects = objects;
+      c.tracing.otlp_endpoint = otlp_endpoint;
       c.log_level = LogLevel::debug;
       c.log = [this](LogLevel, std::string_view component, std::string_view message) {
         std::lock_guard<std::mutex> lock(log_mutex);
@@ -200,6 +204,27 @@ TEST_SUITE("mcp") {
     CHECK(bad.status == TurnStatus::completed);
     CHECK(m.outcome(bad)["status"] == "failed");
     CHECK(count_lines_starting(m.calls(), "echo ") == 1);
+  }
+
+  TEST_CASE("a traced tools/call carries its execute_tool span's traceparent in _meta") {
+    OtlpReceiver collector;
+    McpHarness m;
+    m.otlp_endpoint = collector.endpoint();
+    m.open(json::object());
+    auto t = m.call("t-tp", "scripted__echo", R"({"text":"hi"})");
+    CHECK(t.status == TurnStatus::completed);
+    std::string sent;
+    {
+      std::istringstream in(m.calls());
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("traceparent ", 0) == 0) sent = line.substr(12);
+    }
+    REQUIRE(sent.size() == 55);
+    m.h->rt.reset();  // flushes the spans
+    REQUIRE(collector.wait_spans(1, std::chrono::seconds(10)));
+    auto tool = find_span(collector.spans(), "execute_tool scripted__echo");
+    REQUIRE(tool);
+    CHECK(sent == "00-" + (*tool)["traceId"].get<std::string>() + "-" + (*tool)["spanId"].get<std::string>() + "-01");
   }
 
   TEST_CASE("tools/call results: structured content checked against the output schema, cards, reported errors") {

@@ -20,7 +20,7 @@
 #include "agentrt/log.hpp"
 #include "agentrt/tracing.hpp"
 #include "net/http_client.hpp"
-#include "trace/span.hpp"
+#include "tracing/span.hpp"
 
 namespace agentrt {
 inline namespace v1 {

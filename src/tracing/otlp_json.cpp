@@ -1,6 +1,6 @@
 // Written straight to text with the event log's JSON string writer (append_json_string: escaping, invalid UTF-8
 // replaced): the exporter encodes every span the runtime makes, and a JSON tree per span cost more than the span.
-#include "trace/otlp_json.hpp"
+#include "tracing/otlp_json.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/span.hpp"
+#include "tracing/span.hpp"
 
 namespace agentrt {
 inline namespace v1 {

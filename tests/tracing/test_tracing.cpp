@@ -8,9 +8,9 @@
 #include "support/mock_openai_server.hpp"
 #include "support/otlp_receiver.hpp"
 #include "support/runtime_fixture.hpp"
-#include "trace/otlp_json.hpp"
-#include "trace/run_spans.hpp"
-#include "trace/tracer.hpp"
+#include "tracing/otlp_json.hpp"
+#include "tracing/run_spans.hpp"
+#include "tracing/tracer.hpp"
 
 using namespace agentrt;
 using namespace agentrt::testing;

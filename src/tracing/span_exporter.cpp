@@ -1,11 +1,11 @@
-#include "trace/span_exporter.hpp"
+#include "tracing/span_exporter.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "agentrt/error.hpp"
-#include "trace/otlp_json.hpp"
+#include "tracing/otlp_json.hpp"
 
 namespace agentrt {
 inline namespace v1 {

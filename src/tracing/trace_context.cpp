@@ -1,4 +1,4 @@
-#include "trace/trace_context.hpp"
+#include "tracing/trace_context.hpp"
 
 #include <openssl/rand.h>
 #include <pthread.h>

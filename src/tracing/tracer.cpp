@@ -1,4 +1,4 @@
-#include "trace/tracer.hpp"
+#include "tracing/tracer.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "trace/run_spans.hpp"
+#include "tracing/run_spans.hpp"
 
 #include <cxxabi.h>
 

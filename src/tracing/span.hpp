@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "trace/trace_context.hpp"
+#include "tracing/trace_context.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -17,7 +17,7 @@
 #include "agentrt/outputs.hpp"
 #include "agentrt/storage.hpp"
 #include "agentrt/tools.hpp"
-#include "trace/tracer.hpp"
+#include "tracing/tracer.hpp"
 
 namespace agentrt {
 inline namespace v1 {

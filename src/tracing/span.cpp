@@ -1,8 +1,8 @@
-#include "trace/span.hpp"
+#include "tracing/span.hpp"
 
 #include <chrono>
 
-#include "trace/tracer.hpp"
+#include "tracing/tracer.hpp"
 
 namespace agentrt {
 inline namespace v1 {

@@ -14,8 +14,8 @@
 
 #include "agentrt/log.hpp"
 #include "agentrt/tracing.hpp"
-#include "trace/span.hpp"
-#include "trace/span_exporter.hpp"
+#include "tracing/span.hpp"
+#include "tracing/span_exporter.hpp"
 
 namespace agentrt {
 inline namespace v1 {
