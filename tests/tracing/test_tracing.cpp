@@ -379,6 +379,74 @@ TEST_SUITE("tracing") {
     CHECK(parent_of(*tool) == id_of(second));
   }
 
+  TEST_CASE("an approval wait ended by its deadline or by a cancel says so") {
+    for (const std::string how : {"expired", "cancelled"}) {
+      CAPTURE(how);
+      OtlpReceiver rx;
+      std::string paused_run_span;
+      {
+        Harness h(booking_script, [&](RuntimeConfig& c) {
+          traced(rx)(c);
+          if (how == "expired") c.approval_timeout = 300ms;
+        });
+        h.add_book_room(ApprovalPolicy::always());
+        h.threads.insert("t-" + how);
+        TurnRecord paused = h.rt->run_turn(turn_input("t-" + how, user_message("book A1")));
+        REQUIRE(paused.status == TurnStatus::waiting_approval);
+        if (how == "cancelled") h.rt->cancel(paused.id);
+        const TurnStatus want = how == "expired" ? TurnStatus::expired : TurnStatus::cancelled;
+        REQUIRE(wait_on_thread(*h.rt, "t-" + how, [&] { return h.rt->turn(paused.id)->status == want; }));
+      }
+      const auto spans = rx.spans();
+      auto wait = find_span(spans, "agentrt.approval_wait");
+      REQUIRE(wait.has_value());
+      CHECK(span_attr(*wait, "agentrt.approval.outcome") == how);
+      const auto runs = named(spans, "invoke_agent");
+      REQUIRE(runs.size() >= 1);
+      CHECK(parent_of(*wait) == id_of(runs[0]));
+      CHECK(named(spans, "execute_tool").empty());
+    }
+  }
+
+  TEST_CASE("a turn paused by one runtime and resumed by another: the wait begins at the pause, the run follows it") {
+    OtlpReceiver rx;
+    TurnRecord paused;
+    {
+      Harness h(booking_script, traced(rx));
+      h.add_book_room(ApprovalPolicy::always());
+      h.threads.insert("t-moved");
+      paused = h.rt->run_turn(turn_input("t-moved", user_message("book A1")));
+      REQUIRE(paused.status == TurnStatus::waiting_approval);
+      paused = *h.rt->turn(paused.id);  // as stored: updated_at is the pause's commit
+      // Another process on the same store (the first one's held wait is never exported).
+      h.rt.reset();
+      RuntimeConfig c = test_config(h.used_store, h.model);
+      traced(rx)(c);
+      h.rt = std::make_unique<Runtime>(c);
+      h.add_book_room(ApprovalPolicy::always());
+      auto ledger = h.rt->tool_calls(paused.id);
+      REQUIRE(ledger.size() == 1);
+      REQUIRE(h.rt->resume_turn(paused.id, paused.approval_request_id,
+                                {Decision(ledger[0].tool_call_id, Decision::Action::approve)})
+                  .status == TurnStatus::completed);
+    }
+    const auto spans = rx.spans();
+    const auto waits = named(spans, "agentrt.approval_wait");
+    REQUIRE(waits.size() == 1);
+    const json& wait = waits[0];
+    CHECK(span_attr(wait, "agentrt.approval.outcome") == "decided");
+    CHECK(span_attr(wait, "agentrt.turn.id") == paused.id);
+    CHECK(std::stoll(wait["startTimeUnixNano"].get<std::string>()) == paused.updated_at * 1000000);
+    const auto runs = named(spans, "invoke_agent");
+    REQUIRE(runs.size() == 2);
+    const json& resumed = span_attr(runs[0], "agentrt.outcome") == "success" ? runs[0] : runs[1];
+    CHECK(parent_of(resumed) == id_of(wait));
+    CHECK(resumed["traceId"] == wait["traceId"]);
+    auto tool = find_span(spans, "execute_tool book_room");
+    REQUIRE(tool.has_value());
+    CHECK(parent_of(*tool) == id_of(resumed));
+  }
+
   TEST_CASE("a failed model call marks its chat span and the run span with error.type and status ERROR") {
     OtlpReceiver rx;
     {
