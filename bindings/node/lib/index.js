@@ -344,7 +344,7 @@ class Runtime {
   // the thread's shared state as the client has it (AG-UI state): the run starts with its STATE_SNAPSHOT.
   // clientTools: [{name, description, parameters?}] tools the caller runs itself (AG-UI client-provided tools): a
   // call to one pauses the turn (WAITING_CLIENT) until resume(..., { answers }) answers it.
-  startTurn(threadId, message, { userId, runId, clientMessageId, context, state, clientTools } = {}) {
+  startTurn(threadId, message, { userId, runId, clientMessageId, context, state, clientTools, traceparent } = {}) {
     const msg = typeof message === 'string' || Array.isArray(message) ? { role: 'user', content: message } : message;
     const input = { threadId, userId, message: msg };
     if (runId) input.runId = runId;
@@ -352,6 +352,7 @@ class Runtime {
     if (context !== undefined) input.context = context;
     if (state !== undefined) input.state = state;
     if (clientTools !== undefined) input.tools = clientTools;
+    if (traceparent) input.traceparent = traceparent;  // W3C trace context: the run's span is its child
     return this._json(fns.agentrt_turn_start, JSON.stringify(input));
   }
 
@@ -365,13 +366,14 @@ class Runtime {
   // what the client tool returned, text or JSON text). The same approvalRequestId again returns the first answer
   // and runs nothing. context, clientTools, state: what the model is told and offered in the continuation run, and
   // the thread's state it starts with (as startTurn's).
-  resume(turnId, approvalRequestId, decisions = [], { runId, context, answers, clientTools, state } = {}) {
+  resume(turnId, approvalRequestId, decisions = [], { runId, context, answers, clientTools, state, traceparent } = {}) {
     const body = { decisions };
     if (answers !== undefined) body.answers = answers;
     if (runId) body.runId = runId;
     if (context !== undefined) body.context = context;
     if (clientTools !== undefined) body.tools = clientTools;
     if (state !== undefined) body.state = state;
+    if (traceparent) body.traceparent = traceparent;
     return this._json(fns.agentrt_turn_resume, turnId, approvalRequestId, JSON.stringify(body));
   }
 

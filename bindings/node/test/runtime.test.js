@@ -355,6 +355,36 @@ test('spend() reports a turn, a thread and a user; a thread budget ends the turn
   }, { config: { budgets: { thread: { model_calls: 3 } } } });
 });
 
+test('a host traceparent given to startTurn is the parent of the run\'s span', async () => {
+  const http = require('node:http');
+  const spans = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      for (const rs of JSON.parse(body).resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const parent = '00f067aa0ba902b7';
+  try {
+    await withRuntime(async (rt) => {
+      const h = rt.startTurn('t-node-trace', 'hello', { userId: 'u1', traceparent: `00-${traceId}-${parent}-01` });
+      assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    }, { config: { tracing: { otlp_endpoint: `http://127.0.0.1:${server.address().port}/v1/traces`, export_interval_ms: 10 } } });
+    const runs = spans.filter((s) => s.name.startsWith('invoke_agent'));
+    assert.equal(runs.length, 1);
+    assert.deepEqual([runs[0].traceId, runs[0].parentSpanId], [traceId, parent]);
+    const chats = spans.filter((s) => s.name.startsWith('chat'));
+    assert.ok(chats.length >= 1);
+    assert.ok(chats.every((c) => c.parentSpanId === runs[0].spanId));
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64, 7)]);
 
 test('threads() lists the user\'s threads; deleteThread() removes only your own', async () => {

@@ -437,12 +437,13 @@ class Runtime:
 
     # -- turns
     def start_turn(self, thread_id, message, *, user_id, run_id=None, client_message_id=None, context=None,
-                   state=None, client_tools=None):
+                   state=None, client_tools=None, traceparent=None):
         """Starts a turn with a new user message (a str, a list of content parts, or a message dict). context:
         [{description, value}] given to the model for this run only (AG-UI's Context), never stored. state: the
         thread's shared state as the client has it (AG-UI state): the run starts with its STATE_SNAPSHOT.
         client_tools: [{name, description, parameters?}] tools the caller runs itself (AG-UI client-provided tools):
-        a call to one pauses the turn (WAITING_CLIENT) until resume(..., answers=[...]) answers it."""
+        a call to one pauses the turn (WAITING_CLIENT) until resume(..., answers=[...]) answers it. traceparent: a W3C
+        trace context whose span the run's span (config `tracing`) is a child of."""
         if isinstance(message, str) or isinstance(message, list):
             message = {"role": "user", "content": message}
         data = {"threadId": thread_id, "userId": user_id, "message": message}
@@ -456,6 +457,8 @@ class Runtime:
             data["state"] = state
         if client_tools is not None:
             data["tools"] = list(client_tools)
+        if traceparent:
+            data["traceparent"] = traceparent
         return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
 
     def start_run(self, run_agent_input, *, user_id):
@@ -465,12 +468,12 @@ class Runtime:
         return TurnHandle(self._call_json(lib.agentrt_turn_start, _dumps(data)))
 
     def resume(self, turn_id, approval_request_id, decisions=(), *, answers=None, run_id=None, context=None,
-               client_tools=None, state=None):
+               client_tools=None, state=None, traceparent=None):
         """Answers every open interrupt and every pending client tool call: decisions are {interruptId, action:
         approve|reject|cancel, editedArgs?, reason?}; answers are {toolCallId, content, error?, id?} (content: what
         the client tool returned, as text or JSON text). The same approval_request_id again returns the first answer
         and runs nothing. context, client_tools, state: what the model is told and offered in the continuation run,
-        and the thread's state it starts with (as start_turn's)."""
+        and the thread's state it starts with, and the trace context of its span (as start_turn's)."""
         body = {"decisions": list(decisions)}
         if answers is not None:
             body["answers"] = list(answers)
@@ -482,6 +485,8 @@ class Runtime:
             body["tools"] = list(client_tools)
         if state is not None:
             body["state"] = state
+        if traceparent:
+            body["traceparent"] = traceparent
         return self._call_json(lib.agentrt_turn_resume, turn_id.encode(), approval_request_id.encode(), _dumps(body))
 
     def approve_all(self, turn_id, *, action="approve"):

@@ -389,6 +389,46 @@ class Spend(RuntimeCase):
                 rt.spend("turn", "turn-unknown")
 
 
+class Tracing(RuntimeCase):
+    def test_a_host_traceparent_is_the_run_spans_parent(self):
+        import http.server
+        import json as jsonlib
+
+        spans = []
+        got = threading.Event()
+
+        class Collector(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = jsonlib.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                for rs in body["resourceSpans"]:
+                    for ss in rs["scopeSpans"]:
+                        spans.extend(ss["spans"])
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                got.set()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Collector)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)  # cleanups run last first: shutdown, then close
+        self.addCleanup(server.shutdown)
+        trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        tracing = {"otlp_endpoint": "http://127.0.0.1:%d/v1/traces" % server.server_port, "export_interval_ms": 10}
+        with agentrt.Runtime(self.config(tracing=tracing)) as rt:
+            h = rt.start_turn("t-py-trace", "hello", user_id="u1", traceparent="00-%s-%s-01" % (trace_id, parent))
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+        self.assertTrue(got.wait(10))
+        runs = [s for s in spans if s["name"].startswith("invoke_agent")]
+        self.assertEqual(len(runs), 1)
+        self.assertEqual((runs[0]["traceId"], runs[0]["parentSpanId"]), (trace_id, parent))
+        chats = [s for s in spans if s["name"].startswith("chat")]
+        self.assertEqual({c["parentSpanId"] for c in chats}, {runs[0]["spanId"]})
+
+
 class ThreadsAndUploads(RuntimeCase):
     def test_threads_lists_the_users_threads_and_delete_thread_removes_only_your_own(self):
         with agentrt.Runtime(self.config()) as rt:
