@@ -42,8 +42,8 @@ std::shared_ptr<ModelProvider> make_rate_limited_provider(std::shared_ptr<ModelP
 
 // The provider a `model` configuration describes: {type: "auto" | "demo" | "openai" | "anthropic", ...the
 // type's keys (openai_config_from_json, anthropic_config_from_json)..., rate_limit: {requests_per_minute,
-// tokens_per_minute}, fallbacks: [model configurations without fallbacks of their own]}. "auto" is "openai" when
-// OPENAI_API_KEY or OPENAI_BASE_URL is set, else "demo". Error(invalid_argument) for an unknown type or key.
+// tokens_per_minute}, fallbacks: [at most 16 model configurations without fallbacks of their own]}. "auto" is "openai"
+// when OPENAI_API_KEY or OPENAI_BASE_URL is set, else "demo". Error(invalid_argument) for an unknown type or key.
 std::shared_ptr<ModelProvider> model_provider_from_json(const json& model);
 
 // The OpenAI settings of a `model` configuration of type openai (the environment's base_url and model where the

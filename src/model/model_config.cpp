@@ -14,6 +14,9 @@ namespace agentrt {
 inline namespace v1 {
 namespace {
 
+// A chain longer than this is a configuration mistake, not a plan: each link is a provider with its own pool.
+constexpr size_t kMaxFallbacks = 16;
+
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
   return v && *v;
@@ -91,6 +94,8 @@ std::shared_ptr<ModelProvider> model_provider_from_json(const json& model) {
   chain.push_back(link_from_json(model, "model"));
   if (const auto f = model.find("fallbacks"); f != model.end()) {
     if (!f->is_array()) wire::refuse("model", "'fallbacks' must be an array of model configurations");
+    if (f->size() > kMaxFallbacks)
+      wire::refuse("model", fmt::format("'fallbacks' lists {} models; at most {} are tried", f->size(), kMaxFallbacks));
     for (size_t i = 0; i < f->size(); ++i) {
       const std::string where = fmt::format("model.fallbacks[{}]", i);
       if ((*f)[i].is_object() && (*f)[i].contains("fallbacks"))

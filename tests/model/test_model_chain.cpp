@@ -212,6 +212,12 @@ TEST_CASE("model configurations: fallbacks, rate limits, and what they refuse") 
   CHECK_THROWS_AS(model_provider_from_json(json::parse(R"({"type":"demo","rate_limit":{"rpm":1}})")), Error);
   CHECK_THROWS_AS(model_provider_from_json(json::parse(R"({"type":"demo","model":"x"})")), Error);
   CHECK_THROWS_AS(model_provider_from_json(json::parse(R"({"type":"demo","fallbacks":{}})")), Error);
+  json many = {{"type", "demo"}, {"fallbacks", json::array()}};
+  for (int i = 0; i < 17; ++i) many["fallbacks"].push_back({{"type", "demo"}});
+  CHECK_THROWS_WITH_AS(model_provider_from_json(many), "model: 'fallbacks' lists 17 models; at most 16 are tried",
+                       Error);
+  many["fallbacks"].erase(16);
+  CHECK(model_provider_from_json(many) != nullptr);
 }
 
 TEST_CASE("a configured chain: an OpenAI-compatible server that cannot be reached hands over to Anthropic") {
