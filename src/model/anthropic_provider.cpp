@@ -5,7 +5,6 @@
 
 #include "agentrt/anthropic.hpp"
 #include "agentrt/error.hpp"
-#include "agentrt/json_limits.hpp"
 #include "model/anthropic_stream.hpp"
 #include "model/provider_config.hpp"
 #include "model/provider_http.hpp"
@@ -63,27 +62,8 @@ class AnthropicProvider final : public ModelProvider {
     const provider_http::StreamedAnswer answer =
         provider_http::send_streamed(http_, endpoint_, std::move(http), cancel, handlers);
 
-    try {
-      if (!answer.streamed) {
-        const json message = provider_http::parse_server_json(answer.body);
-        if (message.is_discarded()) throw Error(ErrorCode::model, "the answer is neither an event stream nor JSON");
-        acc.on_message(message);
-      } else if (answer.last_event) {
-        acc.on_last_event(*answer.last_event);
-      }
-      return acc.finish(/*require_stop=*/true);
-    } catch (const Error& e) {
-      Error failure(e.code(), endpoint_.redact(fmt::format("{}: {}", handlers.what, e.message())));
-      if (!acc.emitted()) {
-        if (const auto& se = acc.stream_error()) {
-          if (stream_error_retryable(*se)) throw provider_http::RetryableError(std::move(failure), std::nullopt);
-        } else if (!acc.done() && answer.streamed) {
-          // A cut stream that showed nothing yet is a connection failure like any other.
-          throw provider_http::RetryableError(std::move(failure), std::nullopt);
-        }
-      }
-      throw failure;
-    }
+    return provider_http::finish_streamed(acc, answer, handlers, endpoint_,
+                                          [&acc](const json& message) { acc.on_message(message); });
   }
 
   provider_http::ModelEndpoint endpoint_;

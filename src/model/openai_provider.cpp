@@ -5,7 +5,6 @@
 #include <string_view>
 
 #include "agentrt/error.hpp"
-#include "agentrt/json_limits.hpp"
 #include "agentrt/openai.hpp"
 #include "model/openai_stream.hpp"
 #include "model/provider_config.hpp"
@@ -58,8 +57,6 @@ class OpenAIProvider final : public ModelProvider {
   }
 
  private:
-  std::string redact(std::string text) const { return endpoint_.redact(std::move(text)); }
-
   ModelResult attempt(net::HttpRequest http, const std::string& model, ModelStreamSink& sink,
                       const CancelToken& cancel) const {
     openai::ChatStreamAccumulator acc(&sink);
@@ -68,27 +65,8 @@ class OpenAIProvider final : public ModelProvider {
     const provider_http::StreamedAnswer answer =
         provider_http::send_streamed(http_, endpoint_, std::move(http), cancel, handlers);
 
-    try {
-      if (!answer.streamed) {
-        if (json_text_depth(answer.body, kDefaultMaxJsonDepth) > kDefaultMaxJsonDepth)
-          throw Error(ErrorCode::model,
-                      fmt::format("the answer is nested deeper than {} levels", kDefaultMaxJsonDepth));
-        json completion = json::parse(answer.body, nullptr, false);
-        if (completion.is_discarded()) {
-          throw Error(ErrorCode::model, "the answer is neither an event stream nor JSON");
-        }
-        acc.on_completion(completion);
-      } else {
-        if (answer.last_event) acc.on_last_event(*answer.last_event);
-      }
-      return acc.finish(/*require_done=*/true);
-    } catch (const Error& e) {
-      Error failure(e.code(), redact(fmt::format("{}: {}", handlers.what, e.message())));
-      // A cut stream that showed nothing yet is a connection failure like any other.
-      if (!acc.emitted() && !acc.done() && answer.streamed)
-        throw openai::RetryableError(std::move(failure), std::nullopt);
-      throw failure;
-    }
+    return provider_http::finish_streamed(acc, answer, handlers, endpoint_,
+                                          [&acc](const json& completion) { acc.on_completion(completion); });
   }
 
   openai::OpenAIEndpoint endpoint_;

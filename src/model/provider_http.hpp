@@ -15,6 +15,7 @@
 #include "agentrt/cancel.hpp"
 #include "agentrt/error.hpp"
 #include "agentrt/json.hpp"
+#include "agentrt/model.hpp"
 #include "net/http_client.hpp"
 #include "net/sse_parser.hpp"
 
@@ -222,6 +223,36 @@ struct StreamedAnswer {
 // error event says so or, without one, the connection failed or timed out. Error(cancelled) passes unchanged.
 StreamedAnswer send_streamed(net::HttpClient& client, const ModelEndpoint& endpoint, net::HttpRequest request,
                              const CancelToken& cancel, const StreamHandlers& handlers);
+
+// The result of an attempt whose transfer send_streamed() completed: `acc` (as stream_handlers' accumulator, with
+// on_last_event() and finish(require_end)) reads the event the stream's end cut short and finishes; an answer that
+// was not a stream is parsed (depth-checked) and given to `on_whole`. A failure is thrown as Error "<what>: <why>"
+// (redacted) under send_streamed()'s rule: a RetryableError when nothing reached the sink yet and either the
+// stream's error event says so or, without one, the stream was cut short.
+template <class Accumulator, class OnWhole>
+ModelResult finish_streamed(Accumulator& acc, const StreamedAnswer& answer, const StreamHandlers& handlers,
+                            const ModelEndpoint& endpoint, OnWhole&& on_whole) {
+  try {
+    if (!answer.streamed) {
+      const json whole = parse_server_json(answer.body);
+      if (whole.is_discarded()) throw Error(ErrorCode::model, "the answer is neither an event stream nor JSON");
+      on_whole(whole);
+    } else if (answer.last_event) {
+      acc.on_last_event(*answer.last_event);
+    }
+    return acc.finish(/*require_end=*/true);
+  } catch (const Error& e) {
+    Error failure(e.code(), endpoint.redact(handlers.what + ": " + e.message()));
+    if (acc.emitted()) throw failure;
+    if (const std::optional<bool> retryable = handlers.stream_error_retryable()) {
+      if (*retryable) throw RetryableError(std::move(failure), std::nullopt);
+      throw failure;
+    }
+    // A cut stream that showed nothing yet is a connection failure like any other.
+    if (!acc.done() && answer.streamed) throw RetryableError(std::move(failure), std::nullopt);
+    throw failure;
+  }
+}
 
 }  // namespace provider_http
 }  // namespace v1
