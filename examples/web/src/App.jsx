@@ -340,7 +340,8 @@ function Chat({ session, threadId, onChanged }) {
   const agentRef = useRef(null);
   const failed = useRef(false);  // the last run ended with RUN_ERROR: its ERROR message is the server's to give
   const [messages, setMessages] = useState([]);
-  const [running, setRunning] = useState(false);
+  // Running from the start: the mount attaches the thread (connect) at once, and nothing may be sent before it has.
+  const [running, setRunning] = useState(true);
   const [stage, setStage] = useState(null);
   const [interrupts, setInterrupts] = useState([]);
   const [decisions, setDecisions] = useState({});
