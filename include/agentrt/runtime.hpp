@@ -406,6 +406,11 @@ class Runtime {
   std::vector<Message> turn_messages(std::string_view turn_id);
 
   RuntimeStats stats() const;
+  // Sends the spans ended so far to the OTLP collector now (not after TracingConfig::export_interval) and waits
+  // until the collector has answered for each, or `timeout`: true when every one was exported or counted as
+  // dropped in stats(), false on the timeout (they are still sent). True at once when tracing is off. What an
+  // OpenTelemetry SDK calls ForceFlush: for a host about to pause, fork or measure.
+  bool flush_traces(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   const RuntimeConfig& config() const;
 
   struct Impl;  // opaque: the implementation's own

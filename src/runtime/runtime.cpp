@@ -539,6 +539,7 @@ RuntimeStats Runtime::stats() const {
                       static_cast<int64_t>(spans.exported),
                       static_cast<int64_t>(spans.dropped_full + spans.dropped_failed)};
 }
+bool Runtime::flush_traces(std::chrono::milliseconds timeout) { return impl_->tracer.flush(timeout); }
 const RuntimeConfig& Runtime::config() const { return impl_->cfg; }
 
 }  // namespace v1

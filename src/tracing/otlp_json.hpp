@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tracing/span.hpp"
@@ -13,6 +14,15 @@ namespace agentrt {
 inline namespace v1 {
 namespace trace {
 
+// A request is otlp_prefix(service) + spans, each by append_span_json and separated by commas, + kOtlpSuffix: how
+// the exporter builds its batches a span at a time, as each ends.
+std::string otlp_prefix(const std::string& service_name);
+inline constexpr std::string_view kOtlpSuffix = "]}]}]}";
+void append_span_json(std::string& out, const SpanData& span);
+// The span's JSON in a buffer of the calling thread's, valid until its next call.
+std::string_view encode_span_json(const SpanData& span);
+
+// One request of `spans` (null entries skipped).
 std::string otlp_json(const std::vector<std::unique_ptr<SpanData>>& spans, const std::string& service_name);
 
 }  // namespace trace

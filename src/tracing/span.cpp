@@ -63,7 +63,7 @@ void Span::end(int64_t end_ns) {
   if (!data_) return;
   data_->end_ns = end_ns ? end_ns : now_ns();
   if (data_->end_ns < data_->start_ns) data_->end_ns = data_->start_ns;
-  if (tracer_) tracer_->submit(std::move(data_));
+  if (tracer_) tracer_->submit(*data_);
   data_.reset();
 }
 

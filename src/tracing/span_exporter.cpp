@@ -23,25 +23,56 @@ constexpr milliseconds kRetryPause{100};
 }  // namespace
 
 SpanExporter::SpanExporter(TracingConfig config, Log log)
-    : cfg_(std::move(config)), log_(std::move(log)), http_(net::HttpClient::Options{2, "agentrt/0.1"}) {
+    : cfg_(std::move(config)),
+      log_(std::move(log)),
+      http_(net::HttpClient::Options{2, "agentrt/0.1"}),
+      prefix_(otlp_prefix(cfg_.service_name)) {
   thread_ = std::thread([this] { run(); });
 }
 
 SpanExporter::~SpanExporter() { stop(); }
 
-bool SpanExporter::enqueue(std::unique_ptr<SpanData> span) {
+bool SpanExporter::enqueue(const SpanData& span) {
+  const std::string_view encoded = encode_span_json(span);  // outside the lock: the threads encode at once
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || queue_.size() >= cfg_.max_queue_spans) {
+    if (stopping_ || queued_ >= cfg_.max_queue_spans) {
       ++stats_.dropped_full;
       return false;
     }
-    queue_.push_back(std::move(span));
-    wake = queue_.size() >= cfg_.max_batch_spans;
+    if (open_.spans == 0) {
+      if (!spare_.empty()) {
+        open_.body = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      open_.body.assign(prefix_);
+    } else {
+      open_.body += ',';
+    }
+    open_.body += encoded;
+    ++open_.spans;
+    ++queued_;
+    ++accepted_;
+    if (open_.spans >= cfg_.max_batch_spans) {
+      ready_.push_back(std::move(open_));
+      open_ = Batch{};
+      wake = true;
+    }
   }
   if (wake) cv_.notify_one();
   return true;
+}
+
+bool SpanExporter::flush(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t target = accepted_;
+  if (open_.spans > 0) {
+    ready_.push_back(std::move(open_));
+    open_ = Batch{};
+  }
+  cv_.notify_one();
+  return settled_cv_.wait_for(lock, timeout, [&] { return settled_ >= target; });
 }
 
 void SpanExporter::stop() {
@@ -64,50 +95,65 @@ ExportStats SpanExporter::stats() const {
 void SpanExporter::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait_for(lock, cfg_.export_interval, [&] { return stopping_ || queue_.size() >= cfg_.max_batch_spans; });
-    if (queue_.empty()) {
+    cv_.wait_for(lock, cfg_.export_interval, [&] { return stopping_ || !ready_.empty(); });
+    // No full batch after export_interval (or stopping): the one being filled goes.
+    if (ready_.empty() && open_.spans > 0) {
+      ready_.push_back(std::move(open_));
+      open_ = Batch{};
+    }
+    if (ready_.empty()) {
       if (stopping_) return;
       continue;
     }
-    Batch batch;
-    const size_t n = std::min(queue_.size(), cfg_.max_batch_spans);
-    batch.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
+    Batch batch = std::move(ready_.front());
+    ready_.pop_front();
+    queued_ -= batch.spans;
     const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + cfg_.export_timeout;
     lock.unlock();
-    const bool ok = Clock::now() < deadline && post(batch, deadline);
+    batch.body += kOtlpSuffix;
+    bool ok = false;
+    if (Clock::now() < deadline)
+      ok = post(batch.body, deadline);
+    else
+      last_failure_ = "the export timed out";
+    if (!ok) dropped(batch.spans, last_failure_);
     lock.lock();
     if (ok) {
-      stats_.exported += batch.size();
+      stats_.exported += batch.spans;
     } else {
-      stats_.dropped_failed += batch.size();
+      stats_.dropped_failed += batch.spans;
       ++stats_.failed_requests;
+    }
+    settled_ += batch.spans;
+    if (spare_.size() < 2) {
+      batch.body.clear();
+      spare_.push_back(std::move(batch.body));
     }
     if (stopping_ && Clock::now() >= stop_deadline_) {
       // Out of time: what is left is dropped (counted) so that the runtime's destruction stays bounded.
-      stats_.dropped_failed += queue_.size();
-      if (!queue_.empty()) unlogged_drops_ += queue_.size();
-      queue_.clear();
+      stats_.dropped_failed += queued_;
+      unlogged_drops_ += queued_;
+      settled_ += queued_;
+      queued_ = 0;
+      ready_.clear();
+      open_ = Batch{};
     }
+    settled_cv_.notify_all();
   }
 }
 
-bool SpanExporter::post(const Batch& batch, Clock::time_point deadline) {
+bool SpanExporter::post(const std::string& body, Clock::time_point deadline) {
   net::HttpRequest req;
   req.method = "POST";
   req.url = cfg_.otlp_endpoint;
   req.headers.emplace_back("Content-Type", "application/json");
   for (const auto& [k, v] : cfg_.headers) req.headers.emplace_back(k, v);
-  req.body = otlp_json(batch, cfg_.service_name);
+  req.body_view = body;
   req.max_body_bytes = 1 << 20;
-  std::string why;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      why = "the export timed out";
+      last_failure_ = "the export timed out";
       break;
     }
     req.request_timeout = left;
@@ -116,17 +162,16 @@ bool SpanExporter::post(const Batch& batch, Clock::time_point deadline) {
     try {
       const net::HttpResponse resp = http_.send(req);
       if (resp.status >= 200 && resp.status < 300) return true;
-      why = fmt::format("the collector answered HTTP {}", resp.status);
+      last_failure_ = fmt::format("the collector answered HTTP {}", resp.status);
       if ((resp.status != 429 && resp.status != 503) || attempt > 0) break;
       // Once more after a short pause, unless the runtime is stopping meanwhile.
       std::unique_lock<std::mutex> lock(mutex_);
       if (cv_.wait_for(lock, kRetryPause, [&] { return stopping_; }) && Clock::now() >= stop_deadline_) break;
     } catch (const std::exception& e) {
-      why = e.what();
+      last_failure_ = e.what();
       break;
     }
   }
-  dropped(batch.size(), why);
   return false;
 }
 

@@ -1,5 +1,8 @@
-// SpanExporter: the background thread that batches finished spans and POSTs them to the collector as OTLP/HTTP
-// JSON. It never blocks its callers: enqueue() drops (and counts) a span when the queue is full, and an export that
+// SpanExporter: the background thread that POSTs finished spans to the collector as OTLP/HTTP JSON. A span is
+// encoded where it ends (on the run's thread, into the batch being filled), so its memory is freed by the thread
+// that made it and the export thread only sends bytes: handing span objects to another thread to encode and free
+// cost a traced run three times what encoding does. It never blocks its callers: enqueue() drops (and counts) a
+// span when the queue is full, and an export that
 // fails (connection refused, timeout, an error status) drops its batch with a rate-limited log line; 429 and 503
 // are tried once more. Thread-safe: enqueue() and stats() from any thread; stop() once, from the owner, which joins
 // the thread.
@@ -13,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -41,18 +45,26 @@ class SpanExporter {
   SpanExporter(const SpanExporter&) = delete;
   SpanExporter& operator=(const SpanExporter&) = delete;
 
-  // Queues a finished span; false (and counted) when the queue is full or the exporter has stopped.
-  bool enqueue(std::unique_ptr<SpanData> span);
+  // Queues a finished span (encoded now, on the calling thread); false (and counted) when the queue is full or the
+  // exporter has stopped.
+  bool enqueue(const SpanData& span);
+  // Sends every span queued before the call now, without waiting for export_interval, and waits until the
+  // collector has answered for each (exported, or dropped and counted) or `timeout` passed; true when it did.
+  bool flush(std::chrono::milliseconds timeout);
   // Sends what is queued within config.export_timeout (the rest is dropped and counted), then joins the thread.
   // Idempotent.
   void stop();
   ExportStats stats() const;
 
  private:
-  using Batch = std::vector<std::unique_ptr<SpanData>>;
+  // A request being filled or waiting to be sent: otlp_prefix + encoded spans (kOtlpSuffix is added when sent).
+  struct Batch {
+    std::string body;
+    size_t spans = 0;
+  };
   void run();
-  // POSTs one batch before `deadline`; true when the collector took it.
-  bool post(const Batch& batch, std::chrono::steady_clock::time_point deadline);
+  // POSTs one request before `deadline`; true when the collector took it.
+  bool post(const std::string& body, std::chrono::steady_clock::time_point deadline);
   void dropped(size_t n, std::string_view why);
 
   const TracingConfig cfg_;
@@ -61,12 +73,20 @@ class SpanExporter {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<SpanData>> queue_;          // under mutex_
+  const std::string prefix_;                             // otlp_prefix(service_name)
+  Batch open_;                                           // under mutex_: the batch being filled
+  std::deque<Batch> ready_;                              // under mutex_: full batches, oldest first
+  size_t queued_ = 0;                                    // under mutex_: spans in open_ and ready_
+  std::vector<std::string> spare_;                       // under mutex_: sent bodies, their capacity used again
   bool stopping_ = false;                                // under mutex_
   std::chrono::steady_clock::time_point stop_deadline_;  // under mutex_, once stopping_
   ExportStats stats_;                                    // under mutex_
+  uint64_t accepted_ = 0;                                // under mutex_: spans ever queued
+  uint64_t settled_ = 0;                                 // under mutex_: of those, exported or dropped
+  std::condition_variable settled_cv_;                   // settled_ grew
   std::chrono::steady_clock::time_point last_log_{};     // the export thread's
   uint64_t unlogged_drops_ = 0;                          // the export thread's
+  std::string last_failure_;                             // the export thread's: why the last post failed
   std::thread thread_;
 };
 

@@ -73,8 +73,8 @@ void Tracer::shutdown() {
 
 ExportStats Tracer::stats() const { return exporter_ ? exporter_->stats() : ExportStats{}; }
 
-void Tracer::submit(std::unique_ptr<SpanData> span) {
-  if (exporter_) exporter_->enqueue(std::move(span));
+void Tracer::submit(const SpanData& span) {
+  if (exporter_) exporter_->enqueue(span);
 }
 
 }  // namespace trace

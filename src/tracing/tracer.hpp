@@ -3,6 +3,7 @@
 // a branch. It also keeps the spans that outlive a run (an approval wait, a job) until they end. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -43,13 +44,15 @@ class Tracer {
   // The span held under `key` (an empty one when none is).
   Span take(const std::string& key);
 
+  // SpanExporter::flush (true at once when tracing is off).
+  bool flush(std::chrono::milliseconds timeout) { return exporter_ ? exporter_->flush(timeout) : true; }
   // Sends what is queued (within export_timeout) and joins the export thread; spans ended later are dropped.
   // Held spans are dropped unexported (another process may end them). Idempotent.
   void shutdown();
   ExportStats stats() const;
 
-  // Span::end's way in.
-  void submit(std::unique_ptr<SpanData> span);
+  // Span::end's way in: the span is encoded into the batch being filled (on the calling thread).
+  void submit(const SpanData& span);
 
   static constexpr size_t kMaxHeld = 4096;
 

@@ -2,6 +2,8 @@
 // JSON to an in-process collector; trace context from the host and to the model server; sampling; a collector that
 // is down or hung; the bounded queue; content only when asked for.
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "agentrt/openai.hpp"
 #include "agentrt/tracing.hpp"
@@ -130,6 +132,47 @@ TEST_SUITE("tracing") {
     CHECK(j["attributes"][2]["value"] == json::parse(R"({"boolValue":true})"));
     CHECK(j["attributes"][4]["value"] == json::parse(R"({"arrayValue":{"values":[{"stringValue":"stop"}]}})"));
     CHECK(j["status"] == json::parse(R"({"code":2,"message":"boom"})"));
+  }
+
+  TEST_CASE("OTLP JSON: every byte at every place in a string is escaped or replaced as JSON requires") {
+    // The encoder copies strings that need nothing as they are, deciding eight bytes at a time: each byte value is
+    // tried at each place of a 17-byte string (two words and a tail), in the name, a key, a value and the status.
+    for (int b = 0; b < 256; ++b) {
+      for (size_t at = 0; at < 17; ++at) {
+        std::string text(17, 'a');
+        text[at] = static_cast<char>(b);
+        trace::SpanData s;
+        s.name = text;
+        s.attributes = {{std::string_view("k"), text}, {std::string_view("list"), std::vector<std::string>{text}}};
+        s.error = true;
+        s.status_message = text;
+        const std::string_view encoded = trace::encode_span_json(s);
+        const json j = json::parse(encoded, nullptr, false);
+        REQUIRE_FALSE(j.is_discarded());
+        // A byte above 0x7f alone is not UTF-8: it becomes U+FFFD, the rest stays.
+        std::string expected = text;
+        if (b >= 0x80) expected.replace(at, 1, "\xEF\xBF\xBD");
+        CHECK(j["name"] == expected);
+        CHECK(j["attributes"][0]["value"]["stringValue"] == expected);
+        CHECK(j["attributes"][1]["value"]["arrayValue"]["values"][0]["stringValue"] == expected);
+        CHECK(j["status"]["message"] == expected);
+      }
+    }
+    // Longer than the per-thread buffer's first size, all of it escaped; non-finite doubles as OTLP's strings.
+    trace::SpanData big;
+    big.name = std::string(40000, '\n');
+    big.attributes = {{std::string_view("nan"), std::nan("")},
+                      {std::string_view("inf"), -std::numeric_limits<double>::infinity()}};
+    big.events.push_back({std::string(5000, '"'), 7, {{std::string_view("e"), int64_t{-9}}}});
+    big.links.push_back(*trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01"));
+    const json j = json::parse(trace::encode_span_json(big));
+    CHECK(j["name"] == big.name);
+    CHECK(j["attributes"][0]["value"]["doubleValue"] == "NaN");
+    CHECK(j["attributes"][1]["value"]["doubleValue"] == "-Infinity");
+    CHECK(j["events"][0]["name"] == big.events[0].name);
+    CHECK(j["events"][0]["timeUnixNano"] == "7");
+    CHECK(j["events"][0]["attributes"][0]["value"]["intValue"] == "-9");
+    CHECK(j["links"][0]["traceId"] == kHostTrace);
   }
 
   TEST_CASE("a run exports invoke_agent with its chat and execute_tool spans as children, GenAI attributes on each") {
@@ -295,6 +338,54 @@ TEST_SUITE("tracing") {
     tracer.shutdown();
     CHECK(rx.spans().size() == 4);
     CHECK(tracer.stats().exported == 4);
+  }
+
+  TEST_CASE("spans go in requests of max_batch_spans; a flush sends the rest at once and waits for the answers") {
+    OtlpReceiver rx;
+    TracingConfig cfg;
+    cfg.otlp_endpoint = rx.endpoint();
+    cfg.max_batch_spans = 3;
+    cfg.export_interval = 60s;  // only full batches and flushes leave
+    trace::Tracer tracer(cfg, {});
+    for (int i = 0; i < 7; ++i) tracer.start("s" + std::to_string(i), trace::SpanKind::internal, std::nullopt).end();
+    REQUIRE(rx.wait_spans(6, kLongWait));
+    CHECK(tracer.flush(kLongWait));
+    // Answered: nothing is still on its way, and every span arrived once, in order, in requests of 3, 3 and 1.
+    CHECK(tracer.stats().exported == 7);
+    const auto requests = rx.requests();
+    REQUIRE(requests.size() == 3);
+    std::vector<size_t> sizes;
+    for (const auto& r : requests) sizes.push_back(r.body["resourceSpans"][0]["scopeSpans"][0]["spans"].size());
+    CHECK(sizes == std::vector<size_t>{3, 3, 1});
+    std::vector<std::string> names;
+    for (const auto& s : rx.spans()) names.push_back(s["name"]);
+    CHECK(names == std::vector<std::string>{"s0", "s1", "s2", "s3", "s4", "s5", "s6"});
+    CHECK(tracer.flush(10ms));  // nothing queued: true at once
+  }
+
+  TEST_CASE("Runtime::flush_traces: the run's spans reach the collector before it returns; a hung one times out") {
+    OtlpReceiver rx;
+    {
+      Harness h(booking_script, traced(rx, [](TracingConfig& t) { t.export_interval = 60s; }));
+      run_booking(h, "t-flush");
+      CHECK(rx.spans().empty());
+      CHECK(h.rt->flush_traces(kLongWait));
+      CHECK(find_span(rx.spans(), "invoke_agent agentrt").has_value());
+      CHECK(h.rt->stats().spans_exported == static_cast<int64_t>(rx.spans().size()));
+    }
+    OtlpReceiver hung;
+    hung.never_answer();
+    Harness h(booking_script, traced(hung, [](TracingConfig& t) {
+                t.export_interval = 60s;
+                t.export_timeout = 1s;  // the post hangs past the flush, not past the test
+              }));
+    run_booking(h, "t-flush-hung");
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_FALSE(h.rt->flush_traces(100ms));
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    CHECK(hung.wait_requests(1, kLongWait));
+    Harness off(booking_script);
+    CHECK(off.rt->flush_traces(0ms));  // tracing off: nothing to wait for
   }
 
   TEST_CASE("an export answered 503 is tried once more; errors beyond drop the batch and count it") {
