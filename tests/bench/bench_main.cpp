@@ -3,7 +3,9 @@
 // STORE=postgres on a fresh database of the PostgreSQL server at PG_URL (a URL naming its `postgres` database:
 // scripts/bench STORE=postgres starts a throwaway cluster), measured as tests/bench/peers/pg_bench.mjs measures
 // the peers (the tables' bytes with TOAST and indexes, the WAL written during the timed phases).
-// Env: T (200), K (5), WARMUP (100), WL = w1 | w2 | all, DB_DIR (/tmp/agentrt-bench), SYNC (NORMAL),
+// Env: T (200), K (5), WARMUP (100), WL = w1 | w2 | all | w2-tracing (W2 untraced and traced in one process, in
+//      alternating blocks of BLOCK (100) runs: see run_w2_tracing; AA=1 runs both untraced, the measurement's own
+//      spread), DB_DIR (/tmp/agentrt-bench), SYNC (NORMAL),
 //      IDEMPOTENT (1: check_availability is declared idempotent, as a read-only check is),
 //      MODE = async (start_turn/resume return at once, runs on a worker, the caller waits: the default)
 //           | sync (run_turn/resume_turn run on the calling thread),
@@ -26,9 +28,9 @@
 
 #include "agentrt/runtime.hpp"
 #include "agentrt/scripted_model.hpp"
+#include "bench/null_collector.hpp"
 #include "store/postgres/postgres_store.hpp"
 #include "store/sqlite_store.hpp"
-#include "support/otlp_receiver.hpp"
 
 using namespace agentrt;
 using Clock = std::chrono::steady_clock;
@@ -237,21 +239,27 @@ struct BenchStore {
   }
 };
 
+// A collector in this process, started once: it reads each request whole and answers 200 (bench/null_collector).
+bench::NullCollector& in_process_collector() {
+  static bench::NullCollector collector;  // until the process exits
+  return collector;
+}
+
 // Where spans go (TRACING): "" = tracing off.
 std::string tracing_endpoint() {
   static const std::string endpoint = [] {
     const std::string t = env_str("TRACING", "off");
     if (t == "off" || t == "0" || t.empty()) return std::string();
     if (t.rfind("http", 0) == 0) return t;
-    static testing::OtlpReceiver receiver(false);  // until the process exits; it counts requests only
-    return receiver.endpoint();
+    return in_process_collector().endpoint();
   }();
   return endpoint;
 }
 
-RuntimeConfig bench_config(std::shared_ptr<Store> store, std::shared_ptr<ModelProvider> model) {
+RuntimeConfig bench_config(std::shared_ptr<Store> store, std::shared_ptr<ModelProvider> model,
+                           const std::string& tracing) {
   RuntimeConfig c;
-  c.tracing.otlp_endpoint = tracing_endpoint();
+  c.tracing.otlp_endpoint = tracing;
   c.store = std::move(store);
   c.model = std::move(model);
   c.workers = 1;  // one run in flight at a time (WORKLOAD.md §1)
@@ -284,7 +292,7 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   BenchStore bs = BenchStore::open(dir, name);
   auto& store = bs.store;
   auto model = std::make_shared<ScriptedModel>(w1_script, kNoStreaming);
-  Runtime rt(bench_config(store, model));
+  Runtime rt(bench_config(store, model, tracing_endpoint()));
   std::atomic<int> tool_exec{0};
   ToolSpec book;
   book.name = "book_room";
@@ -388,74 +396,170 @@ W1Result run_w1(std::vector<std::string>& failures, int T, const std::string& di
   return r;
 }
 
-json run_w2(std::vector<std::string>& failures, int T, int K, const std::string& dir, const std::string& name) {
-  BenchStore bs = BenchStore::open(dir, name);
-  auto& store = bs.store;
-  auto model = std::make_shared<ScriptedModel>(
-      [K](const ModelRequest& req) {
-        size_t n = tool_results_since_last_user(req);
-        if (n < static_cast<size_t>(K)) {
-          int k = static_cast<int>(n) + 1;
-          return tool_call_result("call_" + std::to_string(k), "check_availability",
-                                  json{{"room", "A1"}, {"day", "mon"}, {"step", k}}.dump());
-        }
-        return text_result(kFinal);
-      },
-      kNoStreaming);
-  Runtime rt(bench_config(store, model));
-  std::atomic<int> tool_exec{0};
-  ToolSpec check;
-  check.name = "check_availability";
-  check.description = "Check availability";
-  check.parameters = params_schema(true);
-  check.idempotent = env_int("IDEMPOTENT", 1) != 0;
-  check.handler = sync_tool([&](const ToolCallContext& c) {
-    ++tool_exec;
-    return ToolResult{json{{"room", "A1"}, {"day", "mon"}, {"step", c.args["step"]}, {"available", true}}, std::nullopt,
-                      nullptr};
-  });
-  rt.tools().add(check);
-  std::vector<double> lat(T);
-  int completed = 0;
-  const int64_t tx0 = store->write_transactions();
-  bs.start_timing();
-  auto t0 = Clock::now();
-  for (int i = 0; i < T; ++i) {
+// W2's setup: a scripted model that calls check_availability K times, then answers; one thread per run.
+class W2 {
+ public:
+  W2(const std::string& dir, const std::string& name, int K, const std::string& tracing)
+      : bs_(BenchStore::open(dir, name)), K_(K) {
+    model_ = std::make_shared<ScriptedModel>(
+        [K](const ModelRequest& req) {
+          size_t n = tool_results_since_last_user(req);
+          if (n < static_cast<size_t>(K)) {
+            int k = static_cast<int>(n) + 1;
+            return tool_call_result("call_" + std::to_string(k), "check_availability",
+                                    json{{"room", "A1"}, {"day", "mon"}, {"step", k}}.dump());
+          }
+          return text_result(kFinal);
+        },
+        kNoStreaming);
+    rt_ = std::make_unique<Runtime>(bench_config(bs_.store, model_, tracing));
+    ToolSpec check;
+    check.name = "check_availability";
+    check.description = "Check availability";
+    check.parameters = params_schema(true);
+    check.idempotent = idempotent_ = env_int("IDEMPOTENT", 1) != 0;
+    check.handler = sync_tool([this](const ToolCallContext& c) {
+      ++tool_exec_;
+      return ToolResult{json{{"room", "A1"}, {"day", "mon"}, {"step", c.args["step"]}, {"available", true}},
+                        std::nullopt, nullptr};
+    });
+    rt_->tools().add(check);
+  }
+
+  BenchStore& store() { return bs_; }
+  Runtime& runtime() { return *rt_; }
+
+  // One run on a thread of its own; its latency in ms.
+  double run_one() {
     auto s = Clock::now();
     TurnInput in;
-    in.thread_id = "w2-" + std::to_string(i);
+    in.thread_id = "w2-" + std::to_string(runs_++);
     in.user_id = "bench";
     in.message.content = "check availability";
     TurnRecord done;
     if (sync_mode()) {
-      done = rt.run_turn(in);
+      done = rt_->run_turn(in);
     } else {
-      auto h = rt.start_turn(in);
-      done = rt.wait(h.turn_id, std::chrono::seconds(30));
+      auto h = rt_->start_turn(in);
+      done = rt_->wait(h.turn_id, std::chrono::seconds(30));
     }
-    lat[i] = ms_since(s);
-    if (done.status == TurnStatus::completed) ++completed;
+    if (done.status == TurnStatus::completed) ++completed_;
+    return ms_since(s);
   }
+
+  // Checks the counters and that every run's 2K+2 history items are committed; adds them to `out`.
+  void check(std::vector<std::string>& failures, json& out, const std::string& label) {
+    const int T = runs_;
+    out["K"] = K_;
+    out["idempotent_tool"] = idempotent_;
+    out["counters"] = {
+        {"model_calls", model_->calls()}, {"tool_exec", tool_exec_.load()}, {"completed_with_final", completed_}};
+    if (tool_exec_ != K_ * T) failures.push_back(label + " tool_exec " + std::to_string(tool_exec_.load()));
+    if (model_->calls() != (K_ + 1) * T) failures.push_back(label + " model_calls " + std::to_string(model_->calls()));
+    if (completed_ != T) failures.push_back(label + " completed " + std::to_string(completed_));
+    int64_t items = 0;
+    for (int i = 0; i < T; ++i) items += static_cast<int64_t>(bs_.store->messages("w2-" + std::to_string(i)).size());
+    if (items != (2 * K_ + 2) * T) failures.push_back(label + " persisted items " + std::to_string(items));
+    const RuntimeStats st = rt_->stats();
+    out["tracing"] = {{"on", rt_->config().tracing.otlp_endpoint != ""},
+                      {"spans_exported", st.spans_exported},
+                      {"spans_dropped", st.spans_dropped}};
+  }
+
+ private:
+  BenchStore bs_;
+  int K_;
+  bool idempotent_ = true;
+  std::shared_ptr<ScriptedModel> model_;
+  std::unique_ptr<Runtime> rt_;
+  std::atomic<int> tool_exec_{0};
+  int runs_ = 0, completed_ = 0;
+};
+
+json run_w2(std::vector<std::string>& failures, int T, int K, const std::string& dir, const std::string& name) {
+  W2 w(dir, name, K, tracing_endpoint());
+  std::vector<double> lat(T);
+  const int64_t tx0 = w.store().store->write_transactions();
+  w.store().start_timing();
+  auto t0 = Clock::now();
+  for (int i = 0; i < T; ++i) lat[i] = w.run_one();
   double wall = ms_since(t0);
-  const int64_t txns = store->write_transactions() - tx0;
-  const int64_t wal = bs.wal_bytes();
+  const int64_t txns = w.store().store->write_transactions() - tx0;
+  const int64_t wal = w.store().wal_bytes();
   json w2 = summarize(T, wall, lat);
-  w2["K"] = K;
-  w2["idempotent_tool"] = check.idempotent;
-  w2["counters"] = {
-      {"model_calls", model->calls()}, {"tool_exec", tool_exec.load()}, {"completed_with_final", completed}};
-  if (tool_exec != K * T) failures.push_back("w2 tool_exec " + std::to_string(tool_exec.load()));
-  if (model->calls() != (K + 1) * T) failures.push_back("w2 model_calls " + std::to_string(model->calls()));
-  if (completed != T) failures.push_back("w2 completed " + std::to_string(completed));
-  // Every run's 2K+2 history items are committed.
-  int64_t items = 0;
-  for (int i = 0; i < T; ++i) items += static_cast<int64_t>(store->messages("w2-" + std::to_string(i)).size());
-  if (items != (2 * K + 2) * T) failures.push_back("w2 persisted items " + std::to_string(items));
-  w2["db"] = bs.stats(T, txns, wal);
-  const RuntimeStats st = rt.stats();
-  w2["tracing"] = {
-      {"on", !tracing_endpoint().empty()}, {"spans_exported", st.spans_exported}, {"spans_dropped", st.spans_dropped}};
+  w.check(failures, w2, "w2");
+  w2["db"] = w.store().stats(T, txns, wal);
   return w2;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// W2 with tracing off and on, in one process: two runtimes (a store each) take turns in blocks of BLOCK runs, and
+// which one goes first alternates, so both meet the same machine moment by moment (a shared machine's noise is
+// larger than the difference measured). A traced block ends when its spans are flushed to the collector, so its
+// time includes sending its last spans rather than leaving that to overlap the next block; the collector runs in
+// this process and its work is counted too. Reports both, and the overhead as the median of the blocks' ratios
+// and as the ratio of the totals.
+json run_w2_tracing(std::vector<std::string>& failures, int T, int K, int warmup, const std::string& dir) {
+  const std::string endpoint = tracing_endpoint().empty() ? in_process_collector().endpoint() : tracing_endpoint();
+  W2 off(dir, "agentrt_w2_off.db", K, ""), on(dir, "agentrt_w2_on.db", K, env_int("AA", 0) ? "" : endpoint);
+  for (int i = 0; i < warmup; ++i) {
+    off.run_one();
+    on.run_one();
+  }
+  if (!on.runtime().flush_traces()) failures.push_back("w2-tracing: the warm-up's spans were not flushed");
+  const int block = std::max(1, env_int("BLOCK", 100));
+  const int rounds = std::max(1, T / block);
+  // Wall time, and the CPU time of the process (every thread: the runtime's, the exporter's, the collector's).
+  double off_total = 0, on_total = 0, off_cpu = 0, on_cpu = 0;
+  std::vector<double> ratios, cpu_ratios;
+  for (int r = 0; r < rounds; ++r) {
+    double ms[2] = {0, 0}, cpu[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      const bool traced = (k == 0) == (r % 2 == 1);
+      const double c0 = process_cpu_ms();
+      auto t0 = Clock::now();
+      for (int i = 0; i < block; ++i) (traced ? on : off).run_one();
+      if (traced && !on.runtime().flush_traces()) failures.push_back("w2-tracing: spans not flushed");
+      ms[traced] = ms_since(t0);
+      cpu[traced] = process_cpu_ms() - c0;
+    }
+    off_total += ms[0];
+    on_total += ms[1];
+    off_cpu += cpu[0];
+    on_cpu += cpu[1];
+    ratios.push_back(ms[1] / ms[0]);
+    cpu_ratios.push_back(cpu[1] / cpu[0]);
+  }
+  const int runs = rounds * block;
+  json out = {{"runs_each", runs},
+              {"block", block},
+              {"off_ms_per_run", r3(off_total / runs)},
+              {"on_ms_per_run", r3(on_total / runs)},
+              {"overhead_pct_median_of_blocks", r3(100 * (median_of(ratios) - 1))},
+              {"overhead_pct_total", r3(100 * (on_total / off_total - 1))},
+              {"off_cpu_ms_per_run", r3(off_cpu / runs)},
+              {"on_cpu_ms_per_run", r3(on_cpu / runs)},
+              {"cpu_overhead_pct_median_of_blocks", r3(100 * (median_of(cpu_ratios) - 1))}};
+  json off_check, on_check;
+  off.check(failures, off_check, "w2-tracing off");
+  on.check(failures, on_check, "w2-tracing on");
+  out["spans_exported"] = on_check["tracing"]["spans_exported"];
+  out["spans_dropped"] = on_check["tracing"]["spans_dropped"];
+  if (out["spans_dropped"] != 0) failures.push_back("w2-tracing: spans dropped");
+  if (out["spans_exported"] != (2 * K + 2) * (runs + warmup))
+    failures.push_back("w2-tracing: spans exported " + out["spans_exported"].dump());
+  return out;
 }
 
 }  // namespace
@@ -503,6 +607,10 @@ int main() {
         cleanup("agentrt_w2_warmup.db");
       }
       out["w2"] = run_w2(failures, T, K, dir, "agentrt_w2.db");
+    }
+    if (WL == "w2-tracing") {
+      out["w2_tracing"] = run_w2_tracing(failures, T, K, WARMUP, dir);
+      for (const char* n : {"agentrt_w2_off.db", "agentrt_w2_on.db"}) cleanup(n);
     }
   } catch (const std::exception& e) {
     failures.push_back(std::string("exception: ") + e.what());
