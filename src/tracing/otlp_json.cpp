@@ -228,20 +228,42 @@ void write_span(Out& out, const SpanData& s) {
 
 }  // namespace
 
-std::string_view encode_span_json(const SpanData& span) {
-  thread_local std::unique_ptr<char[]> buffer;
-  thread_local size_t capacity = 0;
+namespace {
+
+// Set when the thread's buffer is destroyed (a trivial thread_local, valid until the thread ends).
+thread_local bool t_buffer_gone = false;
+
+struct Buffer {
+  std::unique_ptr<char[]> bytes;
+  size_t capacity = 0;
+  ~Buffer() { t_buffer_gone = true; }
+};
+
+}  // namespace
+
+std::string_view encode_span_json(const SpanData& span, std::string& fallback) {
+  thread_local Buffer buffer;
   const size_t need = span_bound(span);
-  if (need > capacity) {
-    capacity = std::max(need, size_t{16} << 10);
-    buffer = std::make_unique<char[]>(capacity);
+  char* begin = nullptr;
+  if (t_buffer_gone) {
+    fallback.resize(need);
+    begin = fallback.data();
+  } else {
+    if (need > buffer.capacity) {
+      buffer.capacity = std::max(need, size_t{16} << 10);
+      buffer.bytes = std::make_unique<char[]>(buffer.capacity);
+    }
+    begin = buffer.bytes.get();
   }
-  Out out(buffer.get());
+  Out out(begin);
   write_span(out, span);
-  return std::string_view(buffer.get(), static_cast<size_t>(out.end() - buffer.get()));
+  return std::string_view(begin, static_cast<size_t>(out.end() - begin));
 }
 
-void append_span_json(std::string& out, const SpanData& span) { out += encode_span_json(span); }
+void append_span_json(std::string& out, const SpanData& span) {
+  std::string fallback;
+  out += encode_span_json(span, fallback);
+}
 
 std::string otlp_prefix(const std::string& service_name) {
   std::string out =

@@ -67,11 +67,11 @@ std::string_view outcome_of(TurnStatus s) {
 }
 
 void describe_job(Span& s, const JobRecord& job) {
-  s.set_string("agentrt.job.id", job.id);
-  s.set_string("gen_ai.tool.name", job.tool_name);
-  s.set_string("gen_ai.tool.call.id", job.tool_call_id);
-  s.set_string("gen_ai.conversation.id", job.thread_id);
-  s.set_string("agentrt.turn.id", job.turn_id);
+  s.add_string("agentrt.job.id", job.id);
+  s.add_string("gen_ai.tool.name", job.tool_name);
+  s.add_string("gen_ai.tool.call.id", job.tool_call_id);
+  s.add_string("gen_ai.conversation.id", job.thread_id);
+  s.add_string("agentrt.turn.id", job.turn_id);
 }
 
 void finish_job(Span& s, const JobRecord& job) {
@@ -101,13 +101,13 @@ Span start_run(Tracer& tracer, const TurnRecord& turn, std::string_view tracepar
   Span s = tracer.start("invoke_agent " + agent, SpanKind::internal, host ? host : before);
   if (!s) return s;
   if (host && before) s.add_link(*before);
-  s.set_string("gen_ai.operation.name", "invoke_agent");
-  s.set_string("gen_ai.agent.name", agent);
-  s.set_string("gen_ai.provider.name", provider_name(model.name()));
-  s.set_string("gen_ai.conversation.id", turn.thread_id);
-  s.set_string("agentrt.turn.id", turn.id);
-  s.set_string("agentrt.run.id", turn.run_id);
-  if (!turn.parent_run_id.empty()) s.set_string("agentrt.parent_run.id", turn.parent_run_id);
+  s.add_string("gen_ai.operation.name", "invoke_agent");
+  s.add_string("gen_ai.agent.name", agent);
+  s.add_string("gen_ai.provider.name", provider_name(model.name()));
+  s.add_string("gen_ai.conversation.id", turn.thread_id);
+  s.add_string("agentrt.turn.id", turn.id);
+  s.add_string("agentrt.run.id", turn.run_id);
+  if (!turn.parent_run_id.empty()) s.add_string("agentrt.parent_run.id", turn.parent_run_id);
   return s;
 }
 
@@ -134,15 +134,15 @@ ModelCallSpan::ModelCallSpan(Tracer& tracer, const Span& run, ModelRequest& requ
                        run.context());
   request.traceparent = span_.traceparent();
   if (!span_) return;
-  span_.set_string("gen_ai.operation.name", "chat");
-  span_.set_string("gen_ai.provider.name", provider_name(model.name()));
-  if (!request.model.empty()) span_.set_string("gen_ai.request.model", request.model);
-  span_.set_string("gen_ai.conversation.id", request.thread_id);
-  span_.set_string("agentrt.stage", request.stage);
+  span_.add_string("gen_ai.operation.name", "chat");
+  span_.add_string("gen_ai.provider.name", provider_name(model.name()));
+  if (!request.model.empty()) span_.add_string("gen_ai.request.model", request.model);
+  span_.add_string("gen_ai.conversation.id", request.thread_id);
+  span_.add_string("agentrt.stage", request.stage);
   if (tracer.capture_content()) {
     json in = json::array();
     for (const auto& m : request.messages) in.push_back(message_json(m));
-    span_.set_string("gen_ai.input.messages", dump(in));
+    span_.add_string("gen_ai.input.messages", dump(in));
   }
 }
 
@@ -184,15 +184,15 @@ Span start_tool(Tracer& tracer, const Span& run, const LedgerEntry& call, const 
   if (!tracer.enabled()) return Span{};
   Span s = tracer.start("execute_tool " + call.tool_name, SpanKind::internal, run.context());
   if (!s) return s;
-  s.set_string("gen_ai.operation.name", "execute_tool");
-  s.set_string("gen_ai.tool.name", call.tool_name);
-  s.set_string("gen_ai.tool.call.id", call.tool_call_id);
+  s.add_string("gen_ai.operation.name", "execute_tool");
+  s.add_string("gen_ai.tool.name", call.tool_name);
+  s.add_string("gen_ai.tool.call.id", call.tool_call_id);
   // Run by the agent's side (the runtime), calling out to whatever the tool does.
-  s.set_string("gen_ai.tool.type", "extension");
-  if (!spec.description.empty()) s.set_string("gen_ai.tool.description", spec.description);
-  s.set_string("gen_ai.conversation.id", call.thread_id);
-  s.set_string("agentrt.stage", call.stage);
-  if (tracer.capture_content()) s.set_string("gen_ai.tool.call.arguments", dump(args));
+  s.add_string("gen_ai.tool.type", "extension");
+  if (!spec.description.empty()) s.add_string("gen_ai.tool.description", spec.description);
+  s.add_string("gen_ai.conversation.id", call.thread_id);
+  s.add_string("agentrt.stage", call.stage);
+  if (tracer.capture_content()) s.add_string("gen_ai.tool.call.arguments", dump(args));
   return s;
 }
 
@@ -207,10 +207,10 @@ void end_tool(Tracer& tracer, Span& tool, const ToolAgentOutput& out) {
 void begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paused) {
   if (!tracer.enabled()) return;
   Span s = tracer.start("agentrt.approval_wait", SpanKind::internal, run.context());
-  s.set_string("gen_ai.conversation.id", paused.thread_id);
-  s.set_string("agentrt.turn.id", paused.id);
-  s.set_string("agentrt.run.id", paused.run_id);
-  s.set_string("agentrt.approval_request.id", paused.approval_request_id);
+  s.add_string("gen_ai.conversation.id", paused.thread_id);
+  s.add_string("agentrt.turn.id", paused.id);
+  s.add_string("agentrt.run.id", paused.run_id);
+  s.add_string("agentrt.approval_request.id", paused.approval_request_id);
   s.set_int("agentrt.interrupts", paused.interrupts.is_array() ? static_cast<int64_t>(paused.interrupts.size()) : 0);
   tracer.hold(wait_key(paused), std::move(s));
 }

@@ -13,6 +13,54 @@ int64_t now_ns() noexcept {
       .count();
 }
 
+namespace {
+
+constexpr size_t kPooled = 16;  // spent SpanData kept per thread: more than a run's open spans
+
+// Set when the thread's pool is destroyed (a trivial thread_local, valid until the thread ends): a span that ends
+// later in the thread's exit (a runtime destroyed with the statics) is freed, not pooled.
+thread_local bool t_pool_gone = false;
+
+struct Pool {
+  std::vector<std::unique_ptr<SpanData>> spent;
+  ~Pool() { t_pool_gone = true; }
+};
+
+Pool& pool() {
+  thread_local Pool p;
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<SpanData> new_span_data() {
+  if (t_pool_gone || pool().spent.empty()) return std::make_unique<SpanData>();
+  auto& spent = pool().spent;
+  auto d = std::move(spent.back());
+  spent.pop_back();
+  return d;
+}
+
+void recycle(std::unique_ptr<SpanData> data) noexcept {
+  if (!data || t_pool_gone) return;
+  auto& spent = pool().spent;
+  if (spent.size() >= kPooled) return;  // freed here
+  data->context = {};
+  data->parent_span_id = {};
+  data->name.clear();
+  data->kind = SpanKind::internal;
+  data->start_ns = data->end_ns = 0;
+  data->attributes.clear();
+  data->events.clear();
+  data->links.clear();
+  data->error = false;
+  data->status_message.clear();
+  try {
+    spent.push_back(std::move(data));
+  } catch (...) {  // out of memory: the span is freed instead
+  }
+}
+
 Span::Span(Span&& o) noexcept : tracer_(o.tracer_), ctx_(o.ctx_), data_(std::move(o.data_)) {
   o.tracer_ = nullptr;
   o.ctx_ = {};
@@ -43,6 +91,11 @@ Span& Span::set(std::string_view key, AttrValue value) {
   return *this;
 }
 
+Span& Span::add(std::string_view key, AttrValue value) {
+  if (data_) data_->attributes.push_back(Attribute{key, std::move(value)});
+  return *this;
+}
+
 void Span::add_event(std::string name, std::vector<Attribute> attributes, int64_t time_ns) {
   if (!data_) return;
   data_->events.push_back(SpanEvent{std::move(name), time_ns ? time_ns : now_ns(), std::move(attributes)});
@@ -64,7 +117,7 @@ void Span::end(int64_t end_ns) {
   data_->end_ns = end_ns ? end_ns : now_ns();
   if (data_->end_ns < data_->start_ns) data_->end_ns = data_->start_ns;
   if (tracer_) tracer_->submit(*data_);
-  data_.reset();
+  recycle(std::move(data_));
 }
 
 }  // namespace trace

@@ -50,6 +50,11 @@ struct SpanData {
 // Nanoseconds since the Unix epoch, now.
 int64_t now_ns() noexcept;
 
+// A SpanData to fill: one the calling thread used before (its name's, vectors' capacity kept) or a new one.
+// recycle() empties a spent one and keeps it for the thread's next span (a few per thread; the rest are freed).
+std::unique_ptr<SpanData> new_span_data();
+void recycle(std::unique_ptr<SpanData> data) noexcept;
+
 class Tracer;
 
 // Not thread-safe: one thread uses a span at a time (it may move between threads). Ended by end() or, still open,
@@ -72,8 +77,11 @@ class Span {
   // Its W3C traceparent ("" when tracing is off).
   std::string traceparent() const { return format_traceparent(ctx_); }
 
-  // `key`: a string literal (Attribute::key keeps a view of it).
+  // `key`: a string literal (Attribute::key keeps a view of it). set() replaces a value the key has; add() appends
+  // without looking (for a key the span cannot have yet: what a span starts with).
   Span& set(std::string_view key, AttrValue value);
+  Span& add(std::string_view key, AttrValue value);
+  Span& add_string(std::string_view key, std::string_view value) { return add(key, std::string(value)); }
   Span& set_string(std::string_view key, std::string_view value) { return set(key, std::string(value)); }
   Span& set_int(std::string_view key, int64_t value) { return set(key, value); }
   Span& set_bool(std::string_view key, bool value) { return set(key, value); }
@@ -85,7 +93,7 @@ class Span {
   // Ends it (now, or at `end_ns`) and hands it to the exporter. Later calls do nothing.
   void end(int64_t end_ns = 0);
   // Drops it unexported (a wait that another process will end).
-  void discard() noexcept { data_.reset(); }
+  void discard() noexcept { recycle(std::move(data_)); }
 
  private:
   friend class Tracer;

@@ -33,7 +33,8 @@ SpanExporter::SpanExporter(TracingConfig config, Log log)
 SpanExporter::~SpanExporter() { stop(); }
 
 bool SpanExporter::enqueue(const SpanData& span) {
-  const std::string_view encoded = encode_span_json(span);  // outside the lock: the threads encode at once
+  std::string fallback;
+  const std::string_view encoded = encode_span_json(span, fallback);  // outside the lock: threads encode at once
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

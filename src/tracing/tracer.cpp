@@ -32,10 +32,10 @@ Span Tracer::start(std::string_view name, SpanKind kind, const std::optional<Spa
   s.ctx_.span_id = new_span_id();
   s.ctx_.sampled = child ? parent->sampled : sample_trace(s.ctx_.trace_id, cfg_.sample_ratio);
   if (!s.ctx_.sampled) return s;
-  s.data_ = std::make_unique<SpanData>();
+  s.data_ = new_span_data();
   s.data_->context = s.ctx_;
   if (child) s.data_->parent_span_id = parent->span_id;
-  s.data_->name = std::string(name);
+  s.data_->name.assign(name);
   s.data_->kind = kind;
   s.data_->start_ns = start_ns ? start_ns : now_ns();
   s.data_->attributes.reserve(12);  // what the runtime's spans carry: one allocation, not four

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "agentrt/openai.hpp"
 #include "agentrt/tracing.hpp"
@@ -146,7 +147,8 @@ TEST_SUITE("tracing") {
         s.attributes = {{std::string_view("k"), text}, {std::string_view("list"), std::vector<std::string>{text}}};
         s.error = true;
         s.status_message = text;
-        const std::string_view encoded = trace::encode_span_json(s);
+        std::string fallback;
+        const std::string_view encoded = trace::encode_span_json(s, fallback);
         const json j = json::parse(encoded, nullptr, false);
         REQUIRE_FALSE(j.is_discarded());
         // A byte above 0x7f alone is not UTF-8: it becomes U+FFFD, the rest stays.
@@ -165,7 +167,8 @@ TEST_SUITE("tracing") {
                       {std::string_view("inf"), -std::numeric_limits<double>::infinity()}};
     big.events.push_back({std::string(5000, '"'), 7, {{std::string_view("e"), int64_t{-9}}}});
     big.links.push_back(*trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01"));
-    const json j = json::parse(trace::encode_span_json(big));
+    std::string fallback;
+    const json j = json::parse(trace::encode_span_json(big, fallback));
     CHECK(j["name"] == big.name);
     CHECK(j["attributes"][0]["value"]["doubleValue"] == "NaN");
     CHECK(j["attributes"][1]["value"]["doubleValue"] == "-Infinity");
@@ -361,6 +364,27 @@ TEST_SUITE("tracing") {
     for (const auto& s : rx.spans()) names.push_back(s["name"]);
     CHECK(names == std::vector<std::string>{"s0", "s1", "s2", "s3", "s4", "s5", "s6"});
     CHECK(tracer.flush(10ms));  // nothing queued: true at once
+  }
+
+  TEST_CASE("a span that ends in its thread's exit, after the thread's span pool and buffer are gone, is exported") {
+    OtlpReceiver rx;
+    TracingConfig cfg;
+    cfg.otlp_endpoint = rx.endpoint();
+    cfg.export_interval = 60s;
+    trace::Tracer tracer(cfg, {});
+    std::thread([&] {
+      struct Late {
+        trace::Span span;
+        ~Late() { span.end(); }
+      };
+      thread_local Late late;  // made first, so destroyed last: after the pool and the buffer the next spans make
+      late.span = tracer.start("late", trace::SpanKind::internal, std::nullopt);
+      tracer.start("early", trace::SpanKind::internal, std::nullopt).end();
+    }).join();
+    REQUIRE(tracer.flush(kLongWait));
+    std::vector<std::string> names;
+    for (const auto& sp : rx.spans()) names.push_back(sp["name"]);
+    CHECK(names == std::vector<std::string>{"early", "late"});
   }
 
   TEST_CASE("Runtime::flush_traces: the run's spans reach the collector before it returns; a hung one times out") {
