@@ -498,11 +498,13 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-double process_cpu_ms() {
+double cpu_ms(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
+double process_cpu_ms() { return cpu_ms(CLOCK_PROCESS_CPUTIME_ID); }
+double thread_cpu_ms() { return cpu_ms(CLOCK_THREAD_CPUTIME_ID); }
 
 // W2 with tracing off and on, in one process: two runtimes (a store each) take turns in blocks of BLOCK runs, and
 // which one goes first alternates, so both meet the same machine moment by moment (a shared machine's noise is
@@ -520,14 +522,15 @@ json run_w2_tracing(std::vector<std::string>& failures, int T, int K, int warmup
   if (!on.runtime().flush_traces()) failures.push_back("w2-tracing: the warm-up's spans were not flushed");
   const int block = std::max(1, env_int("BLOCK", 100));
   const int rounds = std::max(1, T / block);
-  // Wall time, and the CPU time of the process (every thread: the runtime's, the exporter's, the collector's).
+  // Wall time, the CPU time of the process (every thread: the runtime's, the exporter's, the collector's) and of this
+  // thread (which runs the turns: MODE=sync).
   double off_total = 0, on_total = 0, off_cpu = 0, on_cpu = 0, flush_total = 0;
-  std::vector<double> ratios, cpu_ratios;
+  std::vector<double> ratios, cpu_ratios, run_thread_ratios;
   for (int r = 0; r < rounds; ++r) {
-    double ms[2] = {0, 0}, cpu[2] = {0, 0};
+    double ms[2] = {0, 0}, cpu[2] = {0, 0}, thread_cpu[2] = {0, 0};
     for (int k = 0; k < 2; ++k) {
       const bool traced = (k == 0) == (r % 2 == 1);
-      const double c0 = process_cpu_ms();
+      const double c0 = process_cpu_ms(), tc0 = thread_cpu_ms();
       auto t0 = Clock::now();
       for (int i = 0; i < block; ++i) (traced ? on : off).run_one();
       const auto f0 = Clock::now();
@@ -535,6 +538,7 @@ json run_w2_tracing(std::vector<std::string>& failures, int T, int K, int warmup
       if (traced) flush_total += ms_since(f0);
       ms[traced] = ms_since(t0);
       cpu[traced] = process_cpu_ms() - c0;
+      thread_cpu[traced] = thread_cpu_ms() - tc0;
     }
     off_total += ms[0];
     on_total += ms[1];
@@ -542,6 +546,7 @@ json run_w2_tracing(std::vector<std::string>& failures, int T, int K, int warmup
     on_cpu += cpu[1];
     ratios.push_back(ms[1] / ms[0]);
     cpu_ratios.push_back(cpu[1] / cpu[0]);
+    run_thread_ratios.push_back(thread_cpu[1] / thread_cpu[0]);
   }
   const int runs = rounds * block;
   json out = {{"runs_each", runs},
@@ -553,6 +558,7 @@ json run_w2_tracing(std::vector<std::string>& failures, int T, int K, int warmup
               {"off_cpu_ms_per_run", r3(off_cpu / runs)},
               {"on_cpu_ms_per_run", r3(on_cpu / runs)},
               {"cpu_overhead_pct_median_of_blocks", r3(100 * (median_of(cpu_ratios) - 1))},
+              {"run_thread_cpu_overhead_pct_median_of_blocks", r3(100 * (median_of(run_thread_ratios) - 1))},
               {"flush_ms_per_block", r3(flush_total / rounds)}};
   json off_check, on_check;
   off.check(failures, off_check, "w2-tracing off");
