@@ -316,7 +316,8 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   handle->context = in.context;
   handle->client_tools = std::move(client_tools);
   handle->traceparent = in.traceparent;
-  handle->follows = trace::end_approval_wait(rt_.tracer, *turn, "decided", in.traceparent);
+  trace::DecidedWait wait(rt_.tracer, *turn, in.traceparent);
+  handle->follows = wait.traceparent();
   handle->state = in.state;
   auto em = rt_.make_emitter(turn->thread_id, new_run, turn->version, inline_run != nullptr, handle);
   {
@@ -364,7 +365,10 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
     DeferredStart deferred{em, std::nullopt, nullptr};
     *inline_run = rt_.run_continuation(
         handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))), &deferred);
-    if (!deferred.error) return answer;
+    if (!deferred.error) {
+      wait.committed();
+      return answer;
+    }
     rt_.runs_started.fetch_sub(1, std::memory_order_relaxed);
     try {
       std::rethrow_exception(deferred.error);
@@ -379,6 +383,7 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
     rt_.unregister_run(turn->id);
     return lost(e);
   }
+  wait.committed();
   rt_.runs_started.fetch_add(1, std::memory_order_relaxed);
   next.version = committed.turn ? committed.turn->version : next.version + 1;
   auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));

@@ -215,23 +215,53 @@ void begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paus
   tracer.hold(wait_key(paused), std::move(s));
 }
 
+// The wait held for `paused`, or one begun at the pause's commit (paused by another process, or before a restart).
+Span take_wait(Tracer& tracer, const TurnRecord& paused, std::string_view parent, bool& held) {
+  Span s = tracer.take(wait_key(paused));
+  held = s.context().valid();
+  if (held) return s;
+  s = tracer.start("agentrt.approval_wait", SpanKind::internal, parse_traceparent(parent),
+                   paused.updated_at > 0 ? paused.updated_at * kNsPerMs : 0);
+  s.add_string("gen_ai.conversation.id", paused.thread_id);
+  s.add_string("agentrt.turn.id", paused.id);
+  s.add_string("agentrt.run.id", paused.run_id);
+  s.add_string("agentrt.approval_request.id", paused.approval_request_id);
+  return s;
+}
+
 std::string end_approval_wait(Tracer& tracer, const TurnRecord& paused, std::string_view outcome,
                               std::string_view parent) {
   if (!tracer.enabled()) return {};
-  Span s = tracer.take(wait_key(paused));
-  if (!s.context().valid()) {
-    // Paused by another process (or before a restart): the wait began with the pause's commit.
-    s = tracer.start("agentrt.approval_wait", SpanKind::internal, parse_traceparent(parent),
-                     paused.updated_at > 0 ? paused.updated_at * kNsPerMs : 0);
-    s.set_string("gen_ai.conversation.id", paused.thread_id);
-    s.set_string("agentrt.turn.id", paused.id);
-    s.set_string("agentrt.run.id", paused.run_id);
-    s.set_string("agentrt.approval_request.id", paused.approval_request_id);
-  }
+  bool held = false;
+  Span s = take_wait(tracer, paused, parent, held);
   s.set_string("agentrt.approval.outcome", outcome);
   std::string tp = s.traceparent();
   s.end();
   return tp;
+}
+
+DecidedWait::DecidedWait(Tracer& tracer, const TurnRecord& paused, std::string_view parent) : tracer_(tracer) {
+  if (!tracer.enabled()) return;
+  key_ = wait_key(paused);
+  span_ = take_wait(tracer, paused, parent, held_);
+  decided_ns_ = now_ns();
+}
+
+DecidedWait::~DecidedWait() {
+  if (!span_.context().valid()) return;
+  // Not decided after all: a held wait goes back for whoever ends it; one begun here is dropped (the resume that
+  // wins begins its own).
+  if (held_)
+    tracer_.hold(key_, std::move(span_));
+  else
+    span_.discard();
+}
+
+void DecidedWait::committed() {
+  if (!span_.context().valid()) return;
+  span_.set_string("agentrt.approval.outcome", "decided");
+  span_.end(decided_ns_);
+  span_ = Span{};
 }
 
 void begin_job(Tracer& tracer, const Span& tool, const JobRecord& job) {

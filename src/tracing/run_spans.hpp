@@ -72,6 +72,28 @@ void begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paus
 std::string end_approval_wait(Tracer& tracer, const TurnRecord& paused, std::string_view outcome,
                               std::string_view parent = {});
 
+// The approval wait a resume decides: taken from the tracer (or begun at the pause, for a wait another process
+// paused) when the resume starts, ended "decided" at that moment once the decision has committed — and handed
+// back, unexported, when it did not (another resume won, the store failed), for the resume or expiry that does
+// end it. Not thread-safe: the resume's thread.
+class DecidedWait {
+ public:
+  DecidedWait(Tracer& tracer, const TurnRecord& paused, std::string_view parent);
+  ~DecidedWait();  // not committed: handed back
+  DecidedWait(const DecidedWait&) = delete;
+  DecidedWait& operator=(const DecidedWait&) = delete;
+  // What the resumed run follows ("" when tracing is off).
+  std::string traceparent() const { return span_.traceparent(); }
+  void committed();
+
+ private:
+  Tracer& tracer_;
+  std::string key_;
+  Span span_;
+  int64_t decided_ns_ = 0;
+  bool held_ = false;  // taken from the tracer (else begun here)
+};
+
 // A started job: a child of its tool call's span, kept until end_job (a job that ends at once is ended here).
 void begin_job(Tracer& tracer, const Span& tool, const JobRecord& job);
 void end_job(Tracer& tracer, const JobRecord& job);

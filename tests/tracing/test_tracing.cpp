@@ -1,6 +1,7 @@
 // Tracing: spans of runs, model calls, tool calls, approval waits and jobs (GenAI conventions), exported as OTLP/HTTP
 // JSON to an in-process collector; trace context from the host and to the model server; sampling; a collector that
 // is down or hung; the bounded queue; content only when asked for.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 
 #include "agentrt/openai.hpp"
 #include "agentrt/tracing.hpp"
+#include "support/fault_vfs.hpp"
 #include "support/mock_openai_server.hpp"
 #include "support/otlp_receiver.hpp"
 #include "support/runtime_fixture.hpp"
@@ -492,6 +494,55 @@ TEST_SUITE("tracing") {
     auto tool = find_span(spans, "execute_tool book_room");
     REQUIRE(tool.has_value());
     CHECK(parent_of(*tool) == id_of(second));
+  }
+
+  TEST_CASE("a resume whose decision does not commit leaves the wait open: the resume that commits ends it, once") {
+    for (const bool inline_run : {true, false}) {
+      CAPTURE(inline_run);
+      OtlpReceiver rx;
+      TempDir dir;
+      FaultVfs::instance().reset();
+      {
+        Harness h(booking_script, [&](RuntimeConfig& c) {
+          traced(rx)(c);
+          SqliteStoreOptions o{dir.file("faulty.db")};
+          o.vfs = FaultVfs::kName;
+          c.store = std::make_shared<SqliteStore>(o);
+        });
+        h.add_book_room(ApprovalPolicy::always());
+        TurnRecord paused = h.rt->run_turn(turn_input("t-lost", user_message("book A1")));
+        REQUIRE(paused.status == TurnStatus::waiting_approval);
+        auto ledger = h.rt->tool_calls(paused.id);
+        REQUIRE(ledger.size() == 1);
+        const std::vector<Decision> approve{Decision(ledger[0].tool_call_id, Decision::Action::approve)};
+        auto resume = [&] {
+          if (inline_run) return h.rt->resume_turn(paused.id, paused.approval_request_id, approve).status;
+          h.rt->resume(paused.id, paused.approval_request_id, approve);
+          return h.rt->wait(paused.id, kLongWait).status;
+        };
+        FaultVfs::instance().set_disk_full(true);  // the decision's commit fails
+        CHECK_THROWS_AS(resume(), Error);
+        FaultVfs::instance().set_disk_full(false);
+        REQUIRE(h.rt->flush_traces(kLongWait));
+        CHECK(named(rx.spans(), "agentrt.approval_wait").empty());  // not decided: nothing says it was
+        CHECK(h.rt->turn(paused.id)->status == TurnStatus::waiting_approval);
+        CHECK(resume() == TurnStatus::completed);
+        REQUIRE(h.rt->flush_traces(kLongWait));
+      }
+      const auto spans = rx.spans();
+      const auto waits = named(spans, "agentrt.approval_wait");
+      REQUIRE(waits.size() == 1);
+      CHECK(span_attr(waits[0], "agentrt.approval.outcome") == "decided");
+      const auto runs = named(spans, "invoke_agent");
+      const auto paused_run = std::find_if(
+          runs.begin(), runs.end(), [](const json& r) { return span_attr(r, "agentrt.outcome") == "interrupt"; });
+      const auto done_run = std::find_if(runs.begin(), runs.end(),
+                                         [](const json& r) { return span_attr(r, "agentrt.outcome") == "success"; });
+      REQUIRE(paused_run != runs.end());
+      REQUIRE(done_run != runs.end());
+      CHECK(parent_of(waits[0]) == id_of(*paused_run));  // the wait the pause began, not one begun again
+      CHECK(parent_of(*done_run) == id_of(waits[0]));
+    }
   }
 
   TEST_CASE("an approval wait ended by its deadline or by a cancel says so") {
