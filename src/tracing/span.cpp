@@ -15,7 +15,7 @@ int64_t now_ns() noexcept {
 
 namespace {
 
-constexpr size_t kPooled = 16;  // spent SpanData kept per thread: more than a run's open spans
+constexpr size_t kPooled = 64;  // spans kept per thread by recycle()
 
 // Set when the thread's pool is destroyed (a trivial thread_local, valid until the thread ends): a span that ends
 // later in the thread's exit (a runtime destroyed with the statics) is freed, not pooled.
@@ -26,37 +26,41 @@ struct Pool {
   ~Pool() { t_pool_gone = true; }
 };
 
-Pool& pool() {
-  thread_local Pool p;
-  return p;
+void reset(SpanData& d) noexcept {
+  d.context = {};
+  d.parent_span_id = {};
+  d.name.clear();
+  d.kind = SpanKind::internal;
+  d.start_ns = d.end_ns = 0;
+  d.attributes.clear();
+  d.events.clear();
+  d.links.clear();
+  d.error = false;
+  d.status_message.clear();
 }
 
 }  // namespace
 
+std::vector<std::unique_ptr<SpanData>>* span_pool() noexcept {
+  if (t_pool_gone) return nullptr;
+  thread_local Pool p;
+  return &p.spent;
+}
+
 std::unique_ptr<SpanData> new_span_data() {
-  if (t_pool_gone || pool().spent.empty()) return std::make_unique<SpanData>();
-  auto& spent = pool().spent;
-  auto d = std::move(spent.back());
-  spent.pop_back();
+  auto* pool = span_pool();
+  if (!pool || pool->empty()) return std::make_unique<SpanData>();
+  auto d = std::move(pool->back());
+  pool->pop_back();
+  reset(*d);  // here, on the thread that fills it: the strings it held are freed where spans are made
   return d;
 }
 
 void recycle(std::unique_ptr<SpanData> data) noexcept {
-  if (!data || t_pool_gone) return;
-  auto& spent = pool().spent;
-  if (spent.size() >= kPooled) return;  // freed here
-  data->context = {};
-  data->parent_span_id = {};
-  data->name.clear();
-  data->kind = SpanKind::internal;
-  data->start_ns = data->end_ns = 0;
-  data->attributes.clear();
-  data->events.clear();
-  data->links.clear();
-  data->error = false;
-  data->status_message.clear();
+  auto* pool = span_pool();
+  if (!data || !pool || pool->size() >= kPooled) return;  // freed here
   try {
-    spent.push_back(std::move(data));
+    pool->push_back(std::move(data));
   } catch (...) {  // out of memory: the span is freed instead
   }
 }
@@ -116,7 +120,7 @@ void Span::end(int64_t end_ns) {
   if (!data_) return;
   data_->end_ns = end_ns ? end_ns : now_ns();
   if (data_->end_ns < data_->start_ns) data_->end_ns = data_->start_ns;
-  if (tracer_) tracer_->submit(*data_);
+  if (tracer_) tracer_->submit(data_);  // takes it when queued
   recycle(std::move(data_));
 }
 

@@ -50,8 +50,10 @@ struct SpanData {
 // Nanoseconds since the Unix epoch, now.
 int64_t now_ns() noexcept;
 
-// A SpanData to fill: one the calling thread used before (its name's, vectors' capacity kept) or a new one.
-// recycle() empties a spent one and keeps it for the thread's next span (a few per thread; the rest are freed).
+// The calling thread's spent SpanData (nullptr once the thread is ending and its pool is gone). new_span_data()
+// takes one and empties it (its name's and vectors' capacity kept), or makes one; recycle() keeps a spent one for
+// the thread's next span (up to a bound; beyond, it is freed).
+std::vector<std::unique_ptr<SpanData>>* span_pool() noexcept;
 std::unique_ptr<SpanData> new_span_data();
 void recycle(std::unique_ptr<SpanData> data) noexcept;
 

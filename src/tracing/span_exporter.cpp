@@ -32,46 +32,35 @@ SpanExporter::SpanExporter(TracingConfig config, Log log)
 
 SpanExporter::~SpanExporter() { stop(); }
 
-bool SpanExporter::enqueue(const SpanData& span) {
-  std::string fallback;
-  const std::string_view encoded = encode_span_json(span, fallback);  // outside the lock: threads encode at once
+bool SpanExporter::enqueue(std::unique_ptr<SpanData>& span) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || queued_ >= cfg_.max_queue_spans) {
+    if (stopping_ || pending_.size() >= cfg_.max_queue_spans) {
       ++stats_.dropped_full;
       return false;
     }
-    if (open_.spans == 0) {
-      if (!spare_.empty()) {
-        open_.body = std::move(spare_.back());
-        spare_.pop_back();
-      }
-      open_.body.assign(prefix_);
-    } else {
-      open_.body += ',';
-    }
-    open_.body += encoded;
-    ++open_.spans;
-    ++queued_;
+    pending_.push_back(std::move(span));
     ++accepted_;
-    if (open_.spans >= cfg_.max_batch_spans) {
-      ready_.push_back(std::move(open_));
-      open_ = Batch{};
-      wake = true;
-    }
+    wake = pending_.size() == cfg_.max_batch_spans;
   }
   if (wake) cv_.notify_one();
   return true;
 }
 
+void SpanExporter::take_spent(std::vector<std::unique_ptr<SpanData>>& into, size_t max) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (max-- > 0 && !spent_.empty()) {
+    into.push_back(std::move(spent_.back()));
+    spent_.pop_back();
+  }
+}
+
 bool SpanExporter::flush(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t target = accepted_;
-  if (open_.spans > 0) {
-    ready_.push_back(std::move(open_));
-    open_ = Batch{};
-  }
+  if (settled_ >= target) return true;
+  flush_wanted_ = true;
   cv_.notify_one();
   return settled_cv_.wait_for(lock, timeout, [&] { return settled_ >= target; });
 }
@@ -94,50 +83,58 @@ ExportStats SpanExporter::stats() const {
 }
 
 void SpanExporter::run() {
+  // Spent spans kept for the run threads: a batch's worth and some; beyond, they are freed here.
+  const size_t keep_spent = std::min<size_t>(cfg_.max_queue_spans, 2 * cfg_.max_batch_spans);
+  std::vector<std::unique_ptr<SpanData>> batch;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait_for(lock, cfg_.export_interval, [&] { return stopping_ || !ready_.empty(); });
-    // No full batch after export_interval (or stopping): the one being filled goes.
-    if (ready_.empty() && open_.spans > 0) {
-      ready_.push_back(std::move(open_));
-      open_ = Batch{};
-    }
-    if (ready_.empty()) {
+    cv_.wait_for(lock, cfg_.export_interval,
+                 [&] { return stopping_ || flush_wanted_ || pending_.size() >= cfg_.max_batch_spans; });
+    if (pending_.empty()) {
+      flush_wanted_ = false;
       if (stopping_) return;
       continue;
     }
-    Batch batch = std::move(ready_.front());
-    ready_.pop_front();
-    queued_ -= batch.spans;
+    // The oldest max_batch_spans.
+    const size_t n = std::min(pending_.size(), cfg_.max_batch_spans);
+    if (n == pending_.size()) {
+      batch.swap(pending_);
+    } else {
+      batch.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.begin() + n));
+      pending_.erase(pending_.begin(), pending_.begin() + n);
+    }
+    if (pending_.empty()) flush_wanted_ = false;
     const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + cfg_.export_timeout;
     lock.unlock();
-    batch.body += kOtlpSuffix;
+    body_.assign(prefix_);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (i) body_ += ',';
+      append_span_json(body_, *batch[i]);
+    }
+    body_ += kOtlpSuffix;
     bool ok = false;
     if (Clock::now() < deadline)
-      ok = post(batch.body, deadline);
+      ok = post(body_, deadline);
     else
       last_failure_ = "the export timed out";
-    if (!ok) dropped(batch.spans, last_failure_);
+    if (!ok) dropped(batch.size(), last_failure_);
     lock.lock();
     if (ok) {
-      stats_.exported += batch.spans;
+      stats_.exported += batch.size();
     } else {
-      stats_.dropped_failed += batch.spans;
+      stats_.dropped_failed += batch.size();
       ++stats_.failed_requests;
     }
-    settled_ += batch.spans;
-    if (spare_.size() < 2) {
-      batch.body.clear();
-      spare_.push_back(std::move(batch.body));
-    }
+    settled_ += batch.size();
+    for (auto& span : batch)
+      if (spent_.size() < keep_spent) spent_.push_back(std::move(span));
+    batch.clear();  // what was not kept is freed here
     if (stopping_ && Clock::now() >= stop_deadline_) {
       // Out of time: what is left is dropped (counted) so that the runtime's destruction stays bounded.
-      stats_.dropped_failed += queued_;
-      unlogged_drops_ += queued_;
-      settled_ += queued_;
-      queued_ = 0;
-      ready_.clear();
-      open_ = Batch{};
+      stats_.dropped_failed += pending_.size();
+      unlogged_drops_ += pending_.size();
+      settled_ += pending_.size();
+      pending_.clear();
     }
     settled_cv_.notify_all();
   }

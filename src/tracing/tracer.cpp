@@ -32,6 +32,8 @@ Span Tracer::start(std::string_view name, SpanKind kind, const std::optional<Spa
   s.ctx_.span_id = new_span_id();
   s.ctx_.sampled = child ? parent->sampled : sample_trace(s.ctx_.trace_id, cfg_.sample_ratio);
   if (!s.ctx_.sampled) return s;
+  // Spent spans come back through the exporter: a thread out of them takes a few at once.
+  if (auto* pool = span_pool(); pool && pool->empty()) exporter_->take_spent(*pool, 32);
   s.data_ = new_span_data();
   s.data_->context = s.ctx_;
   if (child) s.data_->parent_span_id = parent->span_id;
@@ -73,7 +75,7 @@ void Tracer::shutdown() {
 
 ExportStats Tracer::stats() const { return exporter_ ? exporter_->stats() : ExportStats{}; }
 
-void Tracer::submit(const SpanData& span) {
+void Tracer::submit(std::unique_ptr<SpanData>& span) {
   if (exporter_) exporter_->enqueue(span);
 }
 

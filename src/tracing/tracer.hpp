@@ -51,8 +51,8 @@ class Tracer {
   void shutdown();
   ExportStats stats() const;
 
-  // Span::end's way in: the span is encoded into the batch being filled (on the calling thread).
-  void submit(const SpanData& span);
+  // Span::end's way in: queues the span for export, taking it (left with the caller when the queue is full).
+  void submit(std::unique_ptr<SpanData>& span);
 
   static constexpr size_t kMaxHeld = 4096;
 
