@@ -17,6 +17,8 @@ using std::chrono::milliseconds;
 
 // At most one log line about dropped spans this often (the count since the last one is in it).
 constexpr milliseconds kLogEvery{30'000};
+// Spans the export thread takes at a time (fewer when a request holds fewer).
+constexpr size_t kChunk = 64;
 // Before the one retry of a 429/503.
 constexpr milliseconds kRetryPause{100};
 
@@ -26,7 +28,8 @@ SpanExporter::SpanExporter(TracingConfig config, Log log)
     : cfg_(std::move(config)),
       log_(std::move(log)),
       http_(net::HttpClient::Options{2, "agentrt/0.1"}),
-      prefix_(otlp_prefix(cfg_.service_name)) {
+      prefix_(otlp_prefix(cfg_.service_name)),
+      chunk_(std::min<size_t>(kChunk, cfg_.max_batch_spans)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -42,7 +45,7 @@ bool SpanExporter::enqueue(std::unique_ptr<SpanData>& span) {
     }
     pending_.push_back(std::move(span));
     ++accepted_;
-    wake = pending_.size() == cfg_.max_batch_spans;
+    wake = pending_.size() == chunk_;
   }
   if (wake) cv_.notify_one();
   return true;
@@ -83,60 +86,73 @@ ExportStats SpanExporter::stats() const {
 }
 
 void SpanExporter::run() {
-  // Spent spans kept for the run threads: a batch's worth and some; beyond, they are freed here.
-  const size_t keep_spent = std::min<size_t>(cfg_.max_queue_spans, 2 * cfg_.max_batch_spans);
-  std::vector<std::unique_ptr<SpanData>> batch;
+  // Spent spans kept for the run threads; beyond, they are freed here.
+  const size_t keep_spent = std::min(cfg_.max_queue_spans, 4 * chunk_);
+  std::vector<std::unique_ptr<SpanData>> chunk;
+  size_t in_body = 0;              // spans encoded into body_, not sent yet
+  Clock::time_point body_since{};  // when the first of them was encoded
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait_for(lock, cfg_.export_interval,
-                 [&] { return stopping_ || flush_wanted_ || pending_.size() >= cfg_.max_batch_spans; });
-    if (pending_.empty()) {
-      flush_wanted_ = false;
-      if (stopping_) return;
-      continue;
-    }
-    // The oldest max_batch_spans.
-    const size_t n = std::min(pending_.size(), cfg_.max_batch_spans);
-    if (n == pending_.size()) {
-      batch.swap(pending_);
-    } else {
-      batch.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.begin() + n));
-      pending_.erase(pending_.begin(), pending_.begin() + n);
-    }
-    if (pending_.empty()) flush_wanted_ = false;
-    const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + cfg_.export_timeout;
+    auto wait = cfg_.export_interval;
+    if (in_body > 0)
+      wait = std::max(milliseconds(0),
+                      cfg_.export_interval - std::chrono::duration_cast<milliseconds>(Clock::now() - body_since));
+    cv_.wait_for(lock, wait, [&] { return stopping_ || flush_wanted_ || pending_.size() >= chunk_; });
+    // Spans come out a chunk at a time, however large the request they go in: they go back to the run threads
+    // soon, and few are ever in flight (a run touches less memory that is not in its caches).
+    const size_t n = std::min(pending_.size(), cfg_.max_batch_spans - in_body);
+    chunk.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.begin() + n));
+    pending_.erase(pending_.begin(), pending_.begin() + n);
+    const bool flushing = stopping_ || flush_wanted_;
     lock.unlock();
-    body_.assign(prefix_);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (i) body_ += ',';
-      append_span_json(body_, *batch[i]);
+    if (!chunk.empty() && in_body == 0) {
+      body_.assign(prefix_);
+      body_since = Clock::now();
     }
-    body_ += kOtlpSuffix;
-    bool ok = false;
-    if (Clock::now() < deadline)
-      ok = post(body_, deadline);
-    else
-      last_failure_ = "the export timed out";
-    if (!ok) dropped(batch.size(), last_failure_);
+    for (const auto& span : chunk) {
+      if (in_body++ > 0) body_ += ',';
+      append_span_json(body_, *span);
+    }
+    const bool due = in_body > 0 &&
+                     (in_body >= cfg_.max_batch_spans || flushing || Clock::now() - body_since >= cfg_.export_interval);
     lock.lock();
-    if (ok) {
-      stats_.exported += batch.size();
-    } else {
-      stats_.dropped_failed += batch.size();
-      ++stats_.failed_requests;
-    }
-    settled_ += batch.size();
-    for (auto& span : batch)
+    for (auto& span : chunk)
       if (spent_.size() < keep_spent) spent_.push_back(std::move(span));
-    batch.clear();  // what was not kept is freed here
+    chunk.clear();  // what was not kept is freed here
+    if (due) {
+      const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + cfg_.export_timeout;
+      lock.unlock();
+      body_ += kOtlpSuffix;
+      bool ok = false;
+      if (Clock::now() < deadline)
+        ok = post(body_, deadline);
+      else
+        last_failure_ = "the export timed out";
+      if (!ok) dropped(in_body, last_failure_);
+      lock.lock();
+      if (ok) {
+        stats_.exported += in_body;
+      } else {
+        stats_.dropped_failed += in_body;
+        ++stats_.failed_requests;
+      }
+      settled_ += in_body;
+      in_body = 0;
+    }
     if (stopping_ && Clock::now() >= stop_deadline_) {
       // Out of time: what is left is dropped (counted) so that the runtime's destruction stays bounded.
-      stats_.dropped_failed += pending_.size();
-      unlogged_drops_ += pending_.size();
-      settled_ += pending_.size();
+      const size_t left = pending_.size() + in_body;
+      stats_.dropped_failed += left;
+      unlogged_drops_ += left;
+      settled_ += left;
       pending_.clear();
+      in_body = 0;
     }
     settled_cv_.notify_all();
+    if (pending_.empty() && in_body == 0) {
+      flush_wanted_ = false;
+      if (stopping_) return;
+    }
   }
 }
 

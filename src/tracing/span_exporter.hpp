@@ -71,6 +71,7 @@ class SpanExporter {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   const std::string prefix_;                             // otlp_prefix(service_name)
+  const size_t chunk_;                                   // spans the export thread takes at a time
   std::vector<std::unique_ptr<SpanData>> pending_;       // under mutex_: ended, not sent, oldest first
   std::vector<std::unique_ptr<SpanData>> spent_;         // under mutex_: sent, for the run threads' next spans
   bool flush_wanted_ = false;                            // under mutex_: send pending_ without waiting
