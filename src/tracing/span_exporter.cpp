@@ -43,6 +43,7 @@ bool SpanExporter::enqueue(std::unique_ptr<SpanData>& span) {
       ++stats_.dropped_full;
       return false;
     }
+    if (pending_.empty()) oldest_pending_ = Clock::now();
     pending_.push_back(std::move(span));
     ++accepted_;
     wake = pending_.size() == chunk_;
@@ -93,10 +94,13 @@ void SpanExporter::run() {
   Clock::time_point body_since{};  // when the first of them was encoded
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    // export_interval from the oldest span not sent: the first in the request being built, else the first queued.
+    const Clock::time_point oldest =
+        in_body > 0 ? body_since : (pending_.empty() ? Clock::time_point{} : oldest_pending_);
     auto wait = cfg_.export_interval;
-    if (in_body > 0)
+    if (oldest != Clock::time_point{})
       wait = std::max(milliseconds(0),
-                      cfg_.export_interval - std::chrono::duration_cast<milliseconds>(Clock::now() - body_since));
+                      cfg_.export_interval - std::chrono::duration_cast<milliseconds>(Clock::now() - oldest));
     cv_.wait_for(lock, wait, [&] { return stopping_ || flush_wanted_ || pending_.size() >= chunk_; });
     // Spans come out a chunk at a time, however large the request they go in: they go back to the run threads
     // soon, and few are ever in flight (a run touches less memory that is not in its caches).
@@ -104,10 +108,11 @@ void SpanExporter::run() {
     chunk.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.begin() + n));
     pending_.erase(pending_.begin(), pending_.begin() + n);
     const bool flushing = stopping_ || flush_wanted_;
+    const Clock::time_point queued_since = oldest_pending_;
     lock.unlock();
     if (!chunk.empty() && in_body == 0) {
       body_.assign(prefix_);
-      body_since = Clock::now();
+      body_since = queued_since;
     }
     for (const auto& span : chunk) {
       if (in_body++ > 0) body_ += ',';

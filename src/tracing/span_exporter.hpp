@@ -70,21 +70,22 @@ class SpanExporter {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  const std::string prefix_;                             // otlp_prefix(service_name)
-  const size_t chunk_;                                   // spans the export thread takes at a time
-  std::vector<std::unique_ptr<SpanData>> pending_;       // under mutex_: ended, not sent, oldest first
-  std::vector<std::unique_ptr<SpanData>> spent_;         // under mutex_: sent, for the run threads' next spans
-  bool flush_wanted_ = false;                            // under mutex_: send pending_ without waiting
-  bool stopping_ = false;                                // under mutex_
-  std::chrono::steady_clock::time_point stop_deadline_;  // under mutex_, once stopping_
-  ExportStats stats_;                                    // under mutex_
-  uint64_t accepted_ = 0;                                // under mutex_: spans ever queued
-  uint64_t settled_ = 0;                                 // under mutex_: of those, exported or dropped
-  std::condition_variable settled_cv_;                   // settled_ grew
-  std::chrono::steady_clock::time_point last_log_{};     // the export thread's
-  uint64_t unlogged_drops_ = 0;                          // the export thread's
-  std::string last_failure_;                             // the export thread's: why the last post failed
-  std::string body_;                                     // the export thread's: the request being sent
+  const std::string prefix_;                              // otlp_prefix(service_name)
+  const size_t chunk_;                                    // spans the export thread takes at a time
+  std::vector<std::unique_ptr<SpanData>> pending_;        // under mutex_: ended, not sent, oldest first
+  std::vector<std::unique_ptr<SpanData>> spent_;          // under mutex_: sent, for the run threads' next spans
+  bool flush_wanted_ = false;                             // under mutex_: send pending_ without waiting
+  std::chrono::steady_clock::time_point oldest_pending_;  // under mutex_: when pending_ last stopped being empty
+  bool stopping_ = false;                                 // under mutex_
+  std::chrono::steady_clock::time_point stop_deadline_;   // under mutex_, once stopping_
+  ExportStats stats_;                                     // under mutex_
+  uint64_t accepted_ = 0;                                 // under mutex_: spans ever queued
+  uint64_t settled_ = 0;                                  // under mutex_: of those, exported or dropped
+  std::condition_variable settled_cv_;                    // settled_ grew
+  std::chrono::steady_clock::time_point last_log_{};      // the export thread's
+  uint64_t unlogged_drops_ = 0;                           // the export thread's
+  std::string last_failure_;                              // the export thread's: why the last post failed
+  std::string body_;                                      // the export thread's: the request being sent
   std::thread thread_;
 };
 

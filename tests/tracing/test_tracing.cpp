@@ -389,6 +389,22 @@ TEST_SUITE("tracing") {
     CHECK(names == std::vector<std::string>{"early", "late"});
   }
 
+  TEST_CASE("a span waits export_interval, counted from its end, before a request that is not full takes it") {
+    OtlpReceiver rx;
+    TracingConfig cfg;
+    cfg.otlp_endpoint = rx.endpoint();
+    cfg.export_interval = 1s;
+    trace::Tracer tracer(cfg, {});
+    tracer.start("first", trace::SpanKind::internal, std::nullopt).end();
+    REQUIRE(rx.wait_spans(1, kLongWait));  // the export thread waits again, from before the next span ends
+    const auto t0 = std::chrono::steady_clock::now();
+    tracer.start("second", trace::SpanKind::internal, std::nullopt).end();
+    REQUIRE(rx.wait_spans(2, kLongWait));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= 950ms);
+    CHECK(took < 1700ms);  // not a second interval after the export thread first saw it
+  }
+
   TEST_CASE("Runtime::flush_traces: the run's spans reach the collector before it returns; a hung one times out") {
     OtlpReceiver rx;
     {
