@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "support/loopback_listener.hpp"
+
 namespace agentrt::bench {
 namespace {
 
@@ -52,16 +54,10 @@ long long content_length(std::string_view head) {
 }  // namespace
 
 NullCollector::NullCollector() {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(listen_fd_, 16) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      ::pipe2(wake_, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("null collector: ") + std::strerror(errno));
-  port_ = ntohs(addr.sin_port);
+  const testing::LoopbackListener l = testing::listen_on_loopback("null collector", 16);
+  listen_fd_ = l.fd;
+  port_ = l.port;
+  if (::pipe2(wake_, O_CLOEXEC) != 0) throw std::runtime_error(std::string("null collector: ") + std::strerror(errno));
   thread_ = std::thread([this] { serve(); });
 }
 

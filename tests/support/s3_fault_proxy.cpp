@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "support/loopback_listener.hpp"
+
 namespace agentrt::testing {
 
 namespace {
@@ -146,16 +148,9 @@ std::string error_answer(int status, const std::string& code, const Request& req
 }  // namespace
 
 S3FaultProxy::S3FaultProxy(int upstream_port) : upstream_port_(upstream_port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(listen_fd_, 64) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error("S3FaultProxy: cannot listen on 127.0.0.1");
-  }
-  port_ = ntohs(addr.sin_port);
+  const LoopbackListener l = listen_on_loopback("S3FaultProxy", 64);
+  listen_fd_ = l.fd;
+  port_ = l.port;
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
