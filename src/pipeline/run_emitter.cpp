@@ -162,6 +162,11 @@ void RunEmitter::set_turn_version(int64_t version) {
   turn_version_ = version;
 }
 
+std::pair<int64_t, int64_t> RunEmitter::turn_times() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {turn_created_at_, turn_updated_at_};
+}
+
 int64_t RunEmitter::turn_version() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return turn_version_;
@@ -265,7 +270,11 @@ CommitBatch RunEmitter::commit_locked() {
     throw *failure_;
   }
   undo_.clear();
-  if (batch_->turn) turn_version_ = batch_->turn->version;
+  if (batch_->turn) {
+    turn_version_ = batch_->turn->version;
+    turn_created_at_ = batch_->turn->created_at;
+    turn_updated_at_ = batch_->turn->updated_at;
+  }
   out = std::move(*batch_);
   *batch_ = CommitBatch{};
   batch_->thread_id = thread_id_;

@@ -69,6 +69,8 @@ class RunEmitter {
   // The turn's committed version (-1: the turn is inserted by the first commit).
   void set_turn_version(int64_t version);
   int64_t turn_version() const;
+  // The turn row's created_at/updated_at as the store last committed them (0 before that).
+  std::pair<int64_t, int64_t> turn_times() const;
   // The turn's row as committed before (a continuing run's), for the projector.
   void seed_turn(const TurnRecord& t);
   // Stages a change of the turn's lease (its owner), which no event carries; the commit compares-and-sets
@@ -136,6 +138,7 @@ class RunEmitter {
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
+  int64_t turn_created_at_ = 0, turn_updated_at_ = 0;
   Projector projector_;  // under mutex_
   std::function<void(const MessageRecord&)> on_message_;
   int open_units_ = 0;  // under mutex_

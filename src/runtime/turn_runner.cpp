@@ -667,6 +667,13 @@ TurnRecord close_run(Runtime::Impl& rt, RunCtx& ctx, DeferredStart* deferred) {
   rt.unregister_run(ctx.turn.id);
   rt.jobs.deliver_waiting(ctx.turn.thread_id);
   if (deferred && deferred->error) return TurnRecord{};
+  if (ctx.em) {
+    // The version and the times are the store's, set as it committed the row.
+    if (const int64_t v = ctx.em->turn_version(); v >= 0) ctx.turn.version = v;
+    const auto [created_at, updated_at] = ctx.em->turn_times();
+    if (updated_at > 0) ctx.turn.updated_at = updated_at;
+    if (ctx.turn.created_at == 0) ctx.turn.created_at = created_at;
+  }
   return std::move(ctx.turn);  // ctx dies with the caller's frame; the caller gets the record without a copy
 }
 

@@ -64,6 +64,11 @@ TEST_CASE("run_turn and resume_turn: what they return is committed, in three com
     REQUIRE(t);
     CHECK(t->status == TurnStatus::waiting_approval);
     CHECK(t->approval_request_id == paused.approval_request_id);
+    // The record returned is the row: its version and the store's times too.
+    CHECK(paused.version == t->version);
+    CHECK(paused.created_at == t->created_at);
+    CHECK(paused.updated_at == t->updated_at);
+    CHECK(paused.updated_at > 0);
     auto msgs = other->messages("t-cp");
     REQUIRE(msgs.size() == 2);
     CHECK(msgs[0].message.role == Role::user);
@@ -86,6 +91,10 @@ TEST_CASE("run_turn and resume_turn: what they return is committed, in three com
   CHECK(store->write_transactions() - tx1 == 2);
   auto other = other_connection(path);
   CHECK(other->get_turn(paused.id)->status == TurnStatus::completed);
+  CHECK(done.version == other->get_turn(paused.id)->version);
+  CHECK(done.created_at == other->get_turn(paused.id)->created_at);
+  CHECK(done.updated_at == other->get_turn(paused.id)->updated_at);
+  CHECK(done.updated_at >= paused.updated_at);
   CHECK(other->get_approval(paused.approval_request_id).has_value());
   CHECK(other->ledger(paused.id).at(0).status == LedgerStatus::finished);
   CHECK(other->messages("t-cp").size() == 4);
