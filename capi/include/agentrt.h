@@ -338,6 +338,12 @@ AGENTRT_API int32_t agentrt_mcp_servers(char** out, agentrt_runtime* rt);
  * AGENTRT_E_INVALID_ARGUMENT for another scope or a NULL or empty id. */
 AGENTRT_API int32_t agentrt_spend(char** out, agentrt_runtime* rt, const char* scope, const char* id);
 
+/* Sends the spans ended so far to the OTLP collector (the config's tracing) now, not after its export interval, and
+ * waits up to `timeout_ms` for the collector's answers: AGENTRT_OK once each was exported or counted as dropped,
+ * AGENTRT_E_TIMEOUT when the time passed first (they are still sent). AGENTRT_OK at once with tracing off. A
+ * negative timeout is invalid. For a host about to pause, fork or measure; destroying the runtime flushes too. */
+AGENTRT_API int32_t agentrt_flush_traces(agentrt_runtime* rt, int32_t timeout_ms);
+
 /* The MCP servers' tools: a JSON array of {name, server, tool, description, inputSchema, outputSchema, hash,
  * offered, problem?, changed?: {hash, definition}}. A tool whose server changed its definition after it was pinned
  * has `changed` and is not offered until agentrt_mcp_tool_approve. */

@@ -417,6 +417,19 @@ AGENTRT_API int32_t agentrt_mcp_servers(char** out, agentrt_runtime* rt) {
   });
 }
 
+AGENTRT_API int32_t agentrt_flush_traces(agentrt_runtime* rt, int32_t timeout_ms) {
+  return guard("agentrt_flush_traces", [&]() -> int32_t {
+    auto& r = state_of(rt).runtime();
+    if (timeout_ms < 0)
+      throw Error(ErrorCode::invalid_argument, fmt::format("timeout_ms must not be negative, not {}", timeout_ms));
+    if (!r.flush_traces(std::chrono::milliseconds(timeout_ms)))
+      return fail(
+          AGENTRT_E_TIMEOUT,
+          fmt::format("agentrt_flush_traces: the collector had not answered for every span after {} ms", timeout_ms));
+    return AGENTRT_OK;
+  });
+}
+
 AGENTRT_API int32_t agentrt_spend(char** out, agentrt_runtime* rt, const char* scope, const char* id) {
   return guard("agentrt_spend", [&]() -> int32_t {
     require_out(out);

@@ -107,6 +107,7 @@ std::vector<std::pair<std::string, std::function<int32_t()>>> entry_points() {
       {"agentrt_mcp_servers", [=]() mutable { return agentrt_mcp_servers(&s, nullptr); }},
       {"agentrt_mcp_tools", [=]() mutable { return agentrt_mcp_tools(&s, nullptr); }},
       {"agentrt_spend", [=]() mutable { return agentrt_spend(&s, nullptr, "user", "u"); }},
+      {"agentrt_flush_traces", [] { return agentrt_flush_traces(nullptr, 0); }},
       {"agentrt_mcp_tool_approve", [=]() mutable { return agentrt_mcp_tool_approve(&s, nullptr, "x__y"); }},
       {"agentrt_upload_create",
        [=]() mutable { return agentrt_upload_create(&s, nullptr, "u", "t", "x", 1, "text/plain"); }},

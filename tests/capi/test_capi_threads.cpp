@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "capi_fixture.hpp"
+#include "support/otlp_receiver.hpp"
 
 using namespace capi_test;
 
@@ -288,4 +289,34 @@ TEST_CASE("agentrt_spend reports a turn's, a thread's and a user's spend, and bu
               "turn 'turn-unknown' not found");
   check_error(agentrt_spend(&out, r.rt, "user", ""), AGENTRT_E_INVALID_ARGUMENT, "agentrt_spend", "id is empty");
   CHECK(out == nullptr);
+}
+
+TEST_CASE("agentrt_flush_traces sends the ended spans now and waits for the collector; a hung one times out") {
+  TempDir dir;
+  agentrt::testing::OtlpReceiver rx;
+  {
+    json config = test_config(dir);
+    config["tracing"] = json{{"otlp_endpoint", rx.endpoint()}, {"export_interval_ms", 600000}};
+    Runtime r(config);
+    auto h = r.start("t-flush", "hello");
+    CHECK(r.wait(h["turnId"])["status"] == "COMPLETED");
+    CHECK(rx.spans().empty());  // nothing leaves before the interval or a flush
+    REQUIRE_MESSAGE(agentrt_flush_traces(r.rt, 10000) == AGENTRT_OK, last_error());
+    CHECK(agentrt::testing::find_span(rx.spans(), "invoke_agent agentrt").has_value());
+    check_error(agentrt_flush_traces(r.rt, -1), AGENTRT_E_INVALID_ARGUMENT, "agentrt_flush_traces",
+                "timeout_ms must not be negative, not -1");
+  }
+  agentrt::testing::OtlpReceiver hung;
+  hung.never_answer();
+  TempDir dir2;
+  json config = test_config(dir2);
+  config["tracing"] =
+      json{{"otlp_endpoint", hung.endpoint()}, {"export_interval_ms", 600000}, {"export_timeout_ms", 1000}};
+  Runtime r(config);
+  CHECK(r.wait(r.start("t-flush-hung", "hello")["turnId"])["status"] == "COMPLETED");
+  check_error(agentrt_flush_traces(r.rt, 100), AGENTRT_E_TIMEOUT, "agentrt_flush_traces",
+              "the collector had not answered for every span after 100 ms");
+  TempDir dir3;
+  Runtime off(test_config(dir3));
+  CHECK(agentrt_flush_traces(off.rt, 0) == AGENTRT_OK);  // tracing off: nothing to wait for
 }

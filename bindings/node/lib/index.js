@@ -456,6 +456,16 @@ class Runtime {
     return this._json(fns.agentrt_spend, scope, id);
   }
 
+  // Sends the spans ended so far to the OTLP collector now; resolves true once the collector has answered for each
+  // (exported, or counted as dropped), false when timeoutMs passed first (they are still sent). True at once with
+  // tracing off. Off the event loop: a collector in this process answers meanwhile.
+  async flushTraces({ timeoutMs = 10000 } = {}) {
+    const rc = await callAsync(fns.agentrt_flush_traces, this._handle(), timeoutMs);
+    if (rc === STATUS.OK) return true;
+    if (rc === STATUS.E_TIMEOUT) return false;
+    throw asyncError('agentrt_flush_traces', rc);
+  }
+
   // ---------------------------------------------------------------------------------------- threads, uploads
 
   // The user's threads that are not deleted, most recently updated first: [{id, title, createdAt, updatedAt,

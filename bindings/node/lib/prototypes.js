@@ -56,6 +56,7 @@ const PROTOTYPES = {
   agentrt_mcp_servers: 'int32_t agentrt_mcp_servers(_Out_ void **out, void *rt)',
   agentrt_mcp_tools: 'int32_t agentrt_mcp_tools(_Out_ void **out, void *rt)',
   agentrt_spend: 'int32_t agentrt_spend(_Out_ void **out, void *rt, const char *scope, const char *id)',
+  agentrt_flush_traces: 'int32_t agentrt_flush_traces(void *rt, int32_t timeout_ms)',
   agentrt_mcp_tool_approve: 'int32_t agentrt_mcp_tool_approve(_Out_ void **out, void *rt, const char *name)',
   agentrt_upload_create:
     'int32_t agentrt_upload_create(_Out_ void **out, void *rt, const char *user_id, const char *thread_id, ' +

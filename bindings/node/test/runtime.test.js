@@ -370,10 +370,16 @@ test('a host traceparent given to startTurn is the parent of the run\'s span', a
   const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
   const parent = '00f067aa0ba902b7';
   try {
+    // Nothing leaves before a flush: the spans are there when flushTraces resolves.
     await withRuntime(async (rt) => {
       const h = rt.startTurn('t-node-trace', 'hello', { userId: 'u1', traceparent: `00-${traceId}-${parent}-01` });
       assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
-    }, { config: { tracing: { otlp_endpoint: `http://127.0.0.1:${server.address().port}/v1/traces`, export_interval_ms: 10 } } });
+      assert.equal(spans.length, 0);
+      assert.equal(await rt.flushTraces(), true);
+      assert.ok(spans.length > 0);
+      await assert.rejects(rt.flushTraces({ timeoutMs: -1 }), agentrt.InvalidArgument);
+    }, { config: { tracing: { otlp_endpoint: `http://127.0.0.1:${server.address().port}/v1/traces`, export_interval_ms: 600000 } } });
+    await withRuntime(async (rt) => assert.equal(await rt.flushTraces({ timeoutMs: 0 }), true));
     const runs = spans.filter((s) => s.name.startsWith('invoke_agent'));
     assert.equal(runs.length, 1);
     assert.deepEqual([runs[0].traceId, runs[0].parentSpanId], [traceId, parent]);

@@ -84,6 +84,7 @@ PROTOTYPES = {
     "agentrt_mcp_servers": (c_int32, [P_void_p, c_void_p]),
     "agentrt_mcp_tools": (c_int32, [P_void_p, c_void_p]),
     "agentrt_spend": (c_int32, [P_void_p, c_void_p, c_char_p, c_char_p]),
+    "agentrt_flush_traces": (c_int32, [c_void_p, c_int32]),
     "agentrt_mcp_tool_approve": (c_int32, [P_void_p, c_void_p, c_char_p]),
     "agentrt_upload_create": (c_int32, [P_void_p, c_void_p, c_char_p, c_char_p, c_void_p, c_size_t, c_char_p]),
     "agentrt_job_get": (c_int32, [P_void_p, c_void_p, c_char_p]),

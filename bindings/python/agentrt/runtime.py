@@ -559,6 +559,16 @@ class Runtime:
         toolCalls, inputTokens, outputTokens, cost, unpricedModels?, usage}. NotFound for an unknown turn."""
         return self._call_json(lib.agentrt_spend, scope.encode(), id.encode())
 
+    def flush_traces(self, timeout=10.0):
+        """Sends the spans ended so far to the OTLP collector now and waits up to `timeout` seconds for its answers:
+        True once each was exported or counted as dropped, False when the time passed first (they are still sent).
+        True at once with tracing off. InvalidArgument for a negative timeout."""
+        rc = lib.agentrt_flush_traces(self._handle(), int(timeout * 1000))
+        if rc == _capi.E_TIMEOUT:
+            return False
+        check(rc)
+        return True
+
     # -- threads and uploads
     def threads(self, user_id):
         """The user's threads that are not deleted, most recently updated first: a list of

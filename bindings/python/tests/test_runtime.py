@@ -417,11 +417,18 @@ class Tracing(RuntimeCase):
         self.addCleanup(server.server_close)  # cleanups run last first: shutdown, then close
         self.addCleanup(server.shutdown)
         trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-        tracing = {"otlp_endpoint": "http://127.0.0.1:%d/v1/traces" % server.server_port, "export_interval_ms": 10}
+        # Nothing leaves before a flush: the spans are there when flush_traces returns.
+        tracing = {"otlp_endpoint": "http://127.0.0.1:%d/v1/traces" % server.server_port, "export_interval_ms": 600000}
         with agentrt.Runtime(self.config(tracing=tracing)) as rt:
             h = rt.start_turn("t-py-trace", "hello", user_id="u1", traceparent="00-%s-%s-01" % (trace_id, parent))
             self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
-        self.assertTrue(got.wait(10))
+            self.assertFalse(got.is_set())
+            self.assertTrue(rt.flush_traces())
+            self.assertTrue(got.is_set())
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.flush_traces(-1)
+        with agentrt.Runtime(self.config()) as off:
+            self.assertTrue(off.flush_traces(0))
         runs = [s for s in spans if s["name"].startswith("invoke_agent")]
         self.assertEqual(len(runs), 1)
         self.assertEqual((runs[0]["traceId"], runs[0]["parentSpanId"]), (trace_id, parent))
