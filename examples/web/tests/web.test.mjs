@@ -63,9 +63,17 @@ after(async () => {
 // Runs `fn(page, problems)` on a signed-in page of a new browser context on `base`, closed afterwards.
 async function withPage(base, fn) {
   if (typeof base === "function") [base, fn] = [server.url, base];
-  const { page, context, problems } = await openPage(base);
+  const { page, context, problems, requests } = await openPage(base);
   try {
     return await fn(page, problems);
+  } catch (e) {
+    // What the page showed, said and asked when the test failed: a screenshot in test-results, the rest in the error.
+    const shot = join(shots, `failed-${Date.now()}.png`);
+    await page.screenshot({ path: shot }).catch(() => {});
+    const nav = await page.locator("nav").textContent().catch(() => "?");
+    e.message += `\n  screenshot: ${shot}\n  threads nav: ${nav}\n  problems: ${JSON.stringify(problems)}` +
+      `\n  API requests: ${JSON.stringify(requests.slice(-30))}`;
+    throw e;
   } finally {
     await context.close();
   }
@@ -76,6 +84,10 @@ async function openPage(base = server.url) {
   const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
   const page = await context.newPage();
   const problems = [];
+  const requests = [];  // the API's answers, for a failure's report
+  page.on("response", (r) => {
+    if (r.url().includes("/api/")) requests.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`);
+  });
   page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
   page.on("console", (m) => {
     if (m.type() === "error") problems.push(`console: ${m.text()}`);
@@ -84,7 +96,7 @@ async function openPage(base = server.url) {
   await page.getByLabel("Token").fill(TOKEN);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByLabel("Message").waitFor(WAIT);
-  return { page, context, problems };
+  return { page, context, problems, requests };
 }
 
 async function send(page, text) {
@@ -342,6 +354,10 @@ test("voice input: recorded from the microphone, transcribed by the server, put 
   const context = await micBrowser.newContext({ permissions: ["microphone"] });
   const page = await context.newPage();
   const problems = [];
+  const requests = [];  // the API's answers, for a failure's report
+  page.on("response", (r) => {
+    if (r.url().includes("/api/")) requests.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`);
+  });
   page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
   try {
     await page.goto(`${voiceServer.url}/`);
@@ -619,6 +635,10 @@ test("the page hosted on another origin talks to the server named at sign-in (it
   const context = await browser.newContext();
   const page = await context.newPage();
   const problems = [];
+  const requests = [];  // the API's answers, for a failure's report
+  page.on("response", (r) => {
+    if (r.url().includes("/api/")) requests.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`);
+  });
   page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
   page.on("console", (m) => {
     if (m.type() === "error") problems.push(`console: ${m.text()}`);
