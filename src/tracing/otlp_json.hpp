@@ -15,13 +15,10 @@ inline namespace v1 {
 namespace trace {
 
 // A request is otlp_prefix(service) + spans, each by append_span_json and separated by commas, + kOtlpSuffix: how
-// the exporter builds its batches a span at a time, as each ends.
+// the exporter builds its requests a span at a time.
 std::string otlp_prefix(const std::string& service_name);
 inline constexpr std::string_view kOtlpSuffix = "]}]}]}";
 void append_span_json(std::string& out, const SpanData& span);
-// The span's JSON in a buffer of the calling thread's, valid until its next call — or, once that buffer is gone (a
-// span ended in the thread's exit), in `fallback`.
-std::string_view encode_span_json(const SpanData& span, std::string& fallback);
 
 // One request of `spans` (null entries skipped).
 std::string otlp_json(const std::vector<std::unique_ptr<SpanData>>& spans, const std::string& service_name);

@@ -34,6 +34,14 @@ std::function<void(RuntimeConfig&)> traced(const OtlpReceiver& rx, std::function
   };
 }
 
+// A tracer's config exporting to `rx`, a request at least every `interval`.
+TracingConfig exporting_to(const OtlpReceiver& rx, std::chrono::milliseconds interval) {
+  TracingConfig cfg;
+  cfg.otlp_endpoint = rx.endpoint();
+  cfg.export_interval = interval;
+  return cfg;
+}
+
 std::vector<json> named(const std::vector<json>& spans, const std::string& prefix) {
   std::vector<json> out;
   for (const auto& s : spans)
@@ -149,8 +157,10 @@ TEST_SUITE("tracing") {
         s.attributes = {{std::string_view("k"), text}, {std::string_view("list"), std::vector<std::string>{text}}};
         s.error = true;
         s.status_message = text;
-        std::string fallback;
-        const std::string_view encoded = trace::encode_span_json(s, fallback);
+        std::string encoded = "[prefix]";  // appended after what the string holds
+        trace::append_span_json(encoded, s);
+        REQUIRE(encoded.rfind("[prefix]{", 0) == 0);
+        encoded.erase(0, 8);
         const json j = json::parse(encoded, nullptr, false);
         REQUIRE_FALSE(j.is_discarded());
         // A byte above 0x7f alone is not UTF-8: it becomes U+FFFD, the rest stays.
@@ -162,15 +172,16 @@ TEST_SUITE("tracing") {
         CHECK(j["status"]["message"] == expected);
       }
     }
-    // Longer than the per-thread buffer's first size, all of it escaped; non-finite doubles as OTLP's strings.
+    // Long, all of it escaped; non-finite doubles as OTLP's strings.
     trace::SpanData big;
     big.name = std::string(40000, '\n');
     big.attributes = {{std::string_view("nan"), std::nan("")},
                       {std::string_view("inf"), -std::numeric_limits<double>::infinity()}};
     big.events.push_back({std::string(5000, '"'), 7, {{std::string_view("e"), int64_t{-9}}}});
     big.links.push_back(*trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01"));
-    std::string fallback;
-    const json j = json::parse(trace::encode_span_json(big, fallback));
+    std::string text;
+    trace::append_span_json(text, big);
+    const json j = json::parse(text);
     CHECK(j["name"] == big.name);
     CHECK(j["attributes"][0]["value"]["doubleValue"] == "NaN");
     CHECK(j["attributes"][1]["value"]["doubleValue"] == "-Infinity");
@@ -332,11 +343,9 @@ TEST_SUITE("tracing") {
 
   TEST_CASE("a full queue drops spans and counts them; what was queued is flushed at shutdown") {
     OtlpReceiver rx;
-    TracingConfig cfg;
-    cfg.otlp_endpoint = rx.endpoint();
+    TracingConfig cfg = exporting_to(rx, 60s);  // nothing leaves before the shutdown
     cfg.max_queue_spans = 4;
     cfg.max_batch_spans = 100;
-    cfg.export_interval = 60s;  // nothing leaves before the shutdown
     trace::Tracer tracer(cfg, {});
     for (int i = 0; i < 10; ++i) tracer.start("s" + std::to_string(i), trace::SpanKind::internal, std::nullopt).end();
     CHECK(tracer.stats().dropped_full == 6);
@@ -347,10 +356,8 @@ TEST_SUITE("tracing") {
 
   TEST_CASE("spans go in requests of max_batch_spans; a flush sends the rest at once and waits for the answers") {
     OtlpReceiver rx;
-    TracingConfig cfg;
-    cfg.otlp_endpoint = rx.endpoint();
+    TracingConfig cfg = exporting_to(rx, 60s);  // only full batches and flushes leave
     cfg.max_batch_spans = 3;
-    cfg.export_interval = 60s;  // only full batches and flushes leave
     trace::Tracer tracer(cfg, {});
     for (int i = 0; i < 7; ++i) tracer.start("s" + std::to_string(i), trace::SpanKind::internal, std::nullopt).end();
     REQUIRE(rx.wait_spans(6, kLongWait));
@@ -368,18 +375,16 @@ TEST_SUITE("tracing") {
     CHECK(tracer.flush(10ms));  // nothing queued: true at once
   }
 
-  TEST_CASE("a span that ends in its thread's exit, after the thread's span pool and buffer are gone, is exported") {
+  TEST_CASE("a span that ends in its thread's exit, after the thread's span pool is gone, is exported") {
     OtlpReceiver rx;
-    TracingConfig cfg;
-    cfg.otlp_endpoint = rx.endpoint();
-    cfg.export_interval = 60s;
+    TracingConfig cfg = exporting_to(rx, 60s);
     trace::Tracer tracer(cfg, {});
     std::thread([&] {
       struct Late {
         trace::Span span;
         ~Late() { span.end(); }
       };
-      thread_local Late late;  // made first, so destroyed last: after the pool and the buffer the next spans make
+      thread_local Late late;  // made first, so destroyed last: after the pool the next spans make
       late.span = tracer.start("late", trace::SpanKind::internal, std::nullopt);
       tracer.start("early", trace::SpanKind::internal, std::nullopt).end();
     }).join();
@@ -391,9 +396,7 @@ TEST_SUITE("tracing") {
 
   TEST_CASE("a span waits export_interval, counted from its end, before a request that is not full takes it") {
     OtlpReceiver rx;
-    TracingConfig cfg;
-    cfg.otlp_endpoint = rx.endpoint();
-    cfg.export_interval = 1s;
+    TracingConfig cfg = exporting_to(rx, 1s);
     trace::Tracer tracer(cfg, {});
     tracer.start("first", trace::SpanKind::internal, std::nullopt).end();
     REQUIRE(rx.wait_spans(1, kLongWait));  // the export thread waits again, from before the next span ends
@@ -433,9 +436,7 @@ TEST_SUITE("tracing") {
   TEST_CASE("an export answered 503 is tried once more; errors beyond drop the batch and count it") {
     OtlpReceiver rx;
     rx.answer_status(503, 1);
-    TracingConfig cfg;
-    cfg.otlp_endpoint = rx.endpoint();
-    cfg.export_interval = 5ms;
+    TracingConfig cfg = exporting_to(rx, 5ms);
     {
       trace::Tracer tracer(cfg, {});
       tracer.start("once", trace::SpanKind::internal, std::nullopt).end();
