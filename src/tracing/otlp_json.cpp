@@ -24,20 +24,19 @@ constexpr size_t kNumber = 32;
 // A JSON string's bound: each byte escaped as \u00XX (6), the quotes.
 size_t string_bound(std::string_view s) { return 6 * s.size() + 2; }
 
-size_t value_bound(const AttrValue& v) {
-  constexpr size_t kWrapper = 32;  // {"arrayValue":{"values":[...]}} and the like
-  if (const auto* s = std::get_if<std::string>(&v)) return kWrapper + string_bound(*s);
-  if (const auto* list = std::get_if<std::vector<std::string>>(&v)) {
-    size_t n = kWrapper;
-    for (const auto& s : *list) n += kWrapper + string_bound(s) + 1;
-    return n;
-  }
-  return kWrapper + kNumber;
-}
-
-size_t attributes_bound(const std::vector<Attribute>& attrs) {
+size_t attributes_bound(const Attributes& attrs) {
+  constexpr size_t kWrapper = 32;  // {"key":,"value":{"arrayValue":{"values":[...]}}} and the like
   size_t n = 2;
-  for (const auto& a : attrs) n += 24 + string_bound(a.key) + value_bound(a.value);
+  attrs.for_each([&](const Attributes::View& a) {
+    n += 24 + kWrapper + string_bound(a.key);
+    switch (a.type) {
+      case AttrType::string: n += string_bound(a.payload); break;
+      case AttrType::string_list:
+        a.for_each_item([&](std::string_view item) { n += kWrapper + string_bound(item) + 1; });
+        break;
+      default: n += kNumber;
+    }
+  });
   return n;
 }
 
@@ -122,47 +121,50 @@ class Out {
   char* p_;
 };
 
-void write_value(Out& out, const AttrValue& v) {
-  struct Visit {
-    Out& out;
-    void operator()(const std::string& s) const {
-      out.lit("{\"stringValue\":");
-      out.str(s);
-      out.ch('}');
-    }
-    void operator()(int64_t i) const {
-      out.lit("{\"intValue\":");
-      out.quoted(i);
-      out.ch('}');
-    }
-    void operator()(double d) const {
-      out.lit("{\"doubleValue\":");
-      out.real(d);
-      out.ch('}');
-    }
-    void operator()(bool b) const { b ? out.lit("{\"boolValue\":true}") : out.lit("{\"boolValue\":false}"); }
-    void operator()(const std::vector<std::string>& list) const {
-      out.lit("{\"arrayValue\":{\"values\":[");
-      for (size_t i = 0; i < list.size(); ++i) {
-        if (i) out.ch(',');
-        (*this)(list[i]);
-      }
-      out.lit("]}}");
-    }
-  };
-  std::visit(Visit{out}, v);
+void write_string_value(Out& out, std::string_view s) {
+  out.lit("{\"stringValue\":");
+  out.str(s);
+  out.ch('}');
 }
 
-void write_attributes(Out& out, const std::vector<Attribute>& attrs) {
-  out.ch('[');
-  for (size_t i = 0; i < attrs.size(); ++i) {
-    if (i) out.ch(',');
-    out.lit("{\"key\":");
-    out.str(attrs[i].key);
-    out.lit(",\"value\":");
-    write_value(out, attrs[i].value);
-    out.ch('}');
+void write_value(Out& out, const Attributes::View& v) {
+  switch (v.type) {
+    case AttrType::string: return write_string_value(out, v.payload);
+    case AttrType::int64:
+      out.lit("{\"intValue\":");
+      out.quoted(v.as_int());
+      return out.ch('}');
+    case AttrType::real:
+      out.lit("{\"doubleValue\":");
+      out.real(v.as_real());
+      return out.ch('}');
+    case AttrType::boolean: return v.as_bool() ? out.lit("{\"boolValue\":true}") : out.lit("{\"boolValue\":false}");
+    case AttrType::string_list: {
+      out.lit("{\"arrayValue\":{\"values\":[");
+      bool first = true;
+      v.for_each_item([&](std::string_view item) {
+        if (!first) out.ch(',');
+        first = false;
+        write_string_value(out, item);
+      });
+      return out.lit("]}}");
+    }
   }
+  out.lit("{}");  // not reached: the types above are all there are
+}
+
+void write_attributes(Out& out, const Attributes& attrs) {
+  out.ch('[');
+  bool first = true;
+  attrs.for_each([&](const Attributes::View& a) {
+    if (!first) out.ch(',');
+    first = false;
+    out.lit("{\"key\":");
+    out.str(a.key);
+    out.lit(",\"value\":");
+    write_value(out, a);
+    out.ch('}');
+  });
   out.ch(']');
 }
 

@@ -98,7 +98,7 @@ Span start_run(Tracer& tracer, const TurnRecord& turn, std::string_view tracepar
   const auto host = parse_traceparent(traceparent);
   const auto before = parse_traceparent(follows);
   const auto& agent = tracer.config().agent_name;
-  Span s = tracer.start("invoke_agent " + agent, SpanKind::internal, host ? host : before);
+  Span s = tracer.start("invoke_agent", agent, SpanKind::internal, host ? host : before);
   if (!s) return s;
   if (host && before) s.add_link(*before);
   s.add_string("gen_ai.operation.name", "invoke_agent");
@@ -130,8 +130,7 @@ void end_run(Span& run, const TurnRecord& turn, const std::vector<TokenUsage>& u
 ModelCallSpan::ModelCallSpan(Tracer& tracer, const Span& run, ModelRequest& request, const ModelProvider& model)
     : tracer_(tracer) {
   if (!tracer.enabled()) return;
-  span_ = tracer.start(request.model.empty() ? std::string("chat") : "chat " + request.model, SpanKind::client,
-                       run.context());
+  span_ = tracer.start("chat", request.model, SpanKind::client, run.context());
   request.traceparent = span_.traceparent();
   if (!span_) return;
   span_.add_string("gen_ai.operation.name", "chat");
@@ -182,7 +181,7 @@ void ModelCallSpan::fail(std::exception_ptr error) {
 
 Span start_tool(Tracer& tracer, const Span& run, const LedgerEntry& call, const ToolSpec& spec, const json& args) {
   if (!tracer.enabled()) return Span{};
-  Span s = tracer.start("execute_tool " + call.tool_name, SpanKind::internal, run.context());
+  Span s = tracer.start("execute_tool", call.tool_name, SpanKind::internal, run.context());
   if (!s) return s;
   s.add_string("gen_ai.operation.name", "execute_tool");
   s.add_string("gen_ai.tool.name", call.tool_name);
@@ -206,7 +205,7 @@ void end_tool(Tracer& tracer, Span& tool, const ToolAgentOutput& out) {
 
 void begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paused) {
   if (!tracer.enabled()) return;
-  Span s = tracer.start("agentrt.approval_wait", SpanKind::internal, run.context());
+  Span s = tracer.start("agentrt.approval_wait", {}, SpanKind::internal, run.context());
   s.add_string("gen_ai.conversation.id", paused.thread_id);
   s.add_string("agentrt.turn.id", paused.id);
   s.add_string("agentrt.run.id", paused.run_id);
@@ -220,7 +219,7 @@ Span take_wait(Tracer& tracer, const TurnRecord& paused, std::string_view parent
   Span s = tracer.take(wait_key(paused));
   held = s.context().valid();
   if (held) return s;
-  s = tracer.start("agentrt.approval_wait", SpanKind::internal, parse_traceparent(parent),
+  s = tracer.start("agentrt.approval_wait", {}, SpanKind::internal, parse_traceparent(parent),
                    paused.updated_at > 0 ? paused.updated_at * kNsPerMs : 0);
   s.add_string("gen_ai.conversation.id", paused.thread_id);
   s.add_string("agentrt.turn.id", paused.id);
@@ -266,7 +265,7 @@ void DecidedWait::committed() {
 
 void begin_job(Tracer& tracer, const Span& tool, const JobRecord& job) {
   if (!tracer.enabled()) return;
-  Span s = tracer.start("agentrt.job " + job.tool_name, SpanKind::internal, tool.context());
+  Span s = tracer.start("agentrt.job", job.tool_name, SpanKind::internal, tool.context());
   describe_job(s, job);
   if (is_terminal(job.status)) return finish_job(s, job);  // the host ended it while the tool was answering
   tracer.hold(job_key(job), std::move(s));
@@ -277,7 +276,7 @@ void end_job(Tracer& tracer, const JobRecord& job) {
   Span s = tracer.take(job_key(job));
   if (!s.context().valid()) {
     // Started by another process (or before a restart): from the job's creation, a trace of its own.
-    s = tracer.start("agentrt.job " + job.tool_name, SpanKind::internal, std::nullopt,
+    s = tracer.start("agentrt.job", job.tool_name, SpanKind::internal, std::nullopt,
                      job.created_at > 0 ? job.created_at * kNsPerMs : 0);
     describe_job(s, job);
   }

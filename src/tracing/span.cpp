@@ -1,6 +1,8 @@
 #include "tracing/span.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "tracing/tracer.hpp"
 
@@ -11,6 +13,110 @@ namespace trace {
 int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+int64_t Attributes::View::as_int() const noexcept {
+  int64_t v = 0;
+  if (payload.size() == sizeof v) std::memcpy(&v, payload.data(), sizeof v);
+  return v;
+}
+
+double Attributes::View::as_real() const noexcept {
+  double v = 0;
+  if (payload.size() == sizeof v) std::memcpy(&v, payload.data(), sizeof v);
+  return v;
+}
+
+Attributes::View Attributes::view_at(size_t at) const noexcept {
+  const char* p = bytes_.data() + at;
+  uint16_t key_size;
+  std::memcpy(&key_size, p + 1, 2);
+  const uint32_t value_size = read_u32(p + 3);
+  return View{std::string_view(p + kHeader, key_size), static_cast<AttrType>(p[0]),
+              std::string_view(p + kHeader + key_size, value_size)};
+}
+
+size_t Attributes::next(size_t at) const noexcept {
+  uint16_t key_size;
+  std::memcpy(&key_size, bytes_.data() + at + 1, 2);
+  return at + kHeader + key_size + read_u32(bytes_.data() + at + 3);
+}
+
+char* Attributes::put_header(AttrType type, std::string_view key, size_t value_size) {
+  // Keys are the conventions' names; values are bounded by what a span may carry (a string is cut at 4 GiB).
+  key = key.substr(0, std::numeric_limits<uint16_t>::max());
+  const auto key_size = static_cast<uint16_t>(key.size());
+  const auto size = static_cast<uint32_t>(value_size);
+  const size_t at = bytes_.size();
+  bytes_.resize(at + kHeader + key_size + size);
+  char* p = bytes_.data() + at;
+  p[0] = static_cast<char>(type);
+  std::memcpy(p + 1, &key_size, 2);
+  std::memcpy(p + 3, &size, 4);
+  std::memcpy(p + kHeader, key.data(), key_size);
+  ++count_;
+  return p + kHeader + key_size;
+}
+
+void Attributes::put(AttrType type, std::string_view key, std::string_view value) {
+  value = value.substr(0, std::numeric_limits<uint32_t>::max());
+  char* p = put_header(type, key, value.size());
+  if (!value.empty()) std::memcpy(p, value.data(), value.size());
+}
+
+void Attributes::add_int(std::string_view key, int64_t value) {
+  std::memcpy(put_header(AttrType::int64, key, sizeof value), &value, sizeof value);
+}
+
+void Attributes::add_real(std::string_view key, double value) {
+  std::memcpy(put_header(AttrType::real, key, sizeof value), &value, sizeof value);
+}
+
+void Attributes::add_bool(std::string_view key, bool value) { *put_header(AttrType::boolean, key, 1) = value ? 1 : 0; }
+
+void Attributes::add_list(std::string_view key, const std::vector<std::string>& items) {
+  size_t size = 0;
+  for (const auto& item : items) size += 4 + std::min<size_t>(item.size(), std::numeric_limits<uint32_t>::max());
+  char* p = put_header(AttrType::string_list, key, size);
+  for (const auto& item : items) {
+    const auto n = static_cast<uint32_t>(std::min<size_t>(item.size(), std::numeric_limits<uint32_t>::max()));
+    std::memcpy(p, &n, 4);
+    std::memcpy(p + 4, item.data(), n);
+    p += 4 + n;
+  }
+}
+
+void Attributes::add(std::string_view key, const AttrValue& value) {
+  struct Visit {
+    Attributes& a;
+    std::string_view key;
+    void operator()(const std::string& s) const { a.add_string(key, s); }
+    void operator()(int64_t i) const { a.add_int(key, i); }
+    void operator()(double d) const { a.add_real(key, d); }
+    void operator()(bool b) const { a.add_bool(key, b); }
+    void operator()(const std::vector<std::string>& l) const { a.add_list(key, l); }
+  };
+  std::visit(Visit{*this, key}, value);
+}
+
+void Attributes::remove(std::string_view key) {
+  for (size_t at = 0; at < bytes_.size();) {
+    const size_t after = next(at);
+    if (view_at(at).key == key) {
+      bytes_.erase(at, after - at);
+      --count_;
+    } else {
+      at = after;
+    }
+  }
+}
+
+std::optional<Attributes::View> Attributes::find(std::string_view key) const {
+  std::optional<View> found;
+  for_each([&](const View& v) {
+    if (v.key == key) found = v;
+  });
+  return found;
 }
 
 namespace {
@@ -84,23 +190,40 @@ Span& Span::operator=(Span&& o) noexcept {
 
 Span::~Span() { end(); }
 
-Span& Span::set(std::string_view key, AttrValue value) {
+Span& Span::set(std::string_view key, const AttrValue& value) {
   if (!data_) return *this;
-  for (auto& a : data_->attributes)
-    if (a.key == key) {
-      a.value = std::move(value);
-      return *this;
-    }
-  data_->attributes.push_back(Attribute{key, std::move(value)});
+  data_->attributes.remove(key);
+  data_->attributes.add(key, value);
   return *this;
 }
 
-Span& Span::add(std::string_view key, AttrValue value) {
-  if (data_) data_->attributes.push_back(Attribute{key, std::move(value)});
+Span& Span::add(std::string_view key, const AttrValue& value) {
+  if (data_) data_->attributes.add(key, value);
   return *this;
 }
 
-void Span::add_event(std::string name, std::vector<Attribute> attributes, int64_t time_ns) {
+Span& Span::set_string(std::string_view key, std::string_view value) {
+  if (!data_) return *this;
+  data_->attributes.remove(key);
+  data_->attributes.add_string(key, value);
+  return *this;
+}
+
+Span& Span::set_int(std::string_view key, int64_t value) {
+  if (!data_) return *this;
+  data_->attributes.remove(key);
+  data_->attributes.add_int(key, value);
+  return *this;
+}
+
+Span& Span::set_bool(std::string_view key, bool value) {
+  if (!data_) return *this;
+  data_->attributes.remove(key);
+  data_->attributes.add_bool(key, value);
+  return *this;
+}
+
+void Span::add_event(std::string name, Attributes attributes, int64_t time_ns) {
   if (!data_) return;
   data_->events.push_back(SpanEvent{std::move(name), time_ns ? time_ns : now_ns(), std::move(attributes)});
 }
@@ -111,7 +234,7 @@ void Span::add_link(const SpanContext& linked) {
 
 void Span::set_error(std::string_view type, std::string_view message) {
   if (!data_) return;
-  set("error.type", std::string(type.empty() ? "_OTHER" : type));
+  set_string("error.type", type.empty() ? std::string_view("_OTHER") : type);
   data_->error = true;
   data_->status_message = std::string(message.substr(0, 1024));
 }

@@ -93,14 +93,22 @@ std::string SpanContext::span_id_hex() const { return hex(span_id); }
 
 std::string format_traceparent(const SpanContext& c) {
   if (!c.valid()) return {};
-  std::string out;
-  out.reserve(55);
-  out += "00-";
-  out += hex(c.trace_id);
-  out += '-';
-  out += hex(c.span_id);
-  out += c.sampled ? "-01" : "-00";
-  return out;
+  // "00-" trace-id "-" span-id "-" flags: 55 characters, written in place.
+  char out[55];
+  char* p = out;
+  auto put_hex = [&p](const uint8_t* bytes, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      *p++ = kHex[bytes[i] >> 4];
+      *p++ = kHex[bytes[i] & 15];
+    }
+  };
+  std::memcpy(p, "00-", 3);
+  p += 3;
+  put_hex(c.trace_id.data(), c.trace_id.size());
+  *p++ = '-';
+  put_hex(c.span_id.data(), c.span_id.size());
+  std::memcpy(p, c.sampled ? "-01" : "-00", 3);
+  return std::string(out, sizeof out);
 }
 
 std::optional<SpanContext> parse_traceparent(std::string_view s) {

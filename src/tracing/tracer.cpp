@@ -23,7 +23,8 @@ Tracer::Tracer(TracingConfig config, Log log) : cfg_(std::move(config)) {
 
 Tracer::~Tracer() { shutdown(); }
 
-Span Tracer::start(std::string_view name, SpanKind kind, const std::optional<SpanContext>& parent, int64_t start_ns) {
+Span Tracer::start(std::string_view operation, std::string_view target, SpanKind kind,
+                   const std::optional<SpanContext>& parent, int64_t start_ns) {
   Span s;
   if (!exporter_) return s;
   s.tracer_ = this;
@@ -37,10 +38,11 @@ Span Tracer::start(std::string_view name, SpanKind kind, const std::optional<Spa
   s.data_ = new_span_data();
   s.data_->context = s.ctx_;
   if (child) s.data_->parent_span_id = parent->span_id;
-  s.data_->name.assign(name);
+  s.data_->name.assign(operation);
+  if (!target.empty()) s.data_->name.append(" ").append(target);
   s.data_->kind = kind;
   s.data_->start_ns = start_ns ? start_ns : now_ns();
-  s.data_->attributes.reserve(12);  // what the runtime's spans carry: one allocation, not four
+  s.data_->attributes.reserve(1024);  // what the runtime's spans carry, in one allocation (kept when pooled)
   return s;
 }
 

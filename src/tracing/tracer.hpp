@@ -36,8 +36,10 @@ class Tracer {
   bool capture_content() const noexcept { return enabled() && cfg_.capture_content; }
 
   // A new span, child of `parent` when it is valid (its sampled flag decides), else the root of a new trace
-  // (sample_ratio decides). `start_ns`: 0 = now.
-  Span start(std::string_view name, SpanKind kind, const std::optional<SpanContext>& parent, int64_t start_ns = 0);
+  // (sample_ratio decides), named "`operation` `target`" (or `operation` alone when `target` is empty: the
+  // conventions' names, made without a temporary string). `start_ns`: 0 = now.
+  Span start(std::string_view operation, std::string_view target, SpanKind kind,
+             const std::optional<SpanContext>& parent, int64_t start_ns = 0);
 
   // Keeps an open span under `key` until take() (at most kMaxHeld: the oldest beyond are dropped unexported).
   void hold(const std::string& key, Span span);

@@ -113,6 +113,48 @@ TEST_SUITE("tracing") {
     }
   }
 
+  TEST_CASE("span attributes: packed in order, set replaces (moving to the end), every type read back") {
+    trace::Attributes a;
+    a.add_string("s", "x");
+    a.add_int("i", -42);
+    a.add_real("d", 0.25);
+    a.add_bool("b", true);
+    a.add_list("l", {"stop", "", std::string(70000, 'z')});
+    a.add_string(std::string(70000, 'k'), "long key");  // cut to 65535 bytes
+    a.add_string("empty", "");
+    CHECK(a.size() == 7);
+    std::vector<std::string> keys;
+    a.for_each([&](const trace::Attributes::View& v) { keys.push_back(std::string(v.key.substr(0, 5))); });
+    CHECK(keys == std::vector<std::string>{"s", "i", "d", "b", "l", "kkkkk", "empty"});
+    CHECK(a.find("s")->payload == "x");
+    CHECK(a.find("i")->as_int() == -42);
+    CHECK(a.find("d")->as_real() == 0.25);
+    CHECK(a.find("b")->as_bool());
+    CHECK(a.find(std::string(65535, 'k'))->payload == "long key");
+    CHECK(a.find("empty")->payload.empty());
+    std::vector<std::string> items;
+    a.find("l")->for_each_item([&](std::string_view item) { items.emplace_back(item); });
+    CHECK(items == std::vector<std::string>{"stop", "", std::string(70000, 'z')});
+    CHECK_FALSE(a.find("missing"));
+    // Span::set is remove + add: the value changes, the attribute moves to the end, no duplicate is left.
+    a.remove("i");
+    a.add_int("i", 7);
+    CHECK(a.size() == 7);
+    CHECK(a.find("i")->as_int() == 7);
+    keys.clear();
+    a.for_each([&](const trace::Attributes::View& v) { keys.push_back(std::string(v.key.substr(0, 5))); });
+    CHECK(keys == std::vector<std::string>{"s", "d", "b", "l", "kkkkk", "empty", "i"});
+    a.add_string("s", "y");  // add() does not look: two now, and remove takes both
+    a.remove("s");
+    CHECK_FALSE(a.find("s"));
+    CHECK(a.size() == 6);
+    a.clear();
+    CHECK(a.empty());
+    int seen = 0;
+    a.for_each([&](const trace::Attributes::View&) { ++seen; });
+    CHECK(seen == 0);
+  }
+
   TEST_CASE("OTLP JSON: hex ids, times and int values as strings, kind and status as numbers") {
     trace::SpanData s;
     s.context = *trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01");
@@ -347,7 +389,8 @@ TEST_SUITE("tracing") {
     cfg.max_queue_spans = 4;
     cfg.max_batch_spans = 100;
     trace::Tracer tracer(cfg, {});
-    for (int i = 0; i < 10; ++i) tracer.start("s" + std::to_string(i), trace::SpanKind::internal, std::nullopt).end();
+    for (int i = 0; i < 10; ++i)
+      tracer.start("s" + std::to_string(i), {}, trace::SpanKind::internal, std::nullopt).end();
     CHECK(tracer.stats().dropped_full == 6);
     tracer.shutdown();
     CHECK(rx.spans().size() == 4);
@@ -359,7 +402,8 @@ TEST_SUITE("tracing") {
     TracingConfig cfg = exporting_to(rx, 60s);  // only full batches and flushes leave
     cfg.max_batch_spans = 3;
     trace::Tracer tracer(cfg, {});
-    for (int i = 0; i < 7; ++i) tracer.start("s" + std::to_string(i), trace::SpanKind::internal, std::nullopt).end();
+    for (int i = 0; i < 7; ++i)
+      tracer.start("s" + std::to_string(i), {}, trace::SpanKind::internal, std::nullopt).end();
     REQUIRE(rx.wait_spans(6, kLongWait));
     CHECK(tracer.flush(kLongWait));
     // Answered: nothing is still on its way, and every span arrived once, in order, in requests of 3, 3 and 1.
@@ -385,8 +429,8 @@ TEST_SUITE("tracing") {
         ~Late() { span.end(); }
       };
       thread_local Late late;  // made first, so destroyed last: after the pool the next spans make
-      late.span = tracer.start("late", trace::SpanKind::internal, std::nullopt);
-      tracer.start("early", trace::SpanKind::internal, std::nullopt).end();
+      late.span = tracer.start("late", {}, trace::SpanKind::internal, std::nullopt);
+      tracer.start("early", {}, trace::SpanKind::internal, std::nullopt).end();
     }).join();
     REQUIRE(tracer.flush(kLongWait));
     std::vector<std::string> names;
@@ -398,10 +442,10 @@ TEST_SUITE("tracing") {
     OtlpReceiver rx;
     TracingConfig cfg = exporting_to(rx, 1s);
     trace::Tracer tracer(cfg, {});
-    tracer.start("first", trace::SpanKind::internal, std::nullopt).end();
+    tracer.start("first", {}, trace::SpanKind::internal, std::nullopt).end();
     REQUIRE(rx.wait_spans(1, kLongWait));  // the export thread waits again, from before the next span ends
     const auto t0 = std::chrono::steady_clock::now();
-    tracer.start("second", trace::SpanKind::internal, std::nullopt).end();
+    tracer.start("second", {}, trace::SpanKind::internal, std::nullopt).end();
     REQUIRE(rx.wait_spans(2, kLongWait));
     const auto took = std::chrono::steady_clock::now() - t0;
     CHECK(took >= 950ms);
@@ -439,7 +483,7 @@ TEST_SUITE("tracing") {
     TracingConfig cfg = exporting_to(rx, 5ms);
     {
       trace::Tracer tracer(cfg, {});
-      tracer.start("once", trace::SpanKind::internal, std::nullopt).end();
+      tracer.start("once", {}, trace::SpanKind::internal, std::nullopt).end();
       REQUIRE(rx.wait_requests(2, kLongWait));
       tracer.shutdown();
       CHECK(tracer.stats().exported == 1);
@@ -449,7 +493,7 @@ TEST_SUITE("tracing") {
     cfg.otlp_endpoint = bad.endpoint();
     std::vector<std::string> logged;
     trace::Tracer tracer(cfg, [&](LogLevel, std::string_view m) { logged.emplace_back(m); });
-    tracer.start("lost", trace::SpanKind::internal, std::nullopt).end();
+    tracer.start("lost", {}, trace::SpanKind::internal, std::nullopt).end();
     tracer.shutdown();
     CHECK(bad.requests().size() == 1);  // no retry of a 400
     CHECK(tracer.stats().dropped_failed == 1);
