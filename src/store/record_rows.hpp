@@ -76,6 +76,22 @@ Record read_fields(const Row& row, Field Record::*... fields) {
   return r;
 }
 
+// A spend query's token usage: provider, model and the six counts, from column `first` on (AGENTRT_SPEND_USAGE's
+// order).
+template <class Row>
+TokenUsage usage_columns(const Row& r, int first) {
+  TokenUsage u;
+  u.provider = r.text(first);
+  u.model = r.text(first + 1);
+  u.input_tokens = r.i64(first + 2);
+  u.output_tokens = r.i64(first + 3);
+  u.total_tokens = r.i64(first + 4);
+  u.reasoning_tokens = r.i64(first + 5);
+  u.cached_input_tokens = r.i64(first + 6);
+  u.cache_write_input_tokens = r.i64(first + 7);
+  return u;
+}
+
 // The row in the column order of AGENTRT_*_COLS (a thread's last_seq is not a column of its row).
 template <class Row>
 ThreadRecord thread_from_row(const Row& s) {

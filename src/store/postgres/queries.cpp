@@ -234,16 +234,7 @@ StoredSpend PostgresStore::spend(std::string_view thread_id, std::string_view us
         out.tool_calls = row.i64(4);
         continue;
       }
-      TokenUsage u;
-      u.provider = row.text(1);
-      u.model = row.text(2);
-      u.input_tokens = row.i64(3);
-      u.output_tokens = row.i64(4);
-      u.total_tokens = row.i64(5);
-      u.reasoning_tokens = row.i64(6);
-      u.cached_input_tokens = row.i64(7);
-      u.cache_write_input_tokens = row.i64(8);
-      out.usage.push_back(std::move(u));
+      out.usage.push_back(store_rows::usage_columns(row, 1));
     }
     return out;
   });

@@ -1,6 +1,7 @@
 // The SQLite store's reads (threads, turns, messages, events, ledger, approvals, instances) and the
 // thread writes outside a batch (title, soft delete).
 #include "agentrt/clock.hpp"
+#include "store/record_rows.hpp"
 #include "store/sqlite/connection.hpp"
 #include "store/sqlite/rows.hpp"
 #include "store/sqlite_store.hpp"
@@ -205,18 +206,7 @@ StoredSpend SqliteStore::spend(std::string_view thread_id, std::string_view user
   auto usage =
       stmt(thread ? AGENTRT_SPEND_USAGE(AGENTRT_SPEND_THREAD_TURNS) : AGENTRT_SPEND_USAGE(AGENTRT_SPEND_USER_TURNS));
   usage.bind(1, scope).bind(2, except);
-  while (usage.step()) {
-    TokenUsage u;
-    u.provider = usage.text(0);
-    u.model = usage.text(1);
-    u.input_tokens = usage.i64(2);
-    u.output_tokens = usage.i64(3);
-    u.total_tokens = usage.i64(4);
-    u.reasoning_tokens = usage.i64(5);
-    u.cached_input_tokens = usage.i64(6);
-    u.cache_write_input_tokens = usage.i64(7);
-    out.usage.push_back(std::move(u));
-  }
+  while (usage.step()) out.usage.push_back(store_rows::usage_columns(usage, 0));
   return out;
 }
 
