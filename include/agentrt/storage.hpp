@@ -48,6 +48,10 @@ struct TurnRecord {
   std::string error;                // why it failed / expired / was cancelled
   json usage = json::array();       // TokenUsage[] over the whole turn
   int steps = 0;                    // model calls made in the execution stage
+  // While it waits (for approval, input, a client's tools): the W3C trace context of its wait's span when tracing
+  // is on, so that whichever process resumes it, after a restart too, continues the same trace ("" otherwise;
+  // opaque to stores: a text column).
+  std::string trace;
   int64_t created_at = 0;
   int64_t updated_at = 0;
 };

@@ -80,6 +80,7 @@ void Projector::turn_started(const std::string& run_id, const std::string& turn_
   if (decision) {
     move_turn(t, TurnStatus::resuming);
     t.interrupts = json::array();
+    t.trace.clear();
     if (facts) t.owner = text_of(*facts, "owner");
   }
 }
@@ -97,7 +98,8 @@ void Projector::turn_intent(const std::string& run_id, const json& value) {
 }
 
 // RUN_FINISHED (completed, paused, cancelled) and RUN_ERROR (failed, or the approval expired); their
-// metadata.agentrt.turn: steps, usage (the turn's), and error where the turn has one.
+// metadata.agentrt.turn: steps, usage (the turn's), error where the turn has one, and a pause's trace (its wait's
+// span).
 void Projector::turn_ended(const std::string& run_id, const Event& e) {
   TurnRecord* t = turn_of_event(run_id);
   if (!t) return;
@@ -119,8 +121,10 @@ void Projector::turn_ended(const std::string& run_id, const Event& e) {
     if (const json* error = member(*facts, "error"); error && error->is_string()) t->error = *error;
     if (const json* expires = member(*facts, "expiresAt"); expires && expires->is_number_integer())
       t->expires_at = *expires;
-    if (is_waiting(to))
+    if (is_waiting(to)) {
       if (const json* apr = member(*facts, "approvalRequestId"); apr && apr->is_string()) t->approval_request_id = *apr;
+      t->trace = text_of(*facts, "trace");
+    }
   }
   t->owner.clear();
   if (to == TurnStatus::waiting_approval) {
@@ -134,6 +138,7 @@ void Projector::turn_ended(const std::string& run_id, const Event& e) {
   }
   // A failure that comes while the turn cannot fail (it ended already) keeps its status.
   if (to == TurnStatus::failed && !can_transition(t->status, to)) to = t->status;
+  if (!is_waiting(to)) t->trace.clear();
   move_turn(*t, to);
 }
 

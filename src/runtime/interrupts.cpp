@@ -113,13 +113,14 @@ void Interrupts::pause(const std::vector<std::string>& ids, const std::vector<st
   ctx_.turn.interrupts = std::move(interrupts);
   ctx_.turn.expires_at = expires;
   ctx_.turn.owner.clear();
+  // Before the commit (a resume may come as soon as the pause is seen); its ids travel with the pause, for the
+  // process that resumes it.
+  ctx_.turn.trace = trace::begin_approval_wait(rt_.tracer, ctx_.span, ctx_.turn);
   runner_.stage_turn();
   Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, std::move(outcome),
                                    ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
   runner_.end_facts(end);
   ctx_.em->emit(end);
-  // Before the commit: a resume may come as soon as the pause is seen.
-  trace::begin_approval_wait(rt_.tracer, ctx_.span, ctx_.turn);
   runner_.commit();
 }
 

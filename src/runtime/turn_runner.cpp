@@ -120,6 +120,7 @@ void TurnRunner::end_facts(Event& e) {
   if (is_waiting(ctx_.turn.status)) {
     r.emplace("expiresAt", ctx_.turn.expires_at);
     r.emplace("approvalRequestId", ctx_.turn.approval_request_id);
+    if (!ctx_.turn.trace.empty()) r.emplace("trace", ctx_.turn.trace);
   }
   if (!e.metadata.is_object()) e.metadata = json::object();
   e.metadata["agentrt"]["turn"] = std::move(row);

@@ -18,7 +18,7 @@
 
 #define AGENTRT_TURN_COLS                                                                                 \
   "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
-  "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at"
+  "interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,trace"
 
 #define AGENTRT_LEDGER_COLS                                                                        \
   "turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,status,needs_approval," \
@@ -105,7 +105,7 @@ TurnRecord turn_from_row(const Row& s) {
   return read_fields<T>(s, &T::id, &T::thread_id, &T::user_id, &T::status, &T::version, &T::client_message_id,
                         &T::run_id, &T::parent_run_id, &T::stage, &T::approval_request_id, &T::interrupts,
                         &T::expires_at, &T::owner, &T::intent, &T::error, &T::usage, &T::steps, &T::created_at,
-                        &T::updated_at);
+                        &T::updated_at, &T::trace);
 }
 
 template <class Row>

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <memory>
 #include <typeinfo>
@@ -203,24 +204,56 @@ void end_tool(Tracer& tracer, Span& tool, const ToolAgentOutput& out) {
   tool.end();
 }
 
-void begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paused) {
-  if (!tracer.enabled()) return;
-  Span s = tracer.start("agentrt.approval_wait", {}, SpanKind::internal, run.context());
+std::string format_stored_span(const SpanContext& context, const std::array<uint8_t, 8>& parent_span_id,
+                               int64_t start_ns) {
+  std::string out = format_traceparent(context);
+  if (out.empty()) return out;
+  out += ' ';
+  out += hex_id(parent_span_id);
+  out += ' ';
+  out += std::to_string(start_ns);
+  return out;
+}
+
+std::optional<StoredSpan> parse_stored_span(std::string_view text) {
+  // 55 (traceparent) + 1 + 16 + 1 + at least one digit.
+  if (text.size() < 74 || text.size() > 74 + 19 || text[55] != ' ' || text[72] != ' ') return std::nullopt;
+  StoredSpan s;
+  const auto context = parse_traceparent(text.substr(0, 55));
+  if (!context || !parse_hex_id(text.substr(56, 16), s.parent_span_id)) return std::nullopt;
+  s.context = *context;
+  const std::string_view start = text.substr(73);
+  const auto [end, ec] = std::from_chars(start.data(), start.data() + start.size(), s.start_ns);
+  if (ec != std::errc() || end != start.data() + start.size() || s.start_ns <= 0) return std::nullopt;
+  return s;
+}
+
+std::string begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paused) {
+  if (!tracer.enabled()) return {};
+  const int64_t start = now_ns();
+  Span s = tracer.start("agentrt.approval_wait", {}, SpanKind::internal, run.context(), start);
+  std::string stored = format_stored_span(s.context(), run.context().span_id, start);
   s.add_string("gen_ai.conversation.id", paused.thread_id);
   s.add_string("agentrt.turn.id", paused.id);
   s.add_string("agentrt.run.id", paused.run_id);
   s.add_string("agentrt.approval_request.id", paused.approval_request_id);
   s.set_int("agentrt.interrupts", paused.interrupts.is_array() ? static_cast<int64_t>(paused.interrupts.size()) : 0);
   tracer.hold(wait_key(paused), std::move(s));
+  return stored;
 }
 
-// The wait held for `paused`, or one begun at the pause's commit (paused by another process, or before a restart).
+// The wait held for `paused`; else (paused by another process, or before a restart) the one the turn stored, or
+// one begun at the pause's commit.
 Span take_wait(Tracer& tracer, const TurnRecord& paused, std::string_view parent, bool& held) {
   Span s = tracer.take(wait_key(paused));
   held = s.context().valid();
   if (held) return s;
-  s = tracer.start("agentrt.approval_wait", {}, SpanKind::internal, parse_traceparent(parent),
-                   paused.updated_at > 0 ? paused.updated_at * kNsPerMs : 0);
+  if (const auto stored = parse_stored_span(paused.trace))
+    s = tracer.reopen("agentrt.approval_wait", SpanKind::internal, stored->context, stored->parent_span_id,
+                      stored->start_ns);
+  else
+    s = tracer.start("agentrt.approval_wait", {}, SpanKind::internal, parse_traceparent(parent),
+                     paused.updated_at > 0 ? paused.updated_at * kNsPerMs : 0);
   s.add_string("gen_ai.conversation.id", paused.thread_id);
   s.add_string("agentrt.turn.id", paused.id);
   s.add_string("agentrt.run.id", paused.run_id);

@@ -65,10 +65,12 @@ Span start_tool(Tracer& tracer, const Span& run, const LedgerEntry& call, const 
 void end_tool(Tracer& tracer, Span& tool, const ToolAgentOutput& out);
 
 // The approval wait of a paused turn: starts now (a child of the run's span) and is kept by the tracer until
-// end_approval_wait, in this process; a wait that another process paused starts at the paused turn's last change,
-// a child of `parent` (the resume's traceparent) or a new root. Returns the wait's traceparent ("" when tracing is
-// off): what the continuation run follows.
-void begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paused);
+// end_approval_wait, in this process. Returns what the paused turn stores (TurnRecord::trace: the wait's ids, its
+// parent's and its start; "" when tracing is off), so that a process that did not pause it ends the same span, in
+// the same trace. A wait stored without it (paused with tracing off, or by a store that drops the field) starts at
+// the paused turn's last change, a child of `parent` (the resume's traceparent) or a new root. end_approval_wait
+// returns the wait's traceparent ("" when tracing is off): what the continuation run follows.
+std::string begin_approval_wait(Tracer& tracer, const Span& run, const TurnRecord& paused);
 std::string end_approval_wait(Tracer& tracer, const TurnRecord& paused, std::string_view outcome,
                               std::string_view parent = {});
 
@@ -93,6 +95,17 @@ class DecidedWait {
   int64_t decided_ns_ = 0;
   bool held_ = false;  // taken from the tracer (else begun here)
 };
+
+// A wait's span as a waiting turn stores it: "<traceparent> <parent span id> <start, ns since the Unix epoch>"
+// ("" for an invalid context), and read back (nullopt for anything else).
+struct StoredSpan {
+  SpanContext context;
+  std::array<uint8_t, 8> parent_span_id{};
+  int64_t start_ns = 0;
+};
+std::string format_stored_span(const SpanContext& context, const std::array<uint8_t, 8>& parent_span_id,
+                               int64_t start_ns);
+std::optional<StoredSpan> parse_stored_span(std::string_view text);
 
 // A started job: a child of its tool call's span, kept until end_job (a job that ends at once is ended here).
 void begin_job(Tracer& tracer, const Span& tool, const JobRecord& job);

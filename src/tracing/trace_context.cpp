@@ -90,6 +90,8 @@ std::array<uint8_t, N> random_id() {
 bool SpanContext::valid() const noexcept { return !all_zero(trace_id) && !all_zero(span_id); }
 std::string SpanContext::trace_id_hex() const { return hex(trace_id); }
 std::string SpanContext::span_id_hex() const { return hex(span_id); }
+std::string hex_id(const std::array<uint8_t, 8>& span_id) { return hex(span_id); }
+bool parse_hex_id(std::string_view text, std::array<uint8_t, 8>& out) noexcept { return unhex(text, out); }
 
 std::string format_traceparent(const SpanContext& c) {
   if (!c.valid()) return {};

@@ -24,6 +24,10 @@ struct SpanContext {
   bool operator==(const SpanContext&) const = default;
 };
 
+// A span id as 16 lower-case hex digits, and back (false for anything else).
+std::string hex_id(const std::array<uint8_t, 8>& span_id);
+bool parse_hex_id(std::string_view text, std::array<uint8_t, 8>& out) noexcept;
+
 // "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>" of a valid context ("" for an invalid one).
 std::string format_traceparent(const SpanContext& c);
 // A traceparent header's value, or nullopt when it is not one this runtime takes: version 00 exactly as W3C

@@ -25,19 +25,32 @@ Tracer::~Tracer() { shutdown(); }
 
 Span Tracer::start(std::string_view operation, std::string_view target, SpanKind kind,
                    const std::optional<SpanContext>& parent, int64_t start_ns) {
-  Span s;
-  if (!exporter_) return s;
-  s.tracer_ = this;
+  if (!exporter_) return Span{};
   const bool child = parent && parent->valid();
-  s.ctx_.trace_id = child ? parent->trace_id : new_trace_id();
-  s.ctx_.span_id = new_span_id();
-  s.ctx_.sampled = child ? parent->sampled : sample_trace(s.ctx_.trace_id, cfg_.sample_ratio);
+  SpanContext ctx;
+  ctx.trace_id = child ? parent->trace_id : new_trace_id();
+  ctx.span_id = new_span_id();
+  ctx.sampled = child ? parent->sampled : sample_trace(ctx.trace_id, cfg_.sample_ratio);
+  return open(operation, target, kind, ctx, child ? parent->span_id : std::array<uint8_t, 8>{}, start_ns);
+}
+
+Span Tracer::reopen(std::string_view name, SpanKind kind, const SpanContext& context,
+                    const std::array<uint8_t, 8>& parent_span_id, int64_t start_ns) {
+  if (!exporter_ || !context.valid()) return Span{};
+  return open(name, {}, kind, context, parent_span_id, start_ns);
+}
+
+Span Tracer::open(std::string_view operation, std::string_view target, SpanKind kind, const SpanContext& context,
+                  const std::array<uint8_t, 8>& parent_span_id, int64_t start_ns) {
+  Span s;
+  s.tracer_ = this;
+  s.ctx_ = context;
   if (!s.ctx_.sampled) return s;
   // Spent spans come back through the exporter: a thread out of them takes a few at once.
   if (auto* pool = span_pool(); pool && pool->empty()) exporter_->take_spent(*pool, 32);
   s.data_ = new_span_data();
   s.data_->context = s.ctx_;
-  if (child) s.data_->parent_span_id = parent->span_id;
+  s.data_->parent_span_id = parent_span_id;
   s.data_->name.assign(operation);
   if (!target.empty()) s.data_->name.append(" ").append(target);
   s.data_->kind = kind;

@@ -40,6 +40,10 @@ class Tracer {
   // conventions' names, made without a temporary string). `start_ns`: 0 = now.
   Span start(std::string_view operation, std::string_view target, SpanKind kind,
              const std::optional<SpanContext>& parent, int64_t start_ns = 0);
+  // A span begun elsewhere (another process, before a restart) with these ids: ended here, it is exported as that
+  // span. It records when `context` is valid and sampled.
+  Span reopen(std::string_view name, SpanKind kind, const SpanContext& context,
+              const std::array<uint8_t, 8>& parent_span_id, int64_t start_ns);
 
   // Keeps an open span under `key` until take() (at most kMaxHeld: the oldest beyond are dropped unexported).
   void hold(const std::string& key, Span span);
@@ -59,6 +63,10 @@ class Tracer {
   static constexpr size_t kMaxHeld = 4096;
 
  private:
+  // A span with these ids that records when sampled.
+  Span open(std::string_view operation, std::string_view target, SpanKind kind, const SpanContext& context,
+            const std::array<uint8_t, 8>& parent_span_id, int64_t start_ns);
+
   TracingConfig cfg_;
   std::unique_ptr<SpanExporter> exporter_;  // null when off
   mutable std::mutex held_mutex_;

@@ -125,12 +125,15 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
   SUBCASE("a turn update is a compare-and-set on its version") {
     auto s = make();
     auto t = conformance_turn("t1", "th1", TurnStatus::running);
+    t.trace = "inserted";
     auto b = new_turn_batch(t);
     s->commit(b);
+    CHECK(s->get_turn("t1")->trace == "inserted");
     CommitBatch up;
     up.thread_id = "th1";
     t.status = TurnStatus::waiting_approval;
     t.interrupts = json::array({json{{"id", "int_1"}, {"reason", "tool_call"}}});
+    t.trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 0102030405060708 1700000000000000001";
     up.turn = t;
     up.expected_version = 0;
     s->commit(up);
@@ -139,6 +142,7 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(got->status == TurnStatus::waiting_approval);
     CHECK(got->version == 1);
     CHECK(got->interrupts[0]["id"] == "int_1");
+    CHECK(got->trace == t.trace);
     CommitBatch stale;
     stale.thread_id = "th1";
     stale.turn = t;
@@ -152,6 +156,16 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     }
     CHECK(s->events_after("th1", 0, 10).size() == 1);  // all or nothing
     CHECK(s->turns_in_status(TurnStatus::waiting_approval).size() == 1);
+    // An update that ends the turn (it leaves the active ones) writes every field too.
+    CommitBatch end;
+    end.thread_id = "th1";
+    t.status = TurnStatus::completed;
+    t.trace.clear();
+    end.turn = t;
+    end.expected_version = 1;
+    s->commit(end);
+    CHECK(s->get_turn("t1")->status == TurnStatus::completed);
+    CHECK(s->get_turn("t1")->trace.empty());
   }
   SUBCASE("concurrent compare-and-sets: exactly one wins") {
     auto s = make();

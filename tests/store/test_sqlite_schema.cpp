@@ -72,13 +72,14 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
       done.status = TurnStatus::completed;
       insert(s, done);
     }
-    // Back to what that schema had: no `active` column, the index on `status`, no thread_states, no ledger.client.
+    // Back to what that schema had: no `active` column, the index on `status`, no thread_states, no ledger.client,
+    // no turns.trace.
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
     const std::string back = fmt::format(
         "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
         "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; ALTER TABLE ledger DROP COLUMN client; "
-        "PRAGMA user_version={};",
+        "ALTER TABLE turns DROP COLUMN trace; PRAGMA user_version={};",
         predicate, version);
     REQUIRE(sqlite3_exec(db, back.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
@@ -89,7 +90,7 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
     const std::string sql = one_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
     CHECK(sql.find("WHERE active=1") != std::string::npos);
     CHECK(sql.find("status") == std::string::npos);
-    CHECK(one_text(db, "SELECT id, active FROM turns ORDER BY id") == "turn_a|1|\nturn_c|0|\n");
+    CHECK(one_text(db, "SELECT id, active, trace FROM turns ORDER BY id") == "turn_a|1||\nturn_c|0||\n");
     sqlite3_close(db);
     // The waiting turn is still its thread's one active turn; the ended one is not.
     auto a = s.active_turn("t1");

@@ -34,9 +34,10 @@ std::string bytes_of(const LedgerEntry& l) {
 std::string bytes_of(const TurnRecord& t) {
   return fmt::format(
       "{{id:{}, thread:{}, user:{}, status:{}, client_message:{}, run:{}, parent_run:{}, stage:{}, "
-      "approval:{}, interrupts:{}, expires_at:{}, owner:{}, intent:{}, error:{}, usage:{}, steps:{}}}",
+      "approval:{}, interrupts:{}, expires_at:{}, owner:{}, intent:{}, error:{}, usage:{}, steps:{}, trace:{}}}",
       t.id, t.thread_id, t.user_id, to_string(t.status), t.client_message_id, t.run_id, t.parent_run_id, t.stage,
-      t.approval_request_id, t.interrupts.dump(), t.expires_at, t.owner, t.intent, t.error, t.usage.dump(), t.steps);
+      t.approval_request_id, t.interrupts.dump(), t.expires_at, t.owner, t.intent, t.error, t.usage.dump(), t.steps,
+      t.trace);
 }
 
 // Every field but created_at (the store's).

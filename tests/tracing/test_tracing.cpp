@@ -635,43 +635,112 @@ TEST_SUITE("tracing") {
     }
   }
 
-  TEST_CASE("a turn paused by one runtime and resumed by another: the wait begins at the pause, the run follows it") {
+  // Pauses t-moved in h's runtime (traced or not), then puts another runtime on the same store in its place (the
+  // first one's held wait is never exported) and resumes the turn there, approved. Returns the turn as stored at
+  // the pause.
+  TurnRecord pause_then_resume_elsewhere(Harness & h, OtlpReceiver & rx) {
+    h.add_book_room(ApprovalPolicy::always());
+    h.threads.insert("t-moved");
+    TurnRecord paused = h.rt->run_turn(turn_input("t-moved", user_message("book A1")));
+    REQUIRE(paused.status == TurnStatus::waiting_approval);
+    paused = *h.rt->turn(paused.id);  // as stored
+    h.rt.reset();
+    RuntimeConfig c = test_config(h.used_store, h.model);
+    traced(rx)(c);
+    h.rt = std::make_unique<Runtime>(c);
+    h.add_book_room(ApprovalPolicy::always());
+    auto ledger = h.rt->tool_calls(paused.id);
+    REQUIRE(ledger.size() == 1);
+    REQUIRE(h.rt->resume_turn(paused.id, paused.approval_request_id,
+                              {Decision(ledger[0].tool_call_id, Decision::Action::approve)})
+                .status == TurnStatus::completed);
+    CHECK(h.rt->turn(paused.id)->trace.empty());  // a turn that no longer waits keeps no wait
+    return paused;
+  }
+
+  TEST_CASE("a turn paused by one runtime and resumed by another continues its trace: the wait is the pause's span") {
     OtlpReceiver rx;
     TurnRecord paused;
     {
       Harness h(booking_script, traced(rx));
-      h.add_book_room(ApprovalPolicy::always());
-      h.threads.insert("t-moved");
-      paused = h.rt->run_turn(turn_input("t-moved", user_message("book A1")));
-      REQUIRE(paused.status == TurnStatus::waiting_approval);
-      paused = *h.rt->turn(paused.id);  // as stored: updated_at is the pause's commit
-      // Another process on the same store (the first one's held wait is never exported).
-      h.rt.reset();
-      RuntimeConfig c = test_config(h.used_store, h.model);
-      traced(rx)(c);
-      h.rt = std::make_unique<Runtime>(c);
-      h.add_book_room(ApprovalPolicy::always());
-      auto ledger = h.rt->tool_calls(paused.id);
-      REQUIRE(ledger.size() == 1);
-      REQUIRE(h.rt->resume_turn(paused.id, paused.approval_request_id,
-                                {Decision(ledger[0].tool_call_id, Decision::Action::approve)})
-                  .status == TurnStatus::completed);
+      paused = pause_then_resume_elsewhere(h, rx);
+      // The pause's event carries what the turn stored, for any process to continue.
+      bool seen = false;
+      for (const auto& e : h.rt->events_page("t-moved", "u1", 0, kMaxEventsPage)) {
+        const json event = json::parse(e.json);
+        if (event["type"] == "RUN_FINISHED" && e.run_id == paused.run_id) {
+          CHECK(event["metadata"]["agentrt"]["turn"]["trace"] == paused.trace);
+          seen = true;
+        }
+      }
+      CHECK(seen);
     }
+    const auto stored = trace::parse_stored_span(paused.trace);
+    REQUIRE(stored.has_value());
     const auto spans = rx.spans();
+    const auto runs = named(spans, "invoke_agent");
+    REQUIRE(runs.size() == 2);
+    const json& first = span_attr(runs[0], "agentrt.outcome") == "interrupt" ? runs[0] : runs[1];
+    const json& resumed = &first == &runs[0] ? runs[1] : runs[0];
     const auto waits = named(spans, "agentrt.approval_wait");
     REQUIRE(waits.size() == 1);
     const json& wait = waits[0];
     CHECK(span_attr(wait, "agentrt.approval.outcome") == "decided");
     CHECK(span_attr(wait, "agentrt.turn.id") == paused.id);
-    CHECK(std::stoll(wait["startTimeUnixNano"].get<std::string>()) == paused.updated_at * 1000000);
-    const auto runs = named(spans, "invoke_agent");
-    REQUIRE(runs.size() == 2);
-    const json& resumed = span_attr(runs[0], "agentrt.outcome") == "success" ? runs[0] : runs[1];
+    // The span the first runtime began at the pause: its ids, its parent (the paused run), its start.
+    CHECK(wait["traceId"] == stored->context.trace_id_hex());
+    CHECK(id_of(wait) == stored->context.span_id_hex());
+    CHECK(wait["traceId"] == first["traceId"]);
+    CHECK(parent_of(wait) == id_of(first));
+    CHECK(std::stoll(wait["startTimeUnixNano"].get<std::string>()) == stored->start_ns);
+    CHECK(stored->start_ns <= paused.updated_at * 1000000 + 999999);
     CHECK(parent_of(resumed) == id_of(wait));
-    CHECK(resumed["traceId"] == wait["traceId"]);
+    CHECK(resumed["traceId"] == first["traceId"]);
     auto tool = find_span(spans, "execute_tool book_room");
     REQUIRE(tool.has_value());
     CHECK(parent_of(*tool) == id_of(resumed));
+  }
+
+  TEST_CASE("a turn paused untraced and resumed by a traced runtime: the wait begins at the pause's commit") {
+    OtlpReceiver rx;
+    TurnRecord paused;
+    {
+      Harness h(booking_script);  // tracing off: the pause stores no trace
+      paused = pause_then_resume_elsewhere(h, rx);
+    }
+    CHECK(paused.trace.empty());
+    const auto spans = rx.spans();
+    const auto waits = named(spans, "agentrt.approval_wait");
+    REQUIRE(waits.size() == 1);
+    const json& wait = waits[0];
+    CHECK(span_attr(wait, "agentrt.approval.outcome") == "decided");
+    CHECK(std::stoll(wait["startTimeUnixNano"].get<std::string>()) == paused.updated_at * 1000000);
+    CHECK_FALSE(wait.contains("parentSpanId"));  // a trace of its own (no traceparent came with the resume)
+    const auto runs = named(spans, "invoke_agent");
+    REQUIRE(runs.size() == 1);
+    CHECK(parent_of(runs[0]) == id_of(wait));
+    CHECK(runs[0]["traceId"] == wait["traceId"]);
+  }
+
+  TEST_CASE("a stored wait span is written and read back; anything else is refused") {
+    const auto ctx = *trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01");
+    const std::array<uint8_t, 8> parent{1, 2, 3, 4, 5, 6, 7, 8};
+    const std::string text = trace::format_stored_span(ctx, parent, 1700000000000000001);
+    CHECK(text == std::string("00-") + kHostTrace + "-" + kHostSpan + "-01 0102030405060708 1700000000000000001");
+    const auto back = trace::parse_stored_span(text);
+    REQUIRE(back.has_value());
+    CHECK(back->context.trace_id == ctx.trace_id);
+    CHECK(back->context.span_id == ctx.span_id);
+    CHECK(back->context.sampled);
+    CHECK(back->parent_span_id == parent);
+    CHECK(back->start_ns == 1700000000000000001);
+    CHECK(trace::format_stored_span(trace::SpanContext{}, parent, 1).empty());
+    for (const std::string& bad :
+         {std::string(), text + "x", text.substr(0, text.size() - 1) + "-", text.substr(0, 73),
+          text.substr(0, 55) + "-" + text.substr(56), text.substr(0, 56) + "010203040506070G" + text.substr(72),
+          text.substr(0, 73) + "0", text.substr(0, 73) + "-5", text.substr(0, 73) + "99999999999999999999",
+          std::string("00-") + std::string(32, '0') + "-" + kHostSpan + "-01 0102030405060708 5"})
+      CHECK_MESSAGE(!trace::parse_stored_span(bad).has_value(), bad);
   }
 
   TEST_CASE("a failed model call marks its chat span and the run span with error.type and status ERROR") {

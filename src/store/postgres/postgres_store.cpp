@@ -203,17 +203,17 @@ void PostgresStore::create_thread(Pipeline& p, Connection& c, const ThreadRecord
 void PostgresStore::write_turn(Pipeline& pipe, CommitBatch& b, int64_t now) {
   auto& t = *b.turn;
   t.updated_at = now;
-  // What an insert and an update both write, as $1..$14.
+  // What an insert and an update both write, as $1..$15.
   Params p;
   p.add(to_string(t.status)).add(t.run_id).add(t.parent_run_id).add(t.stage).add(t.approval_request_id);
   p.add(dump(t.interrupts)).add(t.expires_at).add(t.owner).add(t.intent).add(t.error).add(dump(t.usage));
-  p.add(t.steps).add(now).add(t.id);
+  p.add(t.steps).add(now).add(t.id).add(t.trace);
   if (b.expected_version >= 0) {
     p.add(b.expected_version);
     swap_version(pipe,
                  "UPDATE turns SET status=$1,run_id=$2,parent_run_id=$3,stage=$4,approval_request_id=$5,"
                  "interrupts=$6,expires_at=$7,owner=$8,intent=$9,error=$10,usage=$11,steps=$12,"
-                 "updated_at=$13,version=version+1 WHERE id=$14 AND version=$15",
+                 "updated_at=$13,trace=$15,version=version+1 WHERE id=$14 AND version=$16",
                  p, "turn", t.id, b.expected_version, t.version);
     return;
   }
@@ -231,8 +231,8 @@ void PostgresStore::write_turn(Pipeline& pipe, CommitBatch& b, int64_t now) {
   p.add(t.thread_id).add(t.user_id).add(t.client_message_id).add(t.created_at);
   pipe.add(
       "INSERT INTO turns(status,run_id,parent_run_id,stage,approval_request_id,interrupts,expires_at,owner,intent,"
-      "error,usage,steps,updated_at,id,thread_id,user_id,client_message_id,created_at,version) "
-      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,0)",
+      "error,usage,steps,updated_at,id,trace,thread_id,user_id,client_message_id,created_at,version) "
+      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,0)",
       p, "insert the turn");
 }
 

@@ -56,7 +56,7 @@ class PostgresStore final : public Store {
   PostgresStore(const PostgresStore&) = delete;
   PostgresStore& operator=(const PostgresStore&) = delete;
 
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   void commit(CommitBatch& batch) override;
   std::optional<ThreadRecord> get_thread(std::string_view thread_id) override;

@@ -87,6 +87,10 @@ DROP INDEX turns_one_active;
 CREATE UNIQUE INDEX turns_one_active ON turns(thread_id)
   WHERE status='RUNNING' OR status='WAITING_APPROVAL' OR status='RESUMING' OR status='WAITING_CLIENT';
 )sql",
+    // 5: a waiting turn's trace context (TurnRecord::trace).
+    R"sql(
+ALTER TABLE turns ADD COLUMN trace text NOT NULL DEFAULT '';
+)sql",
 };
 
 // Held (for the transaction) by the store that migrates: two processes opening a new database do not both try.

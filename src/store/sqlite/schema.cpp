@@ -86,6 +86,10 @@ CREATE TABLE thread_states(thread_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITH
     R"sql(
 ALTER TABLE ledger ADD COLUMN client INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 7: a waiting turn's trace context (TurnRecord::trace).
+    R"sql(
+ALTER TABLE turns ADD COLUMN trace TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

@@ -137,13 +137,13 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         if (is_terminal(t.status)) refuse_beside_active();
         auto ins = stmt(
             "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
-            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active) "
-            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active,"
+            "trace) VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
         ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
         ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
         ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
-        ins.bind(17, t.created_at).bind(18, t.updated_at).bind(19, !is_terminal(t.status));
+        ins.bind(17, t.created_at).bind(18, t.updated_at).bind(19, !is_terminal(t.status)).bind(20, t.trace);
         try {
           ins.run();
         } catch (const Error& e) {
@@ -168,11 +168,11 @@ void SqliteStore::commit_rows(CommitBatch& b) {
           up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
           up.bind(5, t.approval_request_id).bind(6, dump(t.interrupts)).bind(7, t.expires_at).bind(8, t.owner);
           up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
-          up.bind(14, t.id).bind(15, b.expected_version).bind(16, active);
+          up.bind(14, t.id).bind(15, b.expected_version).bind(16, active).bind(17, t.trace);
         };
         auto same = stmt(
             "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,approval_request_id=?5,"
-            "interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,updated_at=?13 "
+            "interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,updated_at=?13,trace=?17 "
             "WHERE id=?14 AND version=?15 AND active=?16");
         bind_row(same);
         same.run();
@@ -180,7 +180,7 @@ void SqliteStore::commit_rows(CommitBatch& b) {
           auto moved = stmt(
               "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,"
               "approval_request_id=?5,interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,"
-              "updated_at=?13,active=?16 WHERE id=?14 AND version=?15");
+              "updated_at=?13,active=?16,trace=?17 WHERE id=?14 AND version=?15");
           bind_row(moved);
           moved.run();
           if (db_->changes() == 0)
