@@ -44,9 +44,10 @@ void RunEmitter::project(std::optional<MessageRecord> m) {
   if (auto a = projector_.take_approval()) batch_->approval = std::move(*a);
   for (auto& w : projector_.take_job_writes()) batch_->jobs.push_back(std::move(w));
   if (auto s = projector_.take_state()) batch_->thread_state = std::move(*s);
-  if (auto t = projector_.take_turn()) {
+  // The row itself is copied once, as the batch commits (a run's status moves several times in one batch).
+  if (projector_.turn_changed()) {
     batch_->expected_version = turn_version_;
-    batch_->turn = std::move(*t);
+    projected_turn_ = true;
   }
   if (!m) return;
   batch_->messages.push_back(std::move(*m));
@@ -178,6 +179,7 @@ void RunEmitter::set_turn(const TurnRecord& t) {
   note_pending();
   batch_->expected_version = turn_version_;
   batch_->turn = t;
+  projected_turn_ = false;  // this row, unless the events change the turn again
 }
 
 void RunEmitter::create_thread(ThreadRecord t) {
@@ -228,6 +230,7 @@ void RunEmitter::drop_batch() {
   undo_.clear();
   *batch_ = CommitBatch{};
   batch_->thread_id = thread_id_;
+  projected_turn_ = false;
 }
 
 namespace {
@@ -240,6 +243,10 @@ bool transient(const Error& e) { return e.code() == ErrorCode::io || e.code() ==
 
 CommitBatch RunEmitter::commit_locked() {
   if (failure_) throw *failure_;
+  if (projected_turn_) {
+    if (auto t = projector_.take_turn()) batch_->turn = std::move(*t);
+    projected_turn_ = false;
+  }
   CommitBatch out;
   out.thread_id = thread_id_;
   if (batch_->empty()) {

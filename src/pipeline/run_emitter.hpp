@@ -138,6 +138,7 @@ class RunEmitter {
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
   int64_t turn_version_ = -1;
+  bool projected_turn_ = false;  // the batch's turn row is the projector's, taken as it commits
   int64_t turn_created_at_ = 0, turn_updated_at_ = 0;
   Projector projector_;  // under mutex_
   std::function<void(const MessageRecord&)> on_message_;
