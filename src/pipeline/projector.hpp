@@ -92,8 +92,10 @@ class Projector {
   // changed since the last take; the row as the events say (the replay).
   void seed_turn(const TurnRecord& t);
   std::optional<TurnRecord> take_turn();
-  // Whether take_turn() has a row to give (a status changed since the last take).
+  // Whether take_turn() has a row to give (a status changed since the last take); drop_turn_change() forgets it
+  // (the row staged is another's).
   bool turn_changed() const noexcept { return !changed_turn_.empty(); }
+  void drop_turn_change() noexcept { changed_turn_.clear(); }
   std::optional<TurnRecord> turn(const std::string& turn_id) const;
   // The turn-changing events, without an Event where the run emits them on its fast path.
   void turn_started(const std::string& run_id, const std::string& turn_id, const Event& e);

@@ -180,6 +180,7 @@ void RunEmitter::set_turn(const TurnRecord& t) {
   batch_->expected_version = turn_version_;
   batch_->turn = t;
   projected_turn_ = false;  // this row, unless the events change the turn again
+  projector_.drop_turn_change();
 }
 
 void RunEmitter::create_thread(ThreadRecord t) {
@@ -231,6 +232,7 @@ void RunEmitter::drop_batch() {
   *batch_ = CommitBatch{};
   batch_->thread_id = thread_id_;
   projected_turn_ = false;
+  projector_.drop_turn_change();
 }
 
 namespace {
