@@ -75,13 +75,15 @@ void Attributes::add_real(std::string_view key, double value) {
 void Attributes::add_bool(std::string_view key, bool value) { *put_header(AttrType::boolean, key, 1) = value ? 1 : 0; }
 
 void Attributes::add_list(std::string_view key, const std::vector<std::string>& items) {
-  size_t size = 0;
-  for (const auto& item : items) size += 4 + std::min<size_t>(item.size(), std::numeric_limits<uint32_t>::max());
+  // The items that fit a value's 4 GiB, whole, in order (the list is cut after the last of them).
+  constexpr size_t kMaxValue = std::numeric_limits<uint32_t>::max();
+  size_t size = 0, kept = 0;
+  for (; kept < items.size() && items[kept].size() + 4 <= kMaxValue - size; ++kept) size += 4 + items[kept].size();
   char* p = put_header(AttrType::string_list, key, size);
-  for (const auto& item : items) {
-    const auto n = static_cast<uint32_t>(std::min<size_t>(item.size(), std::numeric_limits<uint32_t>::max()));
+  for (size_t i = 0; i < kept; ++i) {
+    const auto n = static_cast<uint32_t>(items[i].size());
     std::memcpy(p, &n, 4);
-    std::memcpy(p + 4, item.data(), n);
+    std::memcpy(p + 4, items[i].data(), n);
     p += 4 + n;
   }
 }
@@ -206,20 +208,6 @@ Span& Span::set_string(std::string_view key, std::string_view value) {
   if (!data_) return *this;
   data_->attributes.remove(key);
   data_->attributes.add_string(key, value);
-  return *this;
-}
-
-Span& Span::set_int(std::string_view key, int64_t value) {
-  if (!data_) return *this;
-  data_->attributes.remove(key);
-  data_->attributes.add_int(key, value);
-  return *this;
-}
-
-Span& Span::set_bool(std::string_view key, bool value) {
-  if (!data_) return *this;
-  data_->attributes.remove(key);
-  data_->attributes.add_bool(key, value);
   return *this;
 }
 

@@ -159,8 +159,8 @@ class Span {
     return *this;
   }
   Span& set_string(std::string_view key, std::string_view value);
-  Span& set_int(std::string_view key, int64_t value);
-  Span& set_bool(std::string_view key, bool value);
+  Span& set_int(std::string_view key, int64_t value) { return set(key, value); }
+  Span& set_bool(std::string_view key, bool value) { return set(key, value); }
   void add_event(std::string name, Attributes attributes = {}, int64_t time_ns = 0);
   void add_link(const SpanContext& linked);
   // Status ERROR with `message`, and the attribute error.type = `type` (an error code's name, an exception class).
