@@ -147,13 +147,14 @@ void reset(SpanData& d) noexcept {
   d.status_message.clear();
 }
 
-}  // namespace
-
+// The calling thread's pool (nullptr once the thread is ending and its pool is gone).
 std::vector<std::unique_ptr<SpanData>>* span_pool() noexcept {
   if (t_pool_gone) return nullptr;
   thread_local Pool p;
   return &p.spent;
 }
+
+}  // namespace
 
 std::unique_ptr<SpanData> new_span_data() {
   auto* pool = span_pool();
@@ -231,7 +232,7 @@ void Span::end(int64_t end_ns) {
   if (!data_) return;
   data_->end_ns = end_ns ? end_ns : now_ns();
   if (data_->end_ns < data_->start_ns) data_->end_ns = data_->start_ns;
-  if (tracer_) tracer_->submit(data_);  // takes it when queued
+  if (tracer_) tracer_->submit(*data_);  // packed into the export queue
   recycle(std::move(data_));
 }
 

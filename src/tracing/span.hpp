@@ -69,6 +69,12 @@ class Attributes {
   // Removes every attribute named `key`.
   void remove(std::string_view key);
   void reserve(size_t bytes) { bytes_.reserve(bytes); }
+  // The packed bytes, and a set made of bytes packed() gave with the count of attributes in them.
+  std::string_view packed() const noexcept { return bytes_; }
+  void assign_packed(std::string_view bytes, size_t count) {
+    bytes_.assign(bytes);
+    count_ = count;
+  }
   void clear() noexcept {
     bytes_.clear();
     count_ = 0;
@@ -121,10 +127,9 @@ struct SpanData {
 // Nanoseconds since the Unix epoch, now.
 int64_t now_ns() noexcept;
 
-// The calling thread's spent SpanData (nullptr once the thread is ending and its pool is gone). new_span_data()
-// takes one and empties it (its name's and vectors' capacity kept), or makes one; recycle() keeps a spent one for
-// the thread's next span (up to a bound; beyond, it is freed).
-std::vector<std::unique_ptr<SpanData>>* span_pool() noexcept;
+// The calling thread's spent SpanData: new_span_data() takes one and empties it (its name's and vectors' capacity
+// kept), or makes one; recycle() keeps a spent one for the thread's next span (up to a bound, and while the thread's
+// pool lives; else it is freed).
 std::unique_ptr<SpanData> new_span_data();
 void recycle(std::unique_ptr<SpanData> data) noexcept;
 

@@ -6,6 +6,7 @@
 
 #include "agentrt/error.hpp"
 #include "tracing/otlp_json.hpp"
+#include "tracing/span_record.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -17,7 +18,7 @@ using std::chrono::milliseconds;
 
 // At most one log line about dropped spans this often (the count since the last one is in it).
 constexpr milliseconds kLogEvery{30'000};
-// Spans the export thread takes at a time (fewer when a request holds fewer).
+// Queued spans that wake the export thread (fewer when a request holds fewer).
 constexpr size_t kChunk = 64;
 // Before the one retry of a 429/503.
 constexpr milliseconds kRetryPause{100};
@@ -35,29 +36,28 @@ SpanExporter::SpanExporter(TracingConfig config, Log log)
 
 SpanExporter::~SpanExporter() { stop(); }
 
-bool SpanExporter::enqueue(std::unique_ptr<SpanData>& span) {
+bool SpanExporter::enqueue(const SpanData& span) noexcept {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || pending_.size() >= cfg_.max_queue_spans) {
+    if (stopping_ || pending_count_ >= cfg_.max_queue_spans) {
       ++stats_.dropped_full;
       return false;
     }
-    if (pending_.empty()) oldest_pending_ = Clock::now();
-    pending_.push_back(std::move(span));
+    const size_t before = pending_.size();
+    try {
+      pack_span(span, pending_);
+    } catch (...) {  // out of memory: the span is dropped, the queue left as it was
+      pending_.resize(before);
+      ++stats_.dropped_full;
+      return false;
+    }
+    if (pending_count_++ == 0) oldest_pending_ = Clock::now();
     ++accepted_;
-    wake = pending_.size() == chunk_;
+    wake = pending_count_ == chunk_;
   }
   if (wake) cv_.notify_one();
   return true;
-}
-
-void SpanExporter::take_spent(std::vector<std::unique_ptr<SpanData>>& into, size_t max) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  while (max-- > 0 && !spent_.empty()) {
-    into.push_back(std::move(spent_.back()));
-    spent_.pop_back();
-  }
 }
 
 bool SpanExporter::flush(std::chrono::milliseconds timeout) {
@@ -87,78 +87,87 @@ ExportStats SpanExporter::stats() const {
 }
 
 void SpanExporter::run() {
-  // Spent spans kept for the run threads; beyond, they are freed here.
-  const size_t keep_spent = std::min(cfg_.max_queue_spans, 4 * chunk_);
-  std::vector<std::unique_ptr<SpanData>> chunk;
+  std::string taken;               // the queue's bytes this round took (their capacity goes back to the queue)
+  SpanData span;                   // each taken span in turn, unpacked
   size_t in_body = 0;              // spans encoded into body_, not sent yet
-  Clock::time_point body_since{};  // when the first of them was encoded
+  Clock::time_point body_since{};  // when the first of them was queued
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     // export_interval from the oldest span not sent: the first in the request being built, else the first queued.
     const Clock::time_point oldest =
-        in_body > 0 ? body_since : (pending_.empty() ? Clock::time_point{} : oldest_pending_);
+        in_body > 0 ? body_since : (pending_count_ == 0 ? Clock::time_point{} : oldest_pending_);
     auto wait = cfg_.export_interval;
     if (oldest != Clock::time_point{})
       wait = std::max(milliseconds(0),
                       cfg_.export_interval - std::chrono::duration_cast<milliseconds>(Clock::now() - oldest));
-    cv_.wait_for(lock, wait, [&] { return stopping_ || flush_wanted_ || pending_.size() >= chunk_; });
-    // Spans come out a chunk at a time, however large the request they go in: they go back to the run threads
-    // soon, and few are ever in flight (a run touches less memory that is not in its caches).
-    const size_t n = std::min(pending_.size(), cfg_.max_batch_spans - in_body);
-    chunk.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.begin() + n));
-    pending_.erase(pending_.begin(), pending_.begin() + n);
+    cv_.wait_for(lock, wait, [&] { return stopping_ || flush_wanted_ || pending_count_ >= chunk_; });
+    taken.clear();
+    taken.swap(pending_);
+    const size_t n = pending_count_;
+    pending_count_ = 0;
     const bool flushing = stopping_ || flush_wanted_;
     const Clock::time_point queued_since = oldest_pending_;
     lock.unlock();
-    if (!chunk.empty() && in_body == 0) {
-      body_.assign(prefix_);
-      body_since = queued_since;
-    }
-    for (const auto& span : chunk) {
-      if (in_body++ > 0) body_ += ',';
-      append_span_json(body_, *span);
-    }
-    const bool due = in_body > 0 &&
-                     (in_body >= cfg_.max_batch_spans || flushing || Clock::now() - body_since >= cfg_.export_interval);
-    lock.lock();
-    for (auto& span : chunk)
-      if (spent_.size() < keep_spent) spent_.push_back(std::move(span));
-    chunk.clear();  // what was not kept is freed here
-    if (due) {
-      const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + cfg_.export_timeout;
-      lock.unlock();
-      body_ += kOtlpSuffix;
-      bool ok = false;
-      if (Clock::now() < deadline)
-        ok = post(body_, deadline);
-      else
-        last_failure_ = "the export timed out";
-      if (!ok) dropped(in_body, last_failure_);
-      lock.lock();
-      if (ok) {
-        stats_.exported += in_body;
+    // Requests of max_batch_spans: a full one goes at once, the rest of the round's spans start the next.
+    for (size_t i = 0, at = 0; i < n; ++i) {
+      if (in_body == 0) {
+        body_.assign(prefix_);
+        body_since = queued_since;
       } else {
-        stats_.dropped_failed += in_body;
-        ++stats_.failed_requests;
+        body_ += ',';
       }
-      settled_ += in_body;
+      at += unpack_span(std::string_view(taken).substr(at), span);
+      append_span_json(body_, span);
+      if (++in_body >= cfg_.max_batch_spans) {
+        send_body(in_body);
+        in_body = 0;
+      }
+    }
+    if (in_body > 0 && (flushing || Clock::now() - body_since >= cfg_.export_interval)) {
+      send_body(in_body);
       in_body = 0;
     }
+    lock.lock();
     if (stopping_ && Clock::now() >= stop_deadline_) {
       // Out of time: what is left is dropped (counted) so that the runtime's destruction stays bounded.
-      const size_t left = pending_.size() + in_body;
+      const size_t left = pending_count_ + in_body;
       stats_.dropped_failed += left;
       unlogged_drops_ += left;
       settled_ += left;
       pending_.clear();
+      pending_count_ = 0;
       in_body = 0;
     }
     settled_cv_.notify_all();
-    if (pending_.empty() && in_body == 0) {
+    if (pending_count_ == 0 && in_body == 0) {
       flush_wanted_ = false;
       if (stopping_) return;
     }
   }
+}
+
+void SpanExporter::send_body(size_t spans) {
+  Clock::time_point deadline;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deadline = stopping_ ? stop_deadline_ : Clock::now() + cfg_.export_timeout;
+  }
+  body_ += kOtlpSuffix;
+  bool ok = false;
+  if (Clock::now() < deadline)
+    ok = post(body_, deadline);
+  else
+    last_failure_ = "the export timed out";
+  if (!ok) dropped(spans, last_failure_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ok) {
+    stats_.exported += spans;
+  } else {
+    stats_.dropped_failed += spans;
+    ++stats_.failed_requests;
+  }
+  settled_ += spans;
+  settled_cv_.notify_all();
 }
 
 bool SpanExporter::post(const std::string& body, Clock::time_point deadline) {

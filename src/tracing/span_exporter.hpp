@@ -1,10 +1,9 @@
 // SpanExporter: the background thread that encodes finished spans as OTLP/HTTP JSON and POSTs them to the collector.
-// A span's memory goes round: the run's thread fills a SpanData and hands it over when the span ends; the export
-// thread encodes and sends it, then keeps it, spent, for the run threads' next spans, and a run thread empties it
-// when it takes it — so the strings a span holds are made and freed by run threads (when the export thread freed
-// them, W2 ran 16% slower traced than untraced; with the frees back on the run's thread, about 6%). It never
-// blocks its callers: enqueue() drops (and counts) a span when the queue is full, and an export that fails (connection
-// refused, timeout, an error status) drops its batch with a rate-limited log line; 429 and 503 are tried once more.
+// A run's thread packs a span into the queue's bytes as it ends (span_record: the SpanData stays with that thread for
+// its next span); the export thread takes the queue's bytes a batch at a time, unpacks each span into a SpanData of its
+// own, encodes and sends it. It never blocks its callers: enqueue() drops (and counts) a span when the queue is full,
+// and an export that fails (connection refused, timeout, an error status) drops its batch with a rate-limited log
+// line; 429 and 503 are tried once more.
 // Thread-safe: enqueue() and stats() from any thread; stop() once, from the owner, which joins the thread.
 #pragma once
 
@@ -12,14 +11,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <vector>
 
 #include "agentrt/log.hpp"
 #include "agentrt/tracing.hpp"
@@ -45,11 +42,8 @@ class SpanExporter {
   SpanExporter(const SpanExporter&) = delete;
   SpanExporter& operator=(const SpanExporter&) = delete;
 
-  // Queues a finished span, taking it; false (and counted) when the queue is full or the exporter has stopped (the
-  // span is left with the caller).
-  bool enqueue(std::unique_ptr<SpanData>& span);
-  // Moves up to `max` spent spans (sent, not emptied) into `into`, for the calling thread's next spans.
-  void take_spent(std::vector<std::unique_ptr<SpanData>>& into, size_t max);
+  // Queues a copy of a finished span; false (and counted) when the queue is full or the exporter has stopped.
+  bool enqueue(const SpanData& span) noexcept;
   // Sends every span queued before the call now, without waiting for export_interval, and waits until the
   // collector has answered for each (exported, or dropped and counted) or `timeout` passed; true when it did.
   bool flush(std::chrono::milliseconds timeout);
@@ -62,6 +56,8 @@ class SpanExporter {
   void run();
   // POSTs one request before `deadline`; true when the collector took it.
   bool post(const std::string& body, std::chrono::steady_clock::time_point deadline);
+  // Ends body_ and sends it: its `spans` are then exported or dropped, and counted. Called without mutex_.
+  void send_body(size_t spans);
   void dropped(size_t n, std::string_view why);
 
   const TracingConfig cfg_;
@@ -71,9 +67,9 @@ class SpanExporter {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   const std::string prefix_;                              // otlp_prefix(service_name)
-  const size_t chunk_;                                    // spans the export thread takes at a time
-  std::vector<std::unique_ptr<SpanData>> pending_;        // under mutex_: ended, not sent, oldest first
-  std::vector<std::unique_ptr<SpanData>> spent_;          // under mutex_: sent, for the run threads' next spans
+  const size_t chunk_;                                    // queued spans that wake the export thread
+  std::string pending_;                                   // under mutex_: spans ended, not taken (packed, oldest first)
+  size_t pending_count_ = 0;                              // under mutex_: how many spans pending_ holds
   bool flush_wanted_ = false;                             // under mutex_: send pending_ without waiting
   std::chrono::steady_clock::time_point oldest_pending_;  // under mutex_: when pending_ last stopped being empty
   bool stopping_ = false;                                 // under mutex_

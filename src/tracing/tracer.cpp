@@ -46,8 +46,6 @@ Span Tracer::open(std::string_view operation, std::string_view target, SpanKind 
   s.tracer_ = this;
   s.ctx_ = context;
   if (!s.ctx_.sampled) return s;
-  // Spent spans come back through the exporter: a thread out of them takes a few at once.
-  if (auto* pool = span_pool(); pool && pool->empty()) exporter_->take_spent(*pool, 32);
   s.data_ = new_span_data();
   s.data_->context = s.ctx_;
   s.data_->parent_span_id = parent_span_id;
@@ -90,7 +88,7 @@ void Tracer::shutdown() {
 
 ExportStats Tracer::stats() const { return exporter_ ? exporter_->stats() : ExportStats{}; }
 
-void Tracer::submit(std::unique_ptr<SpanData>& span) {
+void Tracer::submit(const SpanData& span) {
   if (exporter_) exporter_->enqueue(span);
 }
 

@@ -57,8 +57,8 @@ class Tracer {
   void shutdown();
   ExportStats stats() const;
 
-  // Span::end's way in: queues the span for export, taking it (left with the caller when the queue is full).
-  void submit(std::unique_ptr<SpanData>& span);
+  // Span::end's way in: queues a copy of the span for export (dropped and counted when the queue is full).
+  void submit(const SpanData& span);
 
   static constexpr size_t kMaxHeld = 4096;
 

@@ -15,6 +15,7 @@
 #include "support/runtime_fixture.hpp"
 #include "tracing/otlp_json.hpp"
 #include "tracing/run_spans.hpp"
+#include "tracing/span_record.hpp"
 #include "tracing/tracer.hpp"
 
 using namespace agentrt;
@@ -185,6 +186,57 @@ TEST_SUITE("tracing") {
     CHECK(j["attributes"][2]["value"] == json::parse(R"({"boolValue":true})"));
     CHECK(j["attributes"][4]["value"] == json::parse(R"({"arrayValue":{"values":[{"stringValue":"stop"}]}})"));
     CHECK(j["status"] == json::parse(R"({"code":2,"message":"boom"})"));
+  }
+
+  TEST_CASE("a span packed for the export queue is unpacked whole: every field, its events and links, in order") {
+    trace::SpanData full;
+    full.context = *trace::parse_traceparent(std::string("00-") + kHostTrace + "-" + kHostSpan + "-01");
+    full.parent_span_id = {1, 2, 3, 4, 5, 6, 7, 8};
+    full.name = std::string("execute_tool \0book", 17);
+    full.kind = trace::SpanKind::producer;
+    full.start_ns = 1700000000000000001;
+    full.end_ns = 1700000000000000002;
+    full.attributes = {{"i", int64_t{-42}},
+                       {"d", 0.25},
+                       {"b", false},
+                       {"s", std::string(3000, 'x')},
+                       {"a", std::vector<std::string>{"stop", "", "length"}}};
+    full.events.push_back({"first", 5, {{"k", std::string("v")}}});
+    full.events.push_back({"", 6, {}});
+    full.links.push_back(full.context);
+    full.links.push_back({});
+    full.error = true;
+    full.status_message = "boom";
+    trace::SpanData bare;  // no name, attributes, events or links
+    bare.end_ns = 9;
+
+    std::string queue;
+    trace::pack_span(full, queue);
+    const size_t first = queue.size();
+    trace::pack_span(bare, queue);
+    trace::pack_span(full, queue);
+    // Unpacked into one SpanData in turn (as the export thread does): each the same span again, byte for byte in
+    // its OTLP form, and nothing of the one before left in it.
+    auto otlp = [](const trace::SpanData& s) {
+      std::string out;
+      trace::append_span_json(out, s);
+      return out;
+    };
+    trace::SpanData into;
+    size_t at = 0;
+    for (const trace::SpanData* want : {&full, &bare, &full}) {
+      const size_t took = trace::unpack_span(std::string_view(queue).substr(at), into);
+      CHECK(took == (want == &full ? first : queue.size() - 2 * first));
+      at += took;
+      CHECK(otlp(into) == otlp(*want));
+      CHECK(into.name == want->name);
+      CHECK(into.attributes.size() == want->attributes.size());
+      CHECK(into.events.size() == want->events.size());
+      CHECK(into.links == want->links);
+      CHECK(into.status_message == want->status_message);
+    }
+    CHECK(at == queue.size());
+    CHECK(into.events[0].attributes.find("k")->payload == "v");
   }
 
   TEST_CASE("OTLP JSON: every byte at every place in a string is escaped or replaced as JSON requires") {
