@@ -44,7 +44,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // As Store::commit, and as the message layout's commit says (DocumentLayout::commit).
   void commit(CommitBatch& batch) override;

@@ -117,9 +117,14 @@ json sqlite_db_stats(const std::string& path, SqliteStore& store, int T, int64_t
        {"SELECT count(*), coalesce(sum(length(body)),0) FROM events",
         "SELECT count(*), coalesce(sum(length(body)),0) FROM messages",
         "SELECT count(*), coalesce(sum(length(arguments)+length(output)+length(decision)),0) FROM ledger",
-        "SELECT count(*), coalesce(sum(length(interrupts)+length(usage)),0) FROM turns"}) {
+        "SELECT count(*), coalesce(sum(length(usage)),0) + (SELECT coalesce(sum(length(interrupts)),0) FROM "
+        "turn_waits) "
+        "FROM turns"}) {
     sqlite3_stmt* s = nullptr;
-    sqlite3_prepare_v2(db, q, -1, &s, nullptr);
+    if (sqlite3_prepare_v2(db, q, -1, &s, nullptr) != SQLITE_OK) {
+      std::fprintf(stderr, "bench: %s: %s\n", q, sqlite3_errmsg(db));
+      std::exit(1);
+    }
     if (sqlite3_step(s) == SQLITE_ROW) {
       rows += sqlite3_column_int64(s, 0);
       bytes += sqlite3_column_int64(s, 1);

@@ -73,13 +73,14 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
       insert(s, done);
     }
     // Back to what that schema had: no `active` column, the index on `status`, no thread_states, no ledger.client,
-    // no turns.trace.
+    // no turns.trace, the interrupts in the turn's row.
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
     const std::string back = fmt::format(
         "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
         "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; ALTER TABLE ledger DROP COLUMN client; "
-        "ALTER TABLE turns DROP COLUMN trace; PRAGMA user_version={};",
+        "DROP TABLE turn_waits; ALTER TABLE turns ADD COLUMN interrupts TEXT NOT NULL DEFAULT '[]'; "
+        "PRAGMA user_version={};",
         predicate, version);
     REQUIRE(sqlite3_exec(db, back.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
@@ -90,7 +91,8 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
     const std::string sql = one_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
     CHECK(sql.find("WHERE active=1") != std::string::npos);
     CHECK(sql.find("status") == std::string::npos);
-    CHECK(one_text(db, "SELECT id, active, trace FROM turns ORDER BY id") == "turn_a|1||\nturn_c|0||\n");
+    CHECK(one_text(db, "SELECT id, active FROM turns ORDER BY id") == "turn_a|1|\nturn_c|0|\n");
+    CHECK(one_text(db, "SELECT count(*) FROM turn_waits") == "0|\n");
     sqlite3_close(db);
     // The waiting turn is still its thread's one active turn; the ended one is not.
     auto a = s.active_turn("t1");
@@ -102,6 +104,90 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
     CHECK(s.turns_in_status(TurnStatus::waiting_approval).size() == 2);
     CHECK(s.turns_expired(2).size() == 2);
   }
+}
+
+TEST_CASE("a version-7 file's waiting turns keep their interrupts and trace context, moved beside their rows") {
+  TempDir dir;
+  const std::string path = dir.file("v7.db");
+  TurnRecord waiting = active_turn("turn_w", "t1");
+  waiting.interrupts = json::array({{{"id", "int_call_1"}, {"reason", "tool_call"}, {"message", "Approve?"}}});
+  waiting.trace = R"({"traceId":"4bf92f3577b34da6a3ce929d0e0e4736"})";
+  TurnRecord traced = active_turn("turn_x", "t2");
+  traced.trace = R"({"traceId":"00f067aa0ba902b700f067aa0ba902b7"})";
+  TurnRecord done = active_turn("turn_d", "t3");
+  done.status = TurnStatus::completed;
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    for (const auto& t : {waiting, traced, done}) insert(s, t);
+  }
+  // Schema 7: the interrupts and the trace context were columns of the turn's row.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db,
+                       "ALTER TABLE turns ADD COLUMN interrupts TEXT NOT NULL DEFAULT '[]'; "
+                       "ALTER TABLE turns ADD COLUMN trace TEXT NOT NULL DEFAULT ''; "
+                       "UPDATE turns SET interrupts=(SELECT interrupts FROM turn_waits WHERE turn_id=turns.id), "
+                       "trace=(SELECT trace FROM turn_waits WHERE turn_id=turns.id) "
+                       "WHERE id IN (SELECT turn_id FROM turn_waits); "
+                       "DROP TABLE turn_waits; PRAGMA user_version=7;",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  CHECK(one_text(db, "SELECT id, trace<>'', interrupts FROM turns ORDER BY id") ==
+        "turn_d|0|[]|\nturn_w|1|" + waiting.interrupts.dump() + "|\nturn_x|1|[]|\n");
+  sqlite3_close(db);
+
+  SqliteStore s(SqliteStoreOptions{path});
+  CHECK(s.schema_version() == 8);
+  for (const auto& want : {waiting, traced, done}) {
+    CAPTURE(want.id);
+    auto got = s.get_turn(want.id);
+    REQUIRE(got);
+    CHECK(got->interrupts == want.interrupts);
+    CHECK(got->trace == want.trace);
+  }
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(one_text(db, "SELECT turn_id FROM turn_waits ORDER BY turn_id") == "turn_w|\nturn_x|\n");
+  CHECK(one_text(db, "SELECT count(*) FROM pragma_table_info('turns') WHERE name IN ('interrupts','trace')") == "0|\n");
+  sqlite3_close(db);
+}
+
+TEST_CASE("a turn's wait lives in turn_waits while it waits: ended waits leave no empty room in the turns table") {
+  TempDir dir;
+  const std::string path = dir.file("waits.db");
+  SqliteStore s(SqliteStoreOptions{path});
+  // Each turn pauses with a large interrupt (as a tool call's approval carries its arguments and response schema),
+  // then completes; its row is rewritten in place each time.
+  const json interrupt = json::array({{{"id", "int_call_1"}, {"message", std::string(900, 'a')}}});
+  constexpr int kTurns = 300;
+  for (int i = 0; i < kTurns; ++i) {
+    TurnRecord t = active_turn(fmt::format("turn_{:04}", i), fmt::format("t{}", i));
+    t.interrupts = interrupt;
+    insert(s, t);
+  }
+  CHECK(s.get_turn("turn_0007")->interrupts == interrupt);
+  CHECK(s.turns_in_status(TurnStatus::waiting_approval).size() == kTurns);
+  for (int i = 0; i < kTurns; ++i) {
+    TurnRecord t = *s.get_turn(fmt::format("turn_{:04}", i));
+    t.status = TurnStatus::completed;
+    t.interrupts = json::array();
+    CommitBatch b;
+    b.thread_id = t.thread_id;
+    b.expected_version = t.version;
+    b.turn = t;
+    s.commit(b);
+  }
+  CHECK(s.get_turn("turn_0007")->interrupts == json::array());
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(one_text(db, "SELECT count(*) FROM turn_waits") == "0|\n");
+  // The turns table's pages hold its rows (~100 bytes each), not the room the waits left: with the interrupts in
+  // the row (schema 7) it took ~1 KB a turn, nine tenths of it empty.
+  const std::string stat = one_text(db, "SELECT sum(pgsize), sum(unused) FROM dbstat WHERE name='turns'");
+  const auto bar = stat.find('|');
+  const double bytes = std::stod(stat.substr(0, bar)), unused = std::stod(stat.substr(bar + 1));
+  CAPTURE(stat);
+  CHECK(bytes <= kTurns * 128);
+  CHECK(unused < 0.5 * bytes);
+  sqlite3_close(db);
 }
 
 // The page numbers of the WAL's frames from frame `from` on (SQLite's WAL format: a 32-byte header, then

@@ -13,6 +13,8 @@ void read_column(const Statement& s, int i, double& v) { v = s.f64(i); }
 
 ThreadRecord read_thread(const Statement& s) { return store_rows::thread_from_row(s); }
 TurnRecord read_turn(const Statement& s) { return store_rows::turn_from_row(s); }
+
+bool has_wait(const TurnRecord& t) { return !(t.interrupts.is_array() && t.interrupts.empty()) || !t.trace.empty(); }
 LedgerEntry read_ledger_entry(const Statement& s) { return store_rows::ledger_entry_from_row(s); }
 JobRecord read_job(const Statement& s) { return store_rows::job_from_row(s); }
 

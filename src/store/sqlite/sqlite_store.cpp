@@ -137,13 +137,13 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         if (is_terminal(t.status)) refuse_beside_active();
         auto ins = stmt(
             "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
-            "approval_request_id,interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active,"
-            "trace) VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+            "approval_request_id,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active) "
+            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
         ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
-        ins.bind(9, t.approval_request_id).bind(10, dump(t.interrupts)).bind(11, t.expires_at).bind(12, t.owner);
-        ins.bind(13, t.intent).bind(14, t.error).bind(15, dump(t.usage)).bind(16, t.steps);
-        ins.bind(17, t.created_at).bind(18, t.updated_at).bind(19, !is_terminal(t.status)).bind(20, t.trace);
+        ins.bind(9, t.approval_request_id).bind(10, t.expires_at).bind(11, t.owner);
+        ins.bind(12, t.intent).bind(13, t.error).bind(14, dump(t.usage)).bind(15, t.steps);
+        ins.bind(16, t.created_at).bind(17, t.updated_at).bind(18, !is_terminal(t.status));
         try {
           ins.run();
         } catch (const Error& e) {
@@ -166,21 +166,21 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         const bool active = !is_terminal(t.status);
         auto bind_row = [&](Statement& up) {
           up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
-          up.bind(5, t.approval_request_id).bind(6, dump(t.interrupts)).bind(7, t.expires_at).bind(8, t.owner);
-          up.bind(9, t.intent).bind(10, t.error).bind(11, dump(t.usage)).bind(12, t.steps).bind(13, now);
-          up.bind(14, t.id).bind(15, b.expected_version).bind(16, active).bind(17, t.trace);
+          up.bind(5, t.approval_request_id).bind(6, t.expires_at).bind(7, t.owner);
+          up.bind(8, t.intent).bind(9, t.error).bind(10, dump(t.usage)).bind(11, t.steps).bind(12, now);
+          up.bind(13, t.id).bind(14, b.expected_version).bind(15, active);
         };
         auto same = stmt(
             "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,approval_request_id=?5,"
-            "interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,updated_at=?13,trace=?17 "
-            "WHERE id=?14 AND version=?15 AND active=?16");
+            "expires_at=?6,owner=?7,intent=?8,error=?9,usage=?10,steps=?11,updated_at=?12 "
+            "WHERE id=?13 AND version=?14 AND active=?15");
         bind_row(same);
         same.run();
         if (db_->changes() == 0) {
           auto moved = stmt(
               "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,"
-              "approval_request_id=?5,interrupts=?6,expires_at=?7,owner=?8,intent=?9,error=?10,usage=?11,steps=?12,"
-              "updated_at=?13,active=?16,trace=?17 WHERE id=?14 AND version=?15");
+              "approval_request_id=?5,expires_at=?6,owner=?7,intent=?8,error=?9,usage=?10,steps=?11,"
+              "updated_at=?12,active=?15 WHERE id=?13 AND version=?14");
           bind_row(moved);
           moved.run();
           if (db_->changes() == 0)
@@ -188,6 +188,13 @@ void SqliteStore::commit_rows(CommitBatch& b) {
                         fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
         }
         t.version = b.expected_version + 1;
+      }
+      // The wait's row: written while the turn has one, deleted once it has not (a new turn cannot have one yet).
+      if (has_wait(t)) {
+        auto w = stmt("INSERT OR REPLACE INTO turn_waits(turn_id,interrupts,trace) VALUES(?,?,?)");
+        w.bind(1, t.id).bind(2, dump(t.interrupts)).bind(3, t.trace).run();
+      } else if (b.expected_version >= 0) {
+        stmt("DELETE FROM turn_waits WHERE turn_id=?").bind(1, t.id).run();
       }
     }
     // The thread's last event seq and message index: remembered from this connection's own commits while
