@@ -26,39 +26,39 @@ std::vector<Message> HistoryView::history(std::string_view thread_id) {
   auto records = rt_.cfg.store->messages(thread_id);
   std::vector<Message> out;
   out.reserve(records.size());
-  for (auto& rec : records) out.push_back(view(std::move(rec.message)));
+  for (auto& rec : records) {
+    view(rec.message);
+    out.push_back(std::move(rec.message));
+  }
   return out;
 }
 
-Message HistoryView::view(Message m) {
-  {
-    if (m.role == Role::user) rt_.attachments.resign_parts(m);
-    if (m.role == Role::tool) rt_.attachments.resign_media(m);
-    if (m.role == Role::tool && m.metadata.is_object() && rt_.cfg.objects) {
-      const std::string path = m.metadata.value("storage_path", "");
-      const std::string sha = m.metadata.value("payload_sha256", "");
-      // A payload stored with payload_has_ui=false has no card to show: the summary is the whole view. A
-      // row without the flag (written before it existed) reads the payload as before.
-      const auto has_ui = m.metadata.find("payload_has_ui");
-      const bool no_ui = has_ui != m.metadata.end() && has_ui->is_boolean() && !has_ui->get<bool>();
-      if (!path.empty() && !no_ui) {
-        try {
-          auto bytes = rt_.cfg.objects->get(path);
-          if (bytes && crypto::sha256_hex(*bytes) == sha) {
-            json payload = parse_json_or_discarded(*bytes);
-            if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
-              m.metadata["ui"] = payload["ui"];
-          } else {
-            rt_.log(LogLevel::warn, "history",
-                    fmt::format("tool payload {} is missing or does not match its sha256", path));
-          }
-        } catch (const std::exception& e) {
-          rt_.log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));
+void HistoryView::view(Message& m) {
+  if (m.role == Role::user) rt_.attachments.resign_parts(m);
+  if (m.role == Role::tool) rt_.attachments.resign_media(m);
+  if (m.role == Role::tool && m.metadata.is_object() && rt_.cfg.objects) {
+    const std::string path = m.metadata.value("storage_path", "");
+    const std::string sha = m.metadata.value("payload_sha256", "");
+    // A payload stored with payload_has_ui=false has no card to show: the summary is the whole view. A
+    // row without the flag (written before it existed) reads the payload as before.
+    const auto has_ui = m.metadata.find("payload_has_ui");
+    const bool no_ui = has_ui != m.metadata.end() && has_ui->is_boolean() && !has_ui->get<bool>();
+    if (!path.empty() && !no_ui) {
+      try {
+        auto bytes = rt_.cfg.objects->get(path);
+        if (bytes && crypto::sha256_hex(*bytes) == sha) {
+          json payload = parse_json_or_discarded(*bytes);
+          if (payload.is_object() && payload.contains("ui") && payload["ui"].is_object())
+            m.metadata["ui"] = payload["ui"];
+        } else {
+          rt_.log(LogLevel::warn, "history",
+                  fmt::format("tool payload {} is missing or does not match its sha256", path));
         }
+      } catch (const std::exception& e) {
+        rt_.log(LogLevel::warn, "history", fmt::format("tool payload {} unreadable: {}", path, e.what()));
       }
     }
   }
-  return m;
 }
 
 }  // namespace v1

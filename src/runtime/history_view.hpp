@@ -16,7 +16,8 @@ class HistoryView {
  public:
   explicit HistoryView(Runtime::Impl& rt);
   std::vector<Message> history(std::string_view thread_id);
-  Message view(Message m);  // one stored message as history() shows it
+  // Makes one stored message what history() shows (in place: a message is moved once, into the caller's list).
+  void view(Message& m);
 
  private:
   Runtime::Impl& rt_;

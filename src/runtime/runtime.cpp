@@ -274,8 +274,10 @@ TurnHandle Runtime::Impl::repeated_start(const TurnRecord& t) {
 
 std::vector<Message> Runtime::Impl::turn_messages(const TurnRecord& t) {
   std::vector<Message> out;
-  for (auto& rec : messages_of_turn(*cfg.store, t.thread_id, t.id))
-    out.push_back(history_view.view(std::move(rec.message)));
+  for (auto& rec : messages_of_turn(*cfg.store, t.thread_id, t.id)) {
+    history_view.view(rec.message);
+    out.push_back(std::move(rec.message));
+  }
   return out;
 }
 

@@ -142,8 +142,9 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
   auto s = stmt("SELECT idx,turn_id,run_id,body FROM messages WHERE thread_id=? ORDER BY idx");
   s.bind(1, thread_id);
   std::vector<MessageRecord> out;
+  out.reserve(16);  // a short thread's messages without growing; each is made where it stays
   while (s.step()) {
-    MessageRecord m;
+    MessageRecord& m = out.emplace_back();
     m.thread_id = std::string(thread_id);
     m.index = s.i64(0);
     m.turn_id = s.text(1);
@@ -151,7 +152,6 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
     const char* body = reinterpret_cast<const char*>(s.raw(3));
     m.message = store_rows::stored_message(
         thread_id, m.index, std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))));
-    out.push_back(std::move(m));
   }
   return out;
 }
