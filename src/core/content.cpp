@@ -1,6 +1,7 @@
 #include "agentrt/content.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -176,9 +177,22 @@ class DomSource {
       : where_(where), depth_(depth), max_depth_(max_depth) {
     if (e.get_object().get(object_) != simdjson::SUCCESS)
       throw Error(ErrorCode::invalid_argument, fmt::format("{} must be a JSON object", where_));
+    // The members walked once; a decoder asks for each of its keys in turn.
+    for (auto field : object_) {
+      if (count_ == kKept) {
+        count_ = kKept + 1;  // more than kept: find() walks the object itself
+        break;
+      }
+      fields_[count_++] = {field.key, field.value};
+    }
   }
   // The last of repeated keys, as nlohmann's parser keeps it.
   Value find(std::string_view key) const {
+    if (count_ <= kKept) {
+      for (size_t i = count_; i-- > 0;)
+        if (fields_[i].first == key) return fields_[i].second;
+      return std::nullopt;
+    }
     Value found;
     for (auto field : object_)
       if (field.key == key) found = field.value;
@@ -219,7 +233,10 @@ class DomSource {
   json member_json(const Value& v) const { return dom_to_json(*v, depth_, max_depth_); }
 
  private:
+  static constexpr size_t kKept = 12;  // a message's or a tool call's members, and some to spare
   simdjson::dom::object object_;
+  std::array<std::pair<std::string_view, simdjson::dom::element>, kKept> fields_;
+  size_t count_ = 0;
   std::string_view where_;
   size_t depth_, max_depth_;
 };
