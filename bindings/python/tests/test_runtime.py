@@ -403,11 +403,11 @@ class Tracing(RuntimeCase):
                 for rs in body["resourceSpans"]:
                     for ss in rs["scopeSpans"]:
                         spans.extend(ss["spans"])
+                got.set()  # before the answer: the exporter's flush returns as soon as the answer reaches it
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"{}")
-                got.set()
 
             def log_message(self, *args):
                 pass
