@@ -10,6 +10,7 @@
 #include <iterator>
 #include <vector>
 
+#include "store/sqlite/rows.hpp"
 #include "store/sqlite_store.hpp"
 #include "support/runtime_fixture.hpp"
 
@@ -272,6 +273,12 @@ TEST_CASE("the active-turn queries read the partial index, not the table") {
     CAPTURE(where);
     const std::string plan = one_text(db, "EXPLAIN QUERY PLAN SELECT id FROM turns WHERE " + where);
     CHECK(plan.find("turns_one_active") != std::string::npos);
+    // The store's own form, which joins each turn to its wait's row.
+    const std::string joined =
+        one_text(db, std::string("EXPLAIN QUERY PLAN " AGENTRT_SQLITE_SELECT_TURNS " WHERE ") + where);
+    CAPTURE(joined);
+    CHECK(joined.find("turns_one_active") != std::string::npos);
+    CHECK(joined.find("SEARCH w USING PRIMARY KEY (turn_id=?)") != std::string::npos);  // a probe, no scan of waits
   }
   sqlite3_close(db);
 }

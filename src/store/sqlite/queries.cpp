@@ -83,7 +83,7 @@ std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_vi
 
 std::optional<TurnRecord> SqliteStore::get_turn(std::string_view turn_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns("SELECT " AGENTRT_SQLITE_TURN_COLS " FROM turns WHERE id=?", turn_id);
+  auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE id=?", turn_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -92,25 +92,23 @@ std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_v
                                                                    std::string_view client_message_id) {
   if (client_message_id.empty()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns("SELECT " AGENTRT_SQLITE_TURN_COLS " FROM turns WHERE thread_id=? AND client_message_id=?",
-                       thread_id, client_message_id);
+  auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND client_message_id=?", thread_id,
+                       client_message_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
 
 std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v =
-      query_turns("SELECT " AGENTRT_SQLITE_TURN_COLS " FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE, thread_id);
+  auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND " AGENTRT_ACTIVE, thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
 
 std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns("SELECT " AGENTRT_SQLITE_TURN_COLS
-                       " FROM turns WHERE thread_id=? ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                       thread_id);
+  auto v = query_turns(
+      AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? ORDER BY created_at DESC, turns.rowid DESC LIMIT 1", thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -118,8 +116,8 @@ std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
 std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
   std::lock_guard<std::mutex> lock(mutex_);
   // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
-  auto s = stmt("SELECT " AGENTRT_SQLITE_TURN_COLS
-                " FROM turns WHERE (status='WAITING_APPROVAL' OR status='WAITING_CLIENT') AND " AGENTRT_ACTIVE
+  auto s = stmt(AGENTRT_SQLITE_SELECT_TURNS
+                " WHERE (status='WAITING_APPROVAL' OR status='WAITING_CLIENT') AND " AGENTRT_ACTIVE
                 " AND expires_at > 0 AND expires_at <= ? "
                 "ORDER BY created_at");
   s.bind(1, now);
@@ -129,11 +127,9 @@ std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
 std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!is_terminal(status))  // the active turns: a scan of the small partial index, not of every turn
-    return query_turns("SELECT " AGENTRT_SQLITE_TURN_COLS " FROM turns WHERE status=? AND " AGENTRT_ACTIVE
-                       " ORDER BY created_at",
+    return query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? AND " AGENTRT_ACTIVE " ORDER BY created_at",
                        to_string(status));
-  return query_turns("SELECT " AGENTRT_SQLITE_TURN_COLS " FROM turns WHERE status=? ORDER BY created_at",
-                     to_string(status));
+  return query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? ORDER BY created_at", to_string(status));
 }
 
 std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {

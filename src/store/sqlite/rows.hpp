@@ -19,12 +19,12 @@ namespace sqlite {
 // alone.
 #define AGENTRT_ACTIVE "active=1"
 
-// AGENTRT_TURN_COLS from a `turns` row and its turn_waits row, when it has one (schema 8: a waiting turn's
-// interrupts and trace context are kept beside its row; none reads as the field's default).
-#define AGENTRT_SQLITE_TURN_COLS                                                                          \
-  "id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
-  "(SELECT interrupts FROM turn_waits WHERE turn_id=turns.id),expires_at,owner,intent,error,usage,steps," \
-  "created_at,updated_at,(SELECT trace FROM turn_waits WHERE turn_id=turns.id)"
+// AGENTRT_TURN_COLS of `turns` rows with their turn_waits row, when they have one (schema 8: a waiting turn's
+// interrupts and trace context are kept beside its row; none reads as the field's default). A query adds its WHERE.
+#define AGENTRT_SQLITE_SELECT_TURNS                                                                              \
+  "SELECT id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,approval_request_id," \
+  "w.interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,w.trace "                        \
+  "FROM turns LEFT JOIN turn_waits w ON w.turn_id=turns.id"
 
 // True when a turn has something to keep in turn_waits.
 bool has_wait(const TurnRecord& t);
