@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "store/sqlite_store.hpp"
+#include "support/fault_vfs.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -235,4 +236,137 @@ TEST_CASE("a failed WAL write (EFBIG) fails the commit, nothing of it is left, a
   auto got = s.messages("f");
   REQUIRE(got.size() == 2);
   CHECK(got[1].message.content == "m0:" + std::string(200, 's'));
+}
+
+// The WAL write buffer (src/store/sqlite/wal_buffer): the store's connections write a commit's frames to the
+// WAL in one write, over whatever VFS they are given (here the fault VFS, which counts the writes it sees).
+namespace {
+
+struct CountedStore {
+  FaultVfs& vfs = FaultVfs::instance();
+  std::unique_ptr<SqliteStore> store;
+  explicit CountedStore(const std::string& path, const std::string& synchronous = "NORMAL") {
+    vfs.reset();
+    SqliteStoreOptions o{path};
+    o.vfs = FaultVfs::kName;
+    o.synchronous = synchronous;
+    o.wal_autocheckpoint = 0;  // no checkpoint writes into the database file between the counts
+    store = std::make_unique<SqliteStore>(o);
+    auto first = messages_batch("w", 1, 10);  // the WAL's header is written by the first commit
+    store->commit(first);
+  }
+  ~CountedStore() {
+    store.reset();
+    vfs.reset();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("WAL buffer: a commit's frames reach the WAL in one write, seen by every connection once it returns") {
+  TempDir dir;
+  const std::string path = dir.file("buffered.db");
+  CountedStore c(path);
+  PlainDb plain(path);
+  int64_t messages = 1;
+  const int64_t syncs_before = c.vfs.count(IoKind::sync);
+  for (int n : {1, 4, 12, 40}) {
+    auto b = messages_batch("w", n, 3000, static_cast<char>('a' + n % 26));
+    const int64_t wal_before = wal_bytes(path), writes_before = c.vfs.count(IoKind::write);
+    c.store->commit(b);
+    messages += n;
+    const int64_t frames = (wal_bytes(path) - wal_before) / kFrameBytes;
+    INFO(n, " messages: ", frames, " frames");
+    CHECK(frames >= n * 3000 / 4096);  // page-sized frames: without the buffer, two writes each
+    // One write, or pieces of at most 128 KiB (what the unix VFS writes in one call).
+    const int64_t writes = c.vfs.count(IoKind::write) - writes_before;
+    CHECK(writes >= (frames * kFrameBytes + 0x1fffe) / 0x1ffff);
+    CHECK(writes <= 1 + frames * kFrameBytes / 0x1ffff);
+    if (frames * kFrameBytes < 0x1ffff) CHECK(writes == 1);
+    CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='w'") == messages);
+    CHECK(plain.text("SELECT body FROM messages WHERE thread_id='w' ORDER BY idx DESC LIMIT 1")
+              .find("m" + std::to_string(n - 1) + ":" + std::string(3000, static_cast<char>('a' + n % 26))) !=
+          std::string::npos);
+  }
+  CHECK(c.vfs.count(IoKind::sync) == syncs_before);  // synchronous=NORMAL: no sync at a commit, as without it
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("WAL buffer: a transaction larger than the page cache goes out in pieces, whole") {
+  // 4 MB in one commit: SQLite spills pages to the WAL before the commit (its cache holds ~2 MB), reads some
+  // back and rewrites frames it wrote earlier in the transaction, none of them the next frame of the file.
+  TempDir dir;
+  const std::string path = dir.file("large.db");
+  CountedStore c(path);
+  auto b = messages_batch("w", 800, 5000, 'L');
+  const int64_t writes_before = c.vfs.count(IoKind::write);
+  c.store->commit(b);
+  const int64_t writes = c.vfs.count(IoKind::write) - writes_before;
+  const int64_t frames = wal_bytes(path) / kFrameBytes;
+  INFO(writes, " writes for ", frames, " frames");
+  CHECK(frames >= 800 * 5000 / 4096);
+  CHECK(writes >= frames * kFrameBytes / 0x1ffff);  // pieces of at most 128 KiB
+  CHECK(writes < frames / 8);                       // not one a frame
+  PlainDb plain(path);
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+  CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='w'") == 801);
+  CHECK(plain.integer("SELECT sum(length(body)) FROM messages WHERE thread_id='w' AND body LIKE '%m799:LLL%'") > 5000);
+  auto got = c.store->messages("w");
+  REQUIRE(got.size() == 801);
+  for (size_t i = 1; i < got.size(); ++i)
+    REQUIRE(got[i].message.content == "m" + std::to_string(i - 1) + ":" + std::string(5000, 'L'));
+}
+
+TEST_CASE("WAL buffer: a failed write of the frames fails the commit, leaves nothing of it, the next goes on") {
+  TempDir dir;
+  const std::string path = dir.file("failed.db");
+  for (int error : {SQLITE_IOERR_WRITE, SQLITE_FULL}) {
+    CountedStore c(path);
+    const auto before = c.store->messages("w").size();
+    auto b = messages_batch("w", 6, 2000, 'x');
+    b.events.push_back(StoredEvent{0, "run_1", R"({"type":"CUSTOM","name":"n","value":1})"});
+    c.vfs.fail_nth(IoKind::write, 1, error);
+    CHECK_THROWS_AS(c.store->commit(b), Error);
+    CHECK(c.vfs.fault_fired());
+    CHECK(c.store->messages("w").size() == before);
+    {
+      PlainDb plain(path);
+      CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='w'") == static_cast<int64_t>(before));
+      CHECK(plain.integer("SELECT count(*) FROM events WHERE thread_id='w'") == 0);
+    }
+    auto next = messages_batch("w", 2, 2000, 'y');
+    c.store->commit(next);
+    CHECK(next.messages[0].index == static_cast<int64_t>(before));
+    PlainDb plain(path);
+    CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='w'") == static_cast<int64_t>(before) + 2);
+    CHECK(plain.text("PRAGMA integrity_check") == "ok");
+  }
+}
+
+TEST_CASE("WAL buffer: with synchronous=FULL every acknowledged commit survives a power loss") {
+  // FULL syncs the WAL at each commit: the buffer's frames must be written before that sync, or the power
+  // loss (every write since its file's last sync undone) would take them.
+  TempDir dir;
+  const std::string path = dir.file("power.db");
+  int64_t acknowledged = 0;
+  {
+    CountedStore c(path, "FULL");
+    c.vfs.track_unsynced(true);
+    acknowledged = 1;
+    for (int i = 0; i < 5; ++i) {
+      auto b = messages_batch("w", 3, 2500, static_cast<char>('p' + i));
+      c.store->commit(b);
+      acknowledged += 3;
+    }
+    CHECK(c.vfs.count(IoKind::sync) >= 5);
+    c.vfs.crash_after(1);
+    auto lost = messages_batch("w", 3, 2500, 'z');
+    CHECK_THROWS_AS(c.store->commit(lost), Error);  // the process "dies" during this one
+    CHECK(c.vfs.crashed());
+    c.store.reset();
+    c.vfs.power_loss();
+  }
+  PlainDb plain(path);
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+  CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='w'") == acknowledged);
 }

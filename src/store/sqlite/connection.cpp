@@ -1,6 +1,7 @@
 #include "store/sqlite/connection.hpp"
 
 #include "store/sqlite/statement.hpp"
+#include "store/sqlite/wal_buffer.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -8,7 +9,7 @@ namespace sqlite {
 
 Connection::Connection(const std::string& path, int busy_timeout_ms, bool create, const std::string& vfs) {
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-  int rc = sqlite3_open_v2(path.c_str(), &db_, flags, vfs.empty() ? nullptr : vfs.c_str());
+  int rc = sqlite3_open_v2(path.c_str(), &db_, flags, wal_buffer_vfs(vfs));
   if (rc != SQLITE_OK) {
     std::string msg = fmt::format("sqlite: cannot open '{}': {}", path, db_ ? sqlite3_errmsg(db_) : "?");
     sqlite3_close_v2(db_);

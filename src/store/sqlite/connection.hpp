@@ -21,7 +21,8 @@ class Statement;
 class Connection {
  public:
   // Opens `path` (created when it does not exist and `create` is set) through the VFS `vfs` ("": SQLite's
-  // default), waiting up to busy_timeout_ms for another connection's lock. Error(io) when it cannot.
+  // default) under the WAL write buffer (wal_buffer.hpp), waiting up to busy_timeout_ms for another
+  // connection's lock. Error(io) when it cannot.
   Connection(const std::string& path, int busy_timeout_ms, bool create = true, const std::string& vfs = {});
   ~Connection();
   Connection(const Connection&) = delete;
