@@ -65,6 +65,7 @@ void SubscriptionImpl::poke() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return;
     catching_up_ = true;
+    ++store_wanted_;
   }
   cv_.notify_all();
   signal_ready();
@@ -97,6 +98,7 @@ void SubscriptionImpl::push(const std::vector<StoredEvent>& events) {
         // The consumer is far behind: drop the queue and read the store again from where it is.
         live_.clear();
         catching_up_ = true;
+        ++store_wanted_;
         break;
       }
       live_.push_back(e);
@@ -122,10 +124,12 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
     if (catching_up_) {
       constexpr size_t kPage = 512;
       int64_t after = delivered_;
+      const uint64_t wanted = store_wanted_;
       lock.unlock();
       auto page = store_.events_after(thread_id_, after, kPage);
       lock.lock();
-      if (page.size() < kPage) catching_up_ = false;
+      // Caught up, unless a poke came while reading: what it announces may have committed after the read began.
+      if (page.size() < kPage && store_wanted_ == wanted) catching_up_ = false;
       for (auto& e : page) backlog_.push_back(std::move(e));
       if (!backlog_.empty()) continue;
     }

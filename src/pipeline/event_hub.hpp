@@ -66,6 +66,9 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   std::condition_variable cv_;
   int64_t delivered_ = 0;    // highest sequence number handed out
   bool catching_up_ = true;  // reading the store, not the live queue
+  // Moves each time something asks for a read of the store (a poke, a dropped live queue): a read that began
+  // before it may have missed what it announces, so the reader reads again rather than stop catching up.
+  uint64_t store_wanted_ = 0;
   bool closed_ = false;
   std::deque<StoredEvent> backlog_;
   std::deque<StoredEvent> live_;
