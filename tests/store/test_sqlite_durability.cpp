@@ -1,6 +1,7 @@
 // SqliteStore on a real file: what is committed is in the file before anyone can see it, a failed write fails
 // the commit and leaves nothing of it, a killed process loses no commit it reported done.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <signal.h>
 #include <sqlite3.h>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/sqlite/wal_buffer.hpp"
 #include "store/sqlite_store.hpp"
 #include "support/fault_vfs.hpp"
 #include "support/runtime_fixture.hpp"
@@ -369,4 +371,97 @@ TEST_CASE("WAL buffer: with synchronous=FULL every acknowledged commit survives 
   PlainDb plain(path);
   CHECK(plain.text("PRAGMA integrity_check") == "ok");
   CHECK(plain.integer("SELECT count(*) FROM messages WHERE thread_id='w'") == acknowledged);
+}
+
+TEST_CASE("WAL buffer: a commit that rewrites its own spilled frames is whole in the file when it returns") {
+  // A transaction larger than its page cache spills frames to the WAL; pages it changes again after that are
+  // rewritten in place at the commit, and SQLite then rewrites the checksums of its frames up to the commit
+  // frame's header, last, with no write after it before the commit is published. A process that ends right
+  // after the commit must leave it in the file: WAL recovery (a new connection) finds it.
+  TempDir dir;
+  const std::string path = dir.file("rewrite.db");
+  int status = in_child([&] {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, sqlite::wal_buffer_vfs("")) !=
+        SQLITE_OK)
+      return 10;
+    auto exec = [&](const std::string& sql) { return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr); };
+    if (exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0; "
+             "PRAGMA cache_size=8; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT NOT NULL)") != SQLITE_OK)
+      return 11;
+    for (int round = 0; round < 3; ++round) {
+      if (exec("BEGIN") != SQLITE_OK) return 12;
+      for (int i = 0; i < 200; ++i)  // ~200 pages: far over the cache, spilled
+        if (exec(fmt::format("INSERT INTO t(v) VALUES('{}')", std::string(3000, static_cast<char>('a' + round)))) !=
+            SQLITE_OK)
+          return 13;
+      // The first pages of this transaction again: spilled already, so rewritten in place at the commit.
+      if (exec(fmt::format("UPDATE t SET v='r{}' WHERE k > {} AND k <= {}", round, round * 200, round * 200 + 5)) !=
+          SQLITE_OK)
+        return 14;
+      if (exec("COMMIT") != SQLITE_OK) return 15;
+    }
+    _exit(0);  // no close: the WAL as the commits left it, its index rebuilt from the file by the next opener
+    return 16;
+  });
+  REQUIRE(status == 0);
+  PlainDb plain(path);
+  CHECK(plain.integer("SELECT count(*) FROM t") == 600);
+  CHECK(plain.integer("SELECT count(*) FROM t WHERE v LIKE 'r%'") == 15);
+  CHECK(plain.text("SELECT v FROM t WHERE k=401") == "r2");
+  CHECK(plain.text("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("WAL buffer: frames of a transaction that rolled back are never written after its write lock is gone") {
+  // A spills frames of a transaction, then rolls it back; B then commits frames at the same place in the WAL;
+  // A reads B's commit. Had A kept its spilled frames to write later, they would land on B's.
+  TempDir dir;
+  const std::string path = dir.file("rollback.db");
+  auto open = [&](sqlite3** db) {
+    REQUIRE(sqlite3_open_v2(path.c_str(), db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, sqlite::wal_buffer_vfs("")) ==
+            SQLITE_OK);
+    sqlite3_busy_timeout(*db, 5000);
+  };
+  auto exec = [](sqlite3* db, const std::string& sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    INFO(sql.substr(0, 80), ": ", err ? err : "");
+    sqlite3_free(err);
+    CHECK(rc == SQLITE_OK);
+  };
+  sqlite3 *a = nullptr, *b = nullptr;
+  open(&a);
+  exec(a, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT)");
+  exec(a, "INSERT INTO t(v) VALUES('first')");
+  for (int i = 0; i < 30; ++i) exec(a, "INSERT INTO t(v) VALUES('" + std::string(3000, 'x') + "')");
+  open(&b);
+  exec(a, "PRAGMA cache_size=8");
+  for (int round = 0; round < 3; ++round) {
+    // Rows changed in place, read from the database file (the WAL is empty after the checkpoint), no page
+    // added (the rollback has no page to read back): frames spilled to the WAL, far over A's cache, and no read
+    // of the WAL after them. Then thrown away.
+    exec(a, "PRAGMA wal_checkpoint(TRUNCATE)");
+    exec(a, "BEGIN");
+    exec(a, "UPDATE t SET v=replace(v, 'x', 'A') WHERE v LIKE 'x%'");
+    exec(a, "ROLLBACK");
+    exec(b, "BEGIN");
+    for (int i = 0; i < 3; ++i)
+      exec(b, fmt::format("INSERT INTO t(v) VALUES('b{}-{}{}')", round, i, std::string(900, 'B')));
+    exec(b, "COMMIT");
+    PlainDb check(path);
+    CHECK(check.integer("SELECT count(*) FROM t") == 31 + 3 * (round + 1));
+    CHECK(check.integer("SELECT count(*) FROM t WHERE v LIKE 'A%'") == 0);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(a, "SELECT count(*), sum(length(v)) FROM t", -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK(sqlite3_column_int64(st, 0) == 31 + 3 * (round + 1));  // A reads B's frames from the WAL
+    sqlite3_finalize(st);
+    CHECK(check.text("PRAGMA integrity_check") == "ok");
+  }
+  sqlite3_close_v2(b);
+  sqlite3_close_v2(a);
+  PlainDb after(path);
+  CHECK(after.integer("SELECT count(*) FROM t WHERE v LIKE 'b%'") == 9);
+  CHECK(after.integer("SELECT count(*) FROM t WHERE v LIKE 'x%'") == 30);
+  CHECK(after.text("PRAGMA integrity_check") == "ok");
 }
