@@ -7,6 +7,7 @@
 
 #include "pipeline/event_hub.hpp"
 #include "store/sqlite_store.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -16,9 +17,9 @@ namespace {
 
 // The store, with a gate in events_after: once armed, the next read takes its rows, then waits for release()
 // before answering (a read whose snapshot is older than what is committed meanwhile).
-class GatedStore final : public Store {
+class GatedStore final : public ForwardingStore {
  public:
-  explicit GatedStore(std::shared_ptr<Store> inner) : in_(std::move(inner)) {}
+  using ForwardingStore::ForwardingStore;
 
   void arm() {
     std::lock_guard<std::mutex> lock(m_);
@@ -36,7 +37,7 @@ class GatedStore final : public Store {
   }
 
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override {
-    auto rows = in_->events_after(thread_id, after_seq, limit);
+    auto rows = inner->events_after(thread_id, after_seq, limit);
     std::unique_lock<std::mutex> lock(m_);
     if (armed_) {
       armed_ = false;
@@ -47,33 +48,7 @@ class GatedStore final : public Store {
     return rows;
   }
 
-  void commit(CommitBatch& b) override { in_->commit(b); }
-  std::optional<ThreadRecord> get_thread(std::string_view t) override { return in_->get_thread(t); }
-  std::vector<ThreadRecord> list_threads(std::string_view u, bool d) override { return in_->list_threads(u, d); }
-  void set_thread_title(std::string_view t, std::string_view title) override { in_->set_thread_title(t, title); }
-  std::optional<std::string> thread_state(std::string_view t) override { return in_->thread_state(t); }
-  void soft_delete_thread(std::string_view t) override { in_->soft_delete_thread(t); }
-  std::optional<TurnRecord> get_turn(std::string_view t) override { return in_->get_turn(t); }
-  std::optional<TurnRecord> find_turn_by_client_message(std::string_view t, std::string_view c) override {
-    return in_->find_turn_by_client_message(t, c);
-  }
-  std::optional<TurnRecord> active_turn(std::string_view t) override { return in_->active_turn(t); }
-  std::optional<TurnRecord> last_turn(std::string_view t) override { return in_->last_turn(t); }
-  std::vector<TurnRecord> turns_in_status(TurnStatus s) override { return in_->turns_in_status(s); }
-  std::vector<MessageRecord> messages(std::string_view t) override { return in_->messages(t); }
-  std::vector<LedgerEntry> ledger(std::string_view t) override { return in_->ledger(t); }
-  StoredSpend spend(std::string_view t, std::string_view u, std::string_view e) override { return in_->spend(t, u, e); }
-  std::optional<ApprovalRecord> get_approval(std::string_view a) override { return in_->get_approval(a); }
-  std::optional<JobRecord> get_job(std::string_view j) override { return in_->get_job(j); }
-  std::vector<JobRecord> thread_jobs(std::string_view t) override { return in_->thread_jobs(t); }
-  std::vector<JobRecord> jobs_due(int64_t now) override { return in_->jobs_due(now); }
-  void heartbeat(std::string_view i, int64_t now) override { in_->heartbeat(i, now); }
-  void remove_instance(std::string_view i) override { in_->remove_instance(i); }
-  std::optional<int64_t> instance_heartbeat(std::string_view i) override { return in_->instance_heartbeat(i); }
-  int64_t write_transactions() const override { return in_->write_transactions(); }
-
  private:
-  std::shared_ptr<Store> in_;
   std::mutex m_;
   std::condition_variable cv_;
   bool armed_ = false, entered_ = false, released_ = false;

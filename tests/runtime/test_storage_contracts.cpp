@@ -4,6 +4,7 @@
 #include "agentrt/attachments.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "store/fs_object_store.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/runtime_fixture.hpp"
 #include "util/crypto.hpp"
 
@@ -73,44 +74,15 @@ void exec_sql(const Harness& h, const std::string& sql) {
 }
 
 // A Store whose next commit that writes a tool message fails (once).
-struct FlakyStore final : Store {
-  std::shared_ptr<Store> inner;
+struct FlakyStore final : ForwardingStore {
   std::atomic<bool> fail_tool_commit{false};
-  explicit FlakyStore(std::shared_ptr<Store> i) : inner(std::move(i)) {}
+  explicit FlakyStore(std::shared_ptr<Store> i) : ForwardingStore(std::move(i)) {}
   void commit(CommitBatch& b) override {
     for (const auto& m : b.messages)
       if (m.message.role == Role::tool && fail_tool_commit.exchange(false))
         throw Error(ErrorCode::io, "database is locked");
     inner->commit(b);
   }
-  std::optional<ThreadRecord> get_thread(std::string_view t) override { return inner->get_thread(t); }
-  std::vector<ThreadRecord> list_threads(std::string_view u, bool d) override { return inner->list_threads(u, d); }
-  void set_thread_title(std::string_view t, std::string_view ti) override { inner->set_thread_title(t, ti); }
-  std::optional<std::string> thread_state(std::string_view t) override { return inner->thread_state(t); }
-  void soft_delete_thread(std::string_view t) override { inner->soft_delete_thread(t); }
-  std::optional<TurnRecord> get_turn(std::string_view t) override { return inner->get_turn(t); }
-  std::optional<TurnRecord> find_turn_by_client_message(std::string_view t, std::string_view c) override {
-    return inner->find_turn_by_client_message(t, c);
-  }
-  std::optional<TurnRecord> active_turn(std::string_view t) override { return inner->active_turn(t); }
-  std::optional<TurnRecord> last_turn(std::string_view t) override { return inner->last_turn(t); }
-  std::vector<TurnRecord> turns_in_status(TurnStatus s) override { return inner->turns_in_status(s); }
-  std::vector<MessageRecord> messages(std::string_view t) override { return inner->messages(t); }
-  std::vector<StoredEvent> events_after(std::string_view t, int64_t a, size_t l) override {
-    return inner->events_after(t, a, l);
-  }
-  std::vector<LedgerEntry> ledger(std::string_view t) override { return inner->ledger(t); }
-  StoredSpend spend(std::string_view th, std::string_view u, std::string_view x) override {
-    return inner->spend(th, u, x);
-  }
-  std::optional<ApprovalRecord> get_approval(std::string_view a) override { return inner->get_approval(a); }
-  std::optional<JobRecord> get_job(std::string_view j) override { return inner->get_job(j); }
-  std::vector<JobRecord> thread_jobs(std::string_view t) override { return inner->thread_jobs(t); }
-  std::vector<JobRecord> jobs_due(int64_t now) override { return inner->jobs_due(now); }
-  void heartbeat(std::string_view i, int64_t n) override { inner->heartbeat(i, n); }
-  void remove_instance(std::string_view i) override { inner->remove_instance(i); }
-  std::optional<int64_t> instance_heartbeat(std::string_view i) override { return inner->instance_heartbeat(i); }
-  int64_t write_transactions() const override { return inner->write_transactions(); }
 };
 
 ModelResult one_tool_script(const ModelRequest& req) {
