@@ -104,7 +104,10 @@ int x_write(sqlite3_file* f, const void* data, int amt, sqlite3_int64 off) {
   const bool page = w->want_page && off == w->end && amt > 0 && static_cast<size_t>(amt) <= kMaxWrite;
   if (header || page) {
     if (w->len + static_cast<size_t>(amt) > kMaxWrite) {
-      if (int rc = write_held(w)) return write_held_first(w), rc;
+      if (int rc = write_held(w)) {
+        w->want_page = false;
+        return rc;
+      }
     }
     if (hold(w, data, amt, off)) {
       w->want_page = header;
