@@ -99,6 +99,7 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
       break;
     }
   std::vector<Message> current;
+  current.reserve(history.size() - first_current);
   for (size_t i = first_current; i < history.size(); ++i) {
     Message m = for_model(history[i].message);
     if (m.role == Role::tool && history[i].turn_id == in.turn_id) {  // (job notes are system messages now)
@@ -137,8 +138,8 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
     used += size;
     kept.insert(kept.begin(), g.begin(), g.end());
   }
-  out.push_back(std::move(sys));
   out.reserve(1 + kept.size() + current.size());
+  out.push_back(std::move(sys));
   for (const auto* m : kept) out.push_back(for_model(*m));
   for (auto& m : current) out.push_back(std::move(m));
   return out;
