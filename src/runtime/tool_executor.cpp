@@ -451,7 +451,7 @@ void ToolExecutor::record(const std::string& id, ToolAgentOutput out, const std:
                        : rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result, out.error ? &err : nullptr);
   out.summary_version = kSummaryVersion;
   ctx_.recorded[id] = out;
-  const std::string out_str = to_json_string(out);
+  std::string out_str = to_json_string(out);
   // Filled key by key: an initializer list builds every pair twice (as arrays, then as members).
   json index = json::object();
   auto& fields = index.get_ref<json::object_t&>();
@@ -510,6 +510,8 @@ void ToolExecutor::record(const std::string& id, ToolAgentOutput out, const std:
     ev = to_json_string(events::tool_call_result(msg_id, id, out.result_summary));
   }
   ev.pop_back();
+  // Room for the metadata at once (grown append by append, the event was copied three or four times).
+  ev.reserve(ev.size() + out_str.size() + 512);
   ev += ",\"metadata\":{\"tool_agent_output\":";
   ev += out_str;
   if (out.ui) {
@@ -524,7 +526,7 @@ void ToolExecutor::record(const std::string& id, ToolAgentOutput out, const std:
     advance(*l, ledger_status_of(out.status));
     l->output = out_str;
   }
-  ToolOutcome outcome{out.status, out_str, out.tool_name, l ? l->arguments : out.args.dump(),
+  ToolOutcome outcome{out.status, std::move(out_str), out.tool_name, l ? l->arguments : out.args.dump(),
                       l ? l->stage : ctx_.turn.stage};
   // The projector derives the tool message and the ledger's outcome from it.
   ctx_.em->emit_tool_call_result(std::move(ev), msg_id, id, out.result_summary, std::move(facts), outcome);
