@@ -231,7 +231,12 @@ constexpr sqlite3_io_methods db_methods(int v) {
 }
 constexpr sqlite3_io_methods kDbMethods[3] = {db_methods(1), db_methods(2), db_methods(3)};
 
-bool is_our_db(const sqlite3_file* f) { return f && f->pMethods >= &kDbMethods[0] && f->pMethods <= &kDbMethods[2]; }
+bool is_our_db(const sqlite3_file* f) {
+  if (!f) return false;
+  for (const auto& m : kDbMethods)
+    if (f->pMethods == &m) return true;
+  return false;
+}
 
 int v_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   sqlite3_vfs* base = base_of(vfs);
