@@ -295,8 +295,9 @@ TEST_CASE("WAL buffer: a commit's frames reach the WAL in one write, seen by eve
 }
 
 TEST_CASE("WAL buffer: a transaction larger than the page cache goes out in pieces, whole") {
-  // 4 MB in one commit: SQLite spills pages to the WAL before the commit (its cache holds ~2 MB), reads some
-  // back and rewrites frames it wrote earlier in the transaction, none of them the next frame of the file.
+  // 4 MB in one commit, twice the page cache: SQLite spills frames to the WAL before the commit frame, and the
+  // whole is written in pieces the unix VFS takes in one call each. (Frames rewritten in place at a commit have
+  // a test of their own below.)
   TempDir dir;
   const std::string path = dir.file("large.db");
   CountedStore c(path);

@@ -1,9 +1,9 @@
 // The WAL write buffer: a SQLite VFS over another that writes a transaction's WAL frames in one write.
 //
 // SQLite appends a commit to the WAL one frame at a time, each as two writes (its 24-byte header, then the page):
-// 20 frames a W2 commit were 40 pwrite calls, a fifth of the run thread's time on this VM. Over the VFS it wraps,
-// this one keeps a WAL file's consecutive frames in memory and writes them as one pwrite (a commit of over 128 KiB
-// in pieces of up to that) when the commit frame (a frame whose header carries the database size) is complete,
+// the 17-20 frames of a W2 commit were 35-40 pwrite calls, a fifth of the run thread's time on this VM. Over the VFS it
+// wraps, this one keeps a WAL file's consecutive frames in memory and writes them as one pwrite (a commit of over 128
+// KiB in pieces of up to that) when the commit frame (a frame whose header carries the database size) is complete,
 // returning that write's error as the commit frame's: SQLite then fails the commit, whose frames it has not made
 // visible. Frames reach the file before SQLite publishes them in the WAL index (it does so only after the commit
 // frame's write returns), so other connections and processes read the same file as without it, and a commit that
