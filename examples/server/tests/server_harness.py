@@ -154,7 +154,7 @@ class Stream:
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
         self.headers = {k.lower(): v for k, v in self.resp.getheaders()}
-        self.raw = b""
+        self.raw = bytearray()  # the body as read (a bytes += per line copied it all each time)
         self.comments = []
         self.frames = []  # (id or None, event dict)
 
