@@ -95,4 +95,10 @@ const char* require_arg(const char* value, const char* name) {
   return value;
 }
 
+std::string id_arg(const char* value, const char* name) {
+  require_arg(value, name);
+  if (!*value) throw Error(ErrorCode::invalid_argument, std::string(name) + " is empty");
+  return value;
+}
+
 }  // namespace agentrt::capi

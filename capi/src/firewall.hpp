@@ -48,6 +48,8 @@ void guard_void(const char* function, Body&& body) noexcept {
 
 // Argument checks that throw Error(invalid_argument) naming the function's parameter.
 const char* require_arg(const char* value, const char* name);
+// A non-empty string argument (an id or a name), copied.
+std::string id_arg(const char* value, const char* name);
 template <class T>
 T* require_handle(T* handle, const char* name) {
   if (!handle) throw Error(ErrorCode::invalid_argument, std::string(name) + " is NULL");
