@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -186,9 +187,12 @@ class ToolRegistry {
                                                     const std::optional<std::vector<std::string>>& allowed) const;
   std::vector<ToolDefinition> definitions(std::string_view stage,
                                           const std::optional<std::vector<std::string>>& allowed) const;
+  // How many times add() and remove() have changed the registry: the same count, the same tools.
+  uint64_t generation() const;
 
  private:
   mutable std::mutex mutex_;
+  uint64_t generation_ = 0;
   std::map<std::string, std::shared_ptr<const Entry>, std::less<>> tools_;
 };
 

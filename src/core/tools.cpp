@@ -175,6 +175,7 @@ void ToolRegistry::add(ToolSpec spec) {
   if (tools_.count(entry->spec.name))
     throw Error(ErrorCode::conflict, fmt::format("tool '{}' is already registered", entry->spec.name));
   tools_.emplace(entry->spec.name, std::move(entry));
+  ++generation_;
 }
 
 bool ToolRegistry::remove(std::string_view name) {
@@ -182,7 +183,13 @@ bool ToolRegistry::remove(std::string_view name) {
   auto it = tools_.find(name);
   if (it == tools_.end()) return false;
   tools_.erase(it);
+  ++generation_;
   return true;
+}
+
+uint64_t ToolRegistry::generation() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generation_;
 }
 
 std::shared_ptr<const ToolRegistry::Entry> ToolRegistry::find(std::string_view name) const {

@@ -182,6 +182,61 @@ TEST_CASE(
   CHECK(reasoning == "draft text");
 }
 
+TEST_CASE("a tool registered or removed while a turn runs is offered from its stage's next model call on") {
+  // A stage's tool definitions are copied out of the registry again only when it has changed: the model must
+  // still see each change at its next call, and the same tools (schemas and all) while nothing changes.
+  std::vector<std::vector<std::string>> offered;  // the tool names of each execution-stage request
+  std::vector<json> schemas;                      // the first tool's parameters, each request
+  Harness* hp = nullptr;
+  Harness h([&](const ModelRequest& req) {
+    if (req.stage != "execution") return text_result("ok");
+    std::vector<std::string> names;
+    for (const auto& t : req.tools) names.push_back(t.name);
+    offered.push_back(names);
+    schemas.push_back(req.tools.empty() ? json() : req.tools[0].parameters);
+    switch (offered.size()) {
+      case 1: return tool_call_result("call_1", "add_tool", "{}");     // registers zeta
+      case 2: return tool_call_result("call_2", "add_tool", "{}");     // changes nothing (zeta is there)
+      case 3: return tool_call_result("call_3", "remove_zeta", "{}");  // removes zeta
+      default: return text_result("done");
+    }
+  });
+  hp = &h;
+  auto simple = [](std::string name, std::function<void()> effect) {
+    ToolSpec spec;
+    spec.name = std::move(name);
+    spec.description = "changes the registry";
+    spec.parameters = json::parse(R"({"type":"object","properties":{"n":{"type":"integer"}}})");
+    spec.approval = ApprovalPolicy::never();
+    spec.handler = sync_tool([effect](const ToolCallContext&) {
+      effect();
+      return ToolResult{json{{"ok", true}}};
+    });
+    return spec;
+  };
+  h.rt->tools().add(simple("add_tool", [&] {
+    if (hp->rt->tools().find("zeta")) return;
+    ToolSpec z;
+    z.name = "zeta";
+    z.description = "added mid-turn";
+    z.handler = sync_tool([](const ToolCallContext&) { return ToolResult{json::object()}; });
+    hp->rt->tools().add(std::move(z));
+  }));
+  h.rt->tools().add(simple("remove_zeta", [&] { hp->rt->tools().remove("zeta"); }));
+  const uint64_t before = h.rt->tools().generation();
+
+  auto t = h.rt->run_turn(turn_input("t-gen", user_message("go")));
+  REQUIRE(t.status == TurnStatus::completed);
+  CHECK(h.rt->tools().generation() == before + 2);  // one add, one remove: the second add_tool changed nothing
+  REQUIRE(offered.size() == 4);
+  using Names = std::vector<std::string>;
+  CHECK(offered[0] == Names{"add_tool", "remove_zeta"});
+  CHECK(offered[1] == Names{"add_tool", "remove_zeta", "zeta"});
+  CHECK(offered[2] == Names{"add_tool", "remove_zeta", "zeta"});
+  CHECK(offered[3] == Names{"add_tool", "remove_zeta"});
+  for (const auto& s : schemas) CHECK(s == json::parse(R"({"type":"object","properties":{"n":{"type":"integer"}}})"));
+}
+
 TEST_CASE("the JSON config opens either message layout and refuses unknown keys and bad values") {
   TempDir dir;
   {
