@@ -81,7 +81,7 @@ void Projector::tool_call_args(std::string_view tool_call_id, std::string_view d
 // in order: an id, or {id, name?, arguments?} where the final answer differs from what was streamed, with the
 // ledger's facts), and content where the final text differs from what was streamed.
 std::optional<MessageRecord> Projector::complete(const std::string& run_id, const std::string& message_id,
-                                                 const json& facts, const json& metadata) {
+                                                 const json& facts, json metadata) {
   OpenMessage streamed;
   if (auto it = open_.find(message_id); it != open_.end()) {
     streamed = std::move(it->second);
@@ -114,7 +114,7 @@ std::optional<MessageRecord> Projector::complete(const std::string& run_id, cons
       m.tool_calls.push_back(std::move(call));
     }
   }
-  m.metadata = message_metadata(metadata);
+  m.metadata = std::move(metadata);
   if (has_calls) requested(run_id, m, *ids);
   return record(run_id, std::move(m));
 }
@@ -140,6 +140,18 @@ std::optional<MessageRecord> Projector::run_started(const std::string& run_id, c
   if (!turn_id.empty()) begin_run(run_id, turn_id);
   if (!input) return std::nullopt;
   return record(run_id, *input);
+}
+
+std::optional<MessageRecord> Projector::apply(const std::string& run_id, Event&& e) {
+  if (e.type != EventType::TEXT_MESSAGE_END || !e.metadata.is_object())
+    return apply(run_id, static_cast<const Event&>(e));
+  // What message_metadata() would copy is what is left once the facts are taken out.
+  auto& members = e.metadata.get_ref<json::object_t&>();
+  auto it = members.find(kFacts);
+  if (it == members.end() || !it->second.is_object() || !it->second.contains("message")) return std::nullopt;
+  const json facts = std::move(it->second);
+  members.erase(it);
+  return complete(run_id, e.message_id, facts["message"], members.empty() ? json(nullptr) : std::move(e.metadata));
 }
 
 std::optional<MessageRecord> Projector::apply(const std::string& run_id, const Event& e) {
@@ -198,15 +210,14 @@ std::optional<MessageRecord> Projector::apply(const std::string& run_id, const E
       return std::nullopt;
     case EventType::TEXT_MESSAGE_END: {
       if (!facts || !facts->contains("message")) return std::nullopt;
-      return complete(run_id, e.message_id, (*facts)["message"], e.metadata);
+      return complete(run_id, e.message_id, (*facts)["message"], message_metadata(e.metadata));
     }
     case EventType::TOOL_CALL_END: {
       if (!facts || !facts->contains("message")) return std::nullopt;
       auto m = message_of_call_.find(e.tool_call_id);
       if (m == message_of_call_.end()) return std::nullopt;
       const std::string message_id = m->second;
-      static const json no_metadata;
-      return complete(run_id, message_id, (*facts)["message"], no_metadata);
+      return complete(run_id, message_id, (*facts)["message"], nullptr);
     }
     case EventType::TOOL_CALL_RESULT: {
       auto result = outcome_of(e);

@@ -68,6 +68,8 @@ class Projector {
 
   // Applies one event of run `run_id`; returns the message it completes, if any.
   std::optional<MessageRecord> apply(const std::string& run_id, const Event& e);
+  // The same, for an event nobody reads afterwards: a TEXT_MESSAGE_END's metadata moves into its message.
+  std::optional<MessageRecord> apply(const std::string& run_id, Event&& e);
 
   // The events the run emits most often, without an Event (apply() dispatches to these).
   void text_start(std::string_view message_id);
@@ -123,8 +125,9 @@ class Projector {
     std::vector<OpenCall> calls;
   };
   OpenMessage& open(std::string_view message_id);
+  // `metadata`: the message's own (the event's, without the runtime's facts), or null.
   std::optional<MessageRecord> complete(const std::string& run_id, const std::string& message_id, const json& facts,
-                                        const json& metadata);
+                                        json metadata);
   MessageRecord record(const std::string& run_id, Message m) const;
   std::string turn_of(const std::string& run_id) const;
   LedgerEntry* entry(const std::string& turn_id, const std::string& tool_call_id);

@@ -54,14 +54,19 @@ void RunEmitter::project(std::optional<MessageRecord> m) {
   if (on_message_) on_message_(batch_->messages.back());
 }
 
-void RunEmitter::emit(const Event& e) {
+template <class E>
+void RunEmitter::take(E&& e) {
   std::string body = to_json_string(e);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
-  auto m = projector_.apply(run_id_, e);  // first: an event the projector refuses (a ledger move) is not staged
+  // First: an event the projector refuses (a ledger move) is not staged.
+  auto m = projector_.apply(run_id_, std::forward<E>(e));
   stage_event(std::move(body));
   project(std::move(m));
 }
+
+void RunEmitter::emit(const Event& e) { take(e); }
+void RunEmitter::emit(Event&& e) { take(std::move(e)); }
 
 void RunEmitter::step_started(std::string_view step) {
   std::string body = wire::step_started(step, now_ms());

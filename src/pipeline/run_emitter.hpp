@@ -46,6 +46,7 @@ class RunEmitter {
 
   // Takes an event: stages it, and the history message it completes (the projector derives it).
   void emit(const Event& e);
+  void emit(Event&& e);  // the same; what the projector keeps of it is moved, not copied
   // The events a run emits most often, written straight from their fields (wire::), projected the same way.
   void step_started(std::string_view step);
   void step_finished(std::string_view step);
@@ -117,6 +118,8 @@ class RunEmitter {
   const std::string& thread_id() const { return thread_id_; }
 
  private:
+  template <class E>
+  void take(E&& e);                              // emit()'s body, for an event read (const&) or taken (&&)
   void drop_batch();                             // undoes the batch's objects and empties it (under mutex_)
   bool staging() const { return !failure_; }     // under mutex_: a failed emitter takes nothing more
   void note_pending();                           // under mutex_
