@@ -186,6 +186,15 @@ class Store {
   }
 
   virtual std::vector<MessageRecord> messages(std::string_view thread_id) = 0;
+  // The thread's messages alone, in order: what a history read needs of messages(). This default takes them
+  // from messages(); a store may read them without the records' other fields.
+  virtual std::vector<Message> thread_messages(std::string_view thread_id) {
+    auto records = messages(thread_id);
+    std::vector<Message> out;
+    out.reserve(records.size());
+    for (auto& r : records) out.push_back(std::move(r.message));
+    return out;
+  }
   virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;
   virtual std::vector<LedgerEntry> ledger(std::string_view turn_id) = 0;
   // What the thread's turns spent (thread_id set), or the turns of every thread of the user's, deleted ones

@@ -23,13 +23,8 @@ using namespace turn;
 HistoryView::HistoryView(Runtime::Impl& rt) : rt_(rt) {}
 
 std::vector<Message> HistoryView::history(std::string_view thread_id) {
-  auto records = rt_.cfg.store->messages(thread_id);
-  std::vector<Message> out;
-  out.reserve(records.size());
-  for (auto& rec : records) {
-    view(rec.message);
-    out.push_back(std::move(rec.message));
-  }
+  auto out = rt_.cfg.store->thread_messages(thread_id);
+  for (auto& m : out) view(m);
   return out;
 }
 

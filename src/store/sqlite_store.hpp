@@ -61,6 +61,7 @@ class SqliteStore final : public Store {
   std::vector<TurnRecord> turns_in_status(TurnStatus status) override;
   std::vector<TurnRecord> turns_expired(int64_t now_ms) override;
   std::vector<MessageRecord> messages(std::string_view thread_id) override;
+  std::vector<Message> thread_messages(std::string_view thread_id) override;
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
   std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
   StoredSpend spend(std::string_view thread_id, std::string_view user_id, std::string_view except_turn_id) override;

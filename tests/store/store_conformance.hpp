@@ -69,6 +69,31 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(s->events_after("other", 0, 100).empty());
     CHECK(s->get_thread("th1")->last_seq == 3);
   }
+  SUBCASE("thread_messages() gives messages()' messages, in order, and only the thread's") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("tm1", "th_msgs", TurnStatus::running));
+    for (int i = 0; i < 3; ++i) {
+      Message m;
+      m.id = "msg_extra_" + std::to_string(i);
+      m.role = i % 2 ? Role::assistant : Role::tool;
+      m.content = "content " + std::to_string(i);
+      if (m.role == Role::tool) m.tool_call_id = "call_" + std::to_string(i);
+      m.metadata = json{{"k", i}, {"nested", {{"a", json::array({1, "x", nullptr})}}}};
+      b.messages.push_back(MessageRecord{"th_msgs", 0, "tm1", "run_tm1", m});
+    }
+    s->commit(b);
+    auto other = new_turn_batch(conformance_turn("tm2", "th_msgs_other", TurnStatus::running));
+    s->commit(other);
+    const auto records = s->messages("th_msgs");
+    const auto messages = s->thread_messages("th_msgs");
+    REQUIRE(records.size() == 4);
+    REQUIRE(messages.size() == records.size());
+    for (size_t i = 0; i < records.size(); ++i)
+      CHECK(to_json_string(messages[i]) == to_json_string(records[i].message));
+    CHECK(messages[3].metadata["nested"]["a"][1] == "x");
+    CHECK(s->thread_messages("th_msgs_other").size() == 1);
+    CHECK(s->thread_messages("no such thread").empty());
+  }
   SUBCASE("a thread's state is written whole with its batch, and a refused batch leaves the last one") {
     auto s = make();
     CHECK_FALSE(s->thread_state("th_state").has_value());

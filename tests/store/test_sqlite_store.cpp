@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <functional>
 
 #include <sqlite3.h>
 
@@ -166,29 +167,37 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
     return R"({"id":"m1","role":"user","content":"hi","metadata":{"deep":)" + std::string(arrays, '[') +
            std::string(arrays, ']') + "}}";
   };
-  for (size_t arrays : {size_t{200000}, kMaxStoredJsonDepth - 1}) {
-    set_body(body(arrays));
+  // Both readers of a thread's rows: the records (messages) and the history read's (thread_messages).
+  const std::vector<std::function<void()>> readers = {[&] { store->messages("th1"); },
+                                                      [&] { store->thread_messages("th1"); }};
+  for (const auto& read : readers) {
+    for (size_t arrays : {size_t{200000}, kMaxStoredJsonDepth - 1}) {
+      set_body(body(arrays));
+      try {
+        read();
+        FAIL("a message row " << arrays + 2 << " levels deep was read");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::io);
+        CHECK(e.message() == "thread th1: stored message 0 is unreadable: JSON text is nested deeper than 512 levels");
+      }
+    }
+    // A row that is JSON but not a message is unreadable too (io: the store's fault, not the caller's).
+    set_body(R"({"id":5,"role":"user","content":"hi"})");
     try {
-      store->messages("th1");
-      FAIL("a message row " << arrays + 2 << " levels deep was read");
+      read();
+      FAIL("a message row with a numeric id was read");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::io);
-      CHECK(e.message() == "thread th1: stored message 0 is unreadable: JSON text is nested deeper than 512 levels");
+      CHECK(e.message() == "thread th1: stored message 0 is unreadable: message: 'id' must be a string");
     }
-  }
-  // A row that is JSON but not a message is unreadable too (io: the store's fault, not the caller's).
-  set_body(R"({"id":5,"role":"user","content":"hi"})");
-  try {
-    store->messages("th1");
-    FAIL("a message row with a numeric id was read");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::io);
-    CHECK(e.message() == "thread th1: stored message 0 is unreadable: message: 'id' must be a string");
   }
   set_body(body(kMaxStoredJsonDepth - 2));
   auto msgs = store->messages("th1");
   REQUIRE(msgs.size() == 1);
   CHECK(json_depth(msgs[0].message.metadata) == kMaxStoredJsonDepth - 1);
+  auto alone = store->thread_messages("th1");
+  REQUIRE(alone.size() == 1);
+  CHECK(json_depth(alone[0].metadata) == kMaxStoredJsonDepth - 1);
 }
 
 TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a page, and one row when more") {

@@ -152,6 +152,20 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
   return out;
 }
 
+std::vector<Message> SqliteStore::thread_messages(std::string_view thread_id) {
+  if (layout_) return Store::thread_messages(thread_id);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = stmt("SELECT idx,body FROM messages WHERE thread_id=? ORDER BY idx");
+  s.bind(1, thread_id);
+  std::vector<Message> out;
+  while (s.step()) {
+    const char* body = reinterpret_cast<const char*>(s.raw(1));
+    out.push_back(store_rows::stored_message(
+        thread_id, s.i64(0), std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 1)))));
+  }
+  return out;
+}
+
 std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Start at the row that holds after_seq + 1, then split rows into events.
