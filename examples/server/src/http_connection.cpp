@@ -320,7 +320,10 @@ void HttpConnection::watch_for_close() {
   }
   socket_.async_read_some(buffer_.prepare(piece), [self = shared_from_this()](const beast::error_code& ec, size_t n) {
     self->buffer_.commit(n);
-    if (ec == net::error::operation_aborted && self->resume_after_stream_ && self->state_ != State::closed) {
+    // The stream ended (end_stream cancelled this read): the connection goes on. The read may also have completed
+    // with the client's next request before the cancel could stop it (a client that sends it the moment the last
+    // chunk arrives): that request is in the buffer, and reading again would wait for bytes that never come.
+    if (self->resume_after_stream_ && self->state_ != State::closed && (!ec || ec == net::error::operation_aborted)) {
       self->resume_after_stream_ = false;
       return self->wait_next_request();
     }

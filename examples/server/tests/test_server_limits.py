@@ -540,6 +540,36 @@ def parse_frames(body):
     return out
 
 
+class KeepAliveAfterStreamTest(unittest.TestCase):
+    """A client that sends its next request the moment a stream's last chunk arrives gets it answered: the read
+    that watches a stream for the client leaving can take that request before the stream's end cancels it (the
+    web page's thread list hung so once in CI, its GET never answered)."""
+
+    def test_a_request_sent_as_a_stream_ends_is_answered(self):
+        with Server() as srv:
+            s = connect(srv, timeout=10)
+            thread = new_id("t")
+            for i in range(300):  # without the fix, one of the first 40 or so hung
+                body = json.dumps(run_input(thread, "hi %d" % i)).encode()
+                s.sendall(b"POST /api/v1/agent/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                          % (ALICE.encode(), len(body)) + body)
+                streamed = b""
+                while not streamed.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
+                    data = s.recv(1 << 16)
+                    self.assertTrue(data, "the connection closed during stream %d" % i)
+                    streamed += data
+                self.assertIn(b"RUN_FINISHED", streamed)
+                s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+                try:
+                    answer = read_response(s, timeout=5)
+                except socket.timeout:
+                    answer = None
+                self.assertIsNotNone(answer, "no answer to the request sent as stream %d ended" % i)
+                self.assertEqual(answer[0], 200)
+            s.close()
+
+
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_ends_streams_with_a_keep_alive_and_exits(self):
         srv = Server()
