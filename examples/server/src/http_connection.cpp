@@ -10,6 +10,7 @@
 #include <boost/beast/http/write.hpp>
 #include <iterator>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,46 @@ namespace agentrt::server {
 
 using Clock = std::chrono::steady_clock;
 using Headers = std::vector<std::pair<std::string, std::string>>;
+
+namespace {
+
+struct Refusal {
+  int status;
+  std::string_view code;
+  std::string message;
+};
+
+// What a request the parser refused is answered before the connection closes; nothing for a client that left
+// or stopped mid-message (there is nobody to answer, or the deadline closes it).
+std::optional<Refusal> parse_refusal(const beast::error_code& ec) {
+  if (ec.category() != make_error_code(http::error::bad_method).category()) return std::nullopt;
+  switch (static_cast<http::error>(ec.value())) {
+    case http::error::end_of_stream:
+    case http::error::partial_message:
+    case http::error::need_more:
+    case http::error::need_buffer:
+    case http::error::short_read:
+    case http::error::stale_parser: return std::nullopt;
+    default:  // bad_version too: the parser reads HTTP/1.0 and HTTP/1.1 only
+      return Refusal{400, "bad_request", fmt::format("malformed HTTP request: {}", ec.message())};
+  }
+}
+
+// The rules of RFC 9112 a parsed header can still break: one Host (required in HTTP/1.1), and no transfer
+// coding but chunked (another, such as gzip, would hand the application encoded bytes).
+std::optional<Refusal> header_refusal(const http::request<http::empty_body>& h) {
+  const size_t hosts = h.count(http::field::host);
+  if (hosts > 1 || (h.version() == 11 && hosts == 0))
+    return Refusal{400, "bad_request", "an HTTP/1.1 request needs exactly one Host header field"};
+  const size_t codings = h.count(http::field::transfer_encoding);
+  if (codings == 0) return std::nullopt;
+  if (h.version() == 10) return Refusal{400, "bad_request", "Transfer-Encoding in an HTTP/1.0 request"};
+  if (codings > 1 || !beast::iequals(h[http::field::transfer_encoding], "chunked"))
+    return Refusal{501, "unsupported_transfer_encoding", "the only transfer coding accepted is chunked"};
+  return std::nullopt;
+}
+
+}  // namespace
 
 HttpConnection::HttpConnection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket, std::string client)
     : server_(std::move(server)),
@@ -152,10 +193,14 @@ void HttpConnection::on_header(const beast::error_code& ec) {
   if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
     return answer_and_close(431, "header_too_large",
                             fmt::format("the request header is over {} bytes", server_->limits.max_header_bytes));
-  if (ec) return close();  // the client left, sent garbage, or the deadline passed
+  if (ec) {
+    if (auto r = parse_refusal(ec)) return answer_and_close(r->status, r->code, std::move(r->message));
+    return close();  // the client left
+  }
   state_ = State::processing;
   disarm();
   auto& h = header_->get();
+  if (auto r = header_refusal(h)) return answer_and_close(r->status, r->code, std::move(r->message));
   req_ = HttpRequest{};
   req_.method = std::string(h.method_string());
   req_.target = std::string(h.target());
@@ -215,7 +260,12 @@ void HttpConnection::on_body(const beast::error_code& ec) {
   if (state_ == State::closed) return;
   if (ec == http::error::body_limit)
     return answer_and_close(413, "too_large", fmt::format("the body is over the limit of {} bytes", body_limit_));
-  if (ec) return close();
+  if (ec == http::error::buffer_overflow)  // a chunk header (its extensions) longer than the buffer
+    return answer_and_close(400, "bad_request", "a chunk header is over the buffer's size");
+  if (ec) {
+    if (auto r = parse_refusal(ec)) return answer_and_close(r->status, r->code, std::move(r->message));
+    return close();  // the client left, or the deadline passed
+  }
   disarm();
   req_.body = std::move(body_->get().body());
   body_.reset();

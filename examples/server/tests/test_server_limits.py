@@ -189,6 +189,76 @@ class BodyLimitsTest(unittest.TestCase):
 
 
 
+class MalformedRequestTest(unittest.TestCase):
+    """A request the server cannot take as it is framed gets a JSON answer that says so, then the connection
+    closes (RFC 9112): never a silent close, never a body read another way than the client meant."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def answer(self, data):
+        s = connect(self.srv)
+        try:
+            s.sendall(data)
+            r = read_response(s)
+            self.assertIsNotNone(r, data[:60])
+            rest = s.recv(1 << 16)  # the server closes after the answer: what else was sent is not a request
+        finally:
+            s.close()
+        self.assertEqual(r[1].get("connection"), "close", data[:60])
+        self.assertEqual(rest, b"", data[:60])
+        return r[0], json.loads(r[2])["error"]["code"]
+
+    def run_head(self, *fields):
+        return ("POST /api/v1/agent/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                "Content-Type: application/json\r\n" % ALICE + "".join(f + "\r\n" for f in fields) + "\r\n").encode()
+
+    def test_framing_that_could_smuggle_a_request_is_400(self):
+        # Content-Length with chunked: the "body" below would otherwise be a GET of its own.
+        smuggle = self.run_head("Content-Length: 4", "Transfer-Encoding: chunked") + \
+            b"0\r\n\r\nGET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+        self.assertEqual(self.answer(smuggle), (400, "bad_request"))
+        self.assertEqual(self.answer(self.run_head("Content-Length: 2", "Content-Length: 3") + b"{}x"),
+                         (400, "bad_request"))
+        self.assertEqual(self.answer(self.run_head("Content-Length: -1") + b"{}"), (400, "bad_request"))
+        self.assertEqual(self.answer(self.run_head("Transfer-Encoding: chunked") + b"fffffffffffffffffff\r\n{}\r\n"),
+                         (400, "bad_request"))
+        # A chunk header longer than the connection's buffer: refused, not buffered.
+        self.assertEqual(self.answer(self.run_head("Transfer-Encoding: chunked") + b"2;" + b"e" * 90000 + b"\r\n"),
+                         (400, "bad_request"))
+
+    def test_a_transfer_coding_other_than_chunked_is_501(self):
+        gz = self.run_head("Transfer-Encoding: gzip, chunked") + b"2\r\n{}\r\n0\r\n\r\n"
+        self.assertEqual(self.answer(gz), (501, "unsupported_transfer_encoding"))
+        self.assertEqual(self.answer(self.run_head("Transfer-Encoding: identity", "Content-Length: 2") + b"{}"),
+                         (501, "unsupported_transfer_encoding"))
+        http10 = b"POST /api/v1/agent/runs HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+        self.assertEqual(self.answer(http10), (400, "bad_request"))
+
+    def test_a_request_line_or_field_the_parser_refuses_is_400(self):
+        for data in (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"A" * 100,  # a TLS hello
+                     b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+                     b"GET /api/v1/health HTTP/1.2\r\nHost: x\r\n\r\n",
+                     b"GET /api/v1/hea lth HTTP/1.1\r\nHost: x\r\n\r\n",
+                     b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n"):
+            self.assertEqual(self.answer(data), (400, "bad_request"), data[:30])
+
+    def test_host_is_required_once_in_http_1_1(self):
+        self.assertEqual(self.answer(b"GET /api/v1/health HTTP/1.1\r\n\r\n"), (400, "bad_request"))
+        self.assertEqual(self.answer(b"GET /api/v1/health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+                         (400, "bad_request"))
+        s = connect(self.srv)  # HTTP/1.0 needs none
+        s.sendall(b"GET /api/v1/health HTTP/1.0\r\n\r\n")
+        self.assertEqual(read_response(s)[0], 200)
+        s.close()
+        self.assertTrue(health_ok(self.srv))
+
+
 class NestingTest(unittest.TestCase):
     """Issue 12.3: about 200,000 levels of '[' (400 KB, under the body limit) in any body: 422, never a crash."""
 
