@@ -117,6 +117,11 @@ struct AgentServer::Impl final : HttpApp {
       return v;
     }
     const bool token_required = m.route != Route::health && m.route != Route::object && m.route != Route::web;
+    if (std::count_if(req.headers.begin(), req.headers.end(),
+                      [](const auto& f) { return iequals(f.first, "Authorization"); }) > 1) {
+      v.answer = early(req, error_response(400, "bad_request", "more than one Authorization header field"));
+      return v;
+    }
     if (token_required || req.has_header("Authorization")) {
       std::string error;
       if (!authenticate(req, error)) {
@@ -141,10 +146,8 @@ struct AgentServer::Impl final : HttpApp {
   }
 
   bool authenticate(const HttpRequest& req, std::string& error) const {
-    const std::string_view h = req.header("Authorization");
-    constexpr std::string_view bearer = "Bearer ";
-    if (h.size() > bearer.size() && h.substr(0, bearer.size()) == bearer) {
-      if (ctx.tokens->find(h.substr(bearer.size()))) return true;
+    if (const auto token = req.bearer_token()) {
+      if (ctx.tokens->find(*token)) return true;
       error = "the bearer token is not valid";
       return false;
     }
@@ -221,10 +224,8 @@ struct AgentServer::Impl final : HttpApp {
 
   // The caller (checked on the header already); "" for an object request without a token.
   std::string user_of(const HttpRequest& req) const {
-    const std::string_view h = req.header("Authorization");
-    constexpr std::string_view bearer = "Bearer ";
-    if (h.size() > bearer.size() && h.substr(0, bearer.size()) == bearer)
-      if (auto u = ctx.tokens->find(h.substr(bearer.size()))) return *u;
+    if (const auto token = req.bearer_token())
+      if (auto u = ctx.tokens->find(*token)) return *u;
     const Route r = route_of(req).route;
     if ((r == Route::object || r == Route::web) && !req.has_header("Authorization")) return {};
     throw ApiError{401, "unauthorized", "the bearer token is not valid"};

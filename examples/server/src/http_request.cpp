@@ -1,4 +1,4 @@
-// HttpRequest's lookups: header fields by name, query parameters percent-decoded.
+// HttpRequest's lookups: header fields by name, the bearer token, query parameters percent-decoded.
 #include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <optional>
@@ -59,6 +59,17 @@ std::string_view HttpRequest::header(std::string_view name) const {
 
 bool HttpRequest::has_header(std::string_view name) const {
   return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return iequals(h.first, name); });
+}
+
+std::optional<std::string_view> HttpRequest::bearer_token() const {
+  constexpr std::string_view scheme = "Bearer";
+  std::string_view h = header("Authorization");
+  if (h.size() <= scheme.size() || !iequals(h.substr(0, scheme.size()), scheme) || h[scheme.size()] != ' ')
+    return std::nullopt;
+  h.remove_prefix(scheme.size());
+  while (!h.empty() && h.front() == ' ') h.remove_prefix(1);
+  if (h.empty()) return std::nullopt;
+  return h;
 }
 
 std::string HttpRequest::param(std::string_view name) const { return query_param(query, name).value_or(""); }

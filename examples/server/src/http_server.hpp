@@ -45,6 +45,9 @@ struct HttpRequest {
   // The first header of that name (case-insensitive), or "".
   std::string_view header(std::string_view name) const;
   bool has_header(std::string_view name) const;
+  // The token of `Authorization: Bearer <token>` (the scheme's case is free, RFC 9110 11.1; the spaces after it
+  // are not the token's), or nullopt for none, another scheme or no token.
+  std::optional<std::string_view> bearer_token() const;
   // A query parameter, percent-decoded ("" when absent).
   std::string param(std::string_view name) const;
   bool has_param(std::string_view name) const;

@@ -43,7 +43,8 @@ void ServerContext::usable_thread(ApiCall& c, const std::string& client_id) cons
 }
 
 void ServerContext::rate_limit(const ApiCall& c) {
-  const int64_t wait = limiter.acquire(std::string(c.req.header("Authorization")));
+  // By the token itself: the ways of writing its header (the scheme's case, spaces) are one token's.
+  const int64_t wait = limiter.acquire(std::string(c.req.bearer_token().value_or("")));
   if (wait > 0)
     throw ApiError{429,
                    "rate_limited",

@@ -843,6 +843,10 @@ class LimitsTest(unittest.TestCase):
             self.assertEqual((st, err["error"]["code"]), (429, "rate_limited"))
             self.assertGreaterEqual(int(hdrs["retry-after"]), 1)
             self.assertEqual(srv.run(run_input(new_id("t"), "hello"), token=BOB)[0], 200)
+            # The same token written another way (the scheme's case, more spaces) is the same bucket.
+            st, _, _, err = srv.request("POST", "/api/v1/agent/runs", run_input(new_id("t"), "hello"), token=None,
+                                        headers={"Authorization": "bearer   " + ALICE})
+            self.assertEqual((st, err["error"]["code"]), (429, "rate_limited"))
 
     def test_streams_over_the_limit_are_429(self):
         with Server("--max-streams", "1", "--demo-delay-ms", "50") as srv:

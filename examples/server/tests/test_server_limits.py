@@ -438,6 +438,21 @@ class ConnectionLimitsTest(unittest.TestCase):
                                                 headers={"Authorization": "Bearer " + token})
                     self.assertEqual((st, err["error"]["code"]), (401, "unauthorized"))
             self.assertEqual(srv.request("GET", "/api/v1/agent/threads")[0], 200)
+            # The scheme's case is free and spaces may follow it (RFC 9110 11.1); another scheme is no token.
+            for header in ("bearer " + ALICE, "BEARER " + ALICE, "Bearer   " + ALICE):
+                st, _, body, _ = srv.request("GET", "/api/v1/agent/threads", token=None,
+                                             headers={"Authorization": header})
+                self.assertEqual(st, 200, header)
+            st, _, _, err = srv.request("GET", "/api/v1/agent/threads", token=None,
+                                        headers={"Authorization": "Basic " + ALICE})
+            self.assertEqual((st, err["error"]["code"]), (401, "unauthorized"))
+            # Two Authorization fields are one too many, whichever is valid.
+            s = connect(srv)
+            s.sendall(("GET /api/v1/agent/threads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n"
+                       "Authorization: Bearer %s\r\n\r\n" % ALICE).encode())
+            r = read_response(s)
+            s.close()
+            self.assertEqual((r[0], json.loads(r[2])["error"]["code"]), (400, "bad_request"))
 
 
 class ObjectRangesTest(unittest.TestCase):
