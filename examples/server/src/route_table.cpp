@@ -1,9 +1,37 @@
 #include "route_table.hpp"
 
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 namespace agentrt::server {
+
+namespace {
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A path segment percent-decoded (RFC 3986 2.1): clients encode ids (encodeURIComponent("a:b") is "a%3Ab").
+// A '+' is itself in a path; an escape that is not two hex digits stays as sent (and fails the id rules).
+std::string decode_segment(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 RouteMatch match_route(std::string_view method, std::string_view path) {
   if (path.substr(0, kObjectsPath.size() + 1) == std::string(kObjectsPath) + "/" &&
@@ -11,12 +39,12 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
     return {method == "GET" ? Route::object : Route::none, {}};
   if (path.substr(0, kApi.size()) != kApi) return {};
   std::string_view rest = path.substr(kApi.size());
-  std::vector<std::string_view> seg;
+  std::vector<std::string> seg;
   while (!rest.empty()) {
     if (rest.front() != '/') return {};
     rest.remove_prefix(1);
     const size_t slash = rest.find('/');
-    seg.push_back(rest.substr(0, slash));
+    seg.push_back(decode_segment(rest.substr(0, slash)));
     rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
   }
   for (const auto& s : seg)
@@ -34,21 +62,21 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
   if (is({"agent", "runs"}, "POST")) return {Route::runs, {}};
   if (is({"agent", "capabilities"}, "GET")) return {Route::capabilities, {}};
   if (is({"agent", "connect"}, "POST")) return {Route::connect, {}};
-  if (is({"agent", "runs", "*", "events"}, "GET")) return {Route::events, std::string(seg[2])};
-  if (is({"agent", "runs", "*", "resume"}, "POST")) return {Route::resume, std::string(seg[2])};
-  if (is({"agent", "runs", "*", "cancel"}, "POST")) return {Route::cancel, std::string(seg[2])};
-  if (is({"agent", "runs", "*", "history"}, "GET")) return {Route::history, std::string(seg[2])};
+  if (is({"agent", "runs", "*", "events"}, "GET")) return {Route::events, seg[2]};
+  if (is({"agent", "runs", "*", "resume"}, "POST")) return {Route::resume, seg[2]};
+  if (is({"agent", "runs", "*", "cancel"}, "POST")) return {Route::cancel, seg[2]};
+  if (is({"agent", "runs", "*", "history"}, "GET")) return {Route::history, seg[2]};
   if (is({"agent", "threads"}, "GET")) return {Route::threads, {}};
-  if (is({"agent", "threads", "*"}, "DELETE")) return {Route::delete_thread, std::string(seg[2])};
-  if (is({"agent", "threads", "*", "jobs"}, "GET")) return {Route::thread_jobs, std::string(seg[2])};
-  if (is({"agent", "threads", "*", "spend"}, "GET")) return {Route::thread_spend, std::string(seg[2])};
+  if (is({"agent", "threads", "*"}, "DELETE")) return {Route::delete_thread, seg[2]};
+  if (is({"agent", "threads", "*", "jobs"}, "GET")) return {Route::thread_jobs, seg[2]};
+  if (is({"agent", "threads", "*", "spend"}, "GET")) return {Route::thread_spend, seg[2]};
   if (is({"agent", "spend"}, "GET")) return {Route::spend, {}};
-  if (is({"agent", "jobs", "*"}, "GET")) return {Route::job, std::string(seg[2])};
-  if (is({"agent", "jobs", "*", "cancel"}, "POST")) return {Route::cancel_job, std::string(seg[2])};
+  if (is({"agent", "jobs", "*"}, "GET")) return {Route::job, seg[2]};
+  if (is({"agent", "jobs", "*", "cancel"}, "POST")) return {Route::cancel_job, seg[2]};
   if (is({"agent", "uploads"}, "POST")) return {Route::uploads, {}};
   if (is({"asr", "transcriptions"}, "POST")) return {Route::transcriptions, {}};
   if (is({"mcp", "tools"}, "GET")) return {Route::mcp_tools, {}};
-  if (is({"mcp", "tools", "*", "approve"}, "POST")) return {Route::approve_mcp_tool, std::string(seg[2])};
+  if (is({"mcp", "tools", "*", "approve"}, "POST")) return {Route::approve_mcp_tool, seg[2]};
   return {};
 }
 

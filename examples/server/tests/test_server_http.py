@@ -277,6 +277,23 @@ class ServerTest(unittest.TestCase):
         self.assertError(self.srv.request("DELETE", "/api/v1/agent/threads/" + thread), 404)
         self.assertError(self.srv.request("POST", "/api/v1/agent/runs", run_input(thread, "back?")), 404)
 
+    def test_ids_in_paths_may_be_percent_encoded(self):
+        # encodeURIComponent (the web page's, most clients') writes ':' as %3A: the path segment is decoded.
+        thread = new_id("t") + ":team"
+        self.assertEqual(self.srv.run(run_input(thread, "hello"))[0], 200)
+        enc = urllib.parse.quote(thread, safe="")
+        self.assertIn("%3A", enc)
+        st, _, _, hist = self.srv.request("GET", "/api/v1/agent/runs/%s/history" % enc)
+        self.assertEqual((st, hist["threadId"]), (200, thread))
+        st, _, _, jobs = self.srv.request("GET", "/api/v1/agent/threads/%s/jobs" % enc)
+        self.assertEqual((st, jobs), (200, {"threadId": thread, "jobs": []}))
+        self.assertEqual([f[1]["type"] for f in self.srv.thread_events(enc)][0], "RUN_STARTED")
+        # A decoded '/' or '+' is not an id character: 422, never another path.
+        self.assertError(self.srv.request("GET", "/api/v1/agent/runs/a%2Fb/history"), 422, "invalid_argument")
+        self.assertError(self.srv.request("GET", "/api/v1/agent/runs/a+b/history"), 422, "invalid_argument")
+        st, _, _, deleted = self.srv.request("DELETE", "/api/v1/agent/threads/" + enc)
+        self.assertEqual((st, deleted), (200, {"id": thread, "deleted": True}))
+
     def test_history_returns_tool_ui(self):
         thread = new_id("t")
         inp, interrupts = self.pause_for_approval(thread)
