@@ -2,7 +2,9 @@
 #include "routes.hpp"
 
 #include <algorithm>
+#include <boost/beast/core/string.hpp>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -27,24 +29,32 @@ struct ByteRange {
 ByteRange parse_range(std::string_view header, uint64_t size) {
   ByteRange r;
   r.length = size;
-  constexpr std::string_view unit = "bytes=";
-  if (header.substr(0, unit.size()) != unit) return r;  // another unit, or garbage: the whole body
-  std::string_view spec = header.substr(unit.size());
+  // The unit's case is free (RFC 9110 14.1); another unit, or garbage: the whole body.
+  if (header.size() < 6 || !boost::beast::iequals(header.substr(0, 6), "bytes=")) return r;
+  std::string_view spec = header.substr(6);
   if (spec.find(',') != std::string_view::npos) return r;  // several ranges: the whole body, never a multipart
+  // A list element: spaces and tabs around it are not part of it.
+  while (!spec.empty() && (spec.front() == ' ' || spec.front() == '\t')) spec.remove_prefix(1);
+  while (!spec.empty() && (spec.back() == ' ' || spec.back() == '\t')) spec.remove_suffix(1);
   const size_t dash = spec.find('-');
   if (dash == std::string_view::npos) return r;
+  // Digits only; a value past 64 bits is as good as the largest (a last position past the end is the end).
   auto number = [](std::string_view s) -> std::optional<uint64_t> {
-    if (s.empty() || s.size() > 19) return std::nullopt;
+    if (s.empty()) return std::nullopt;
     uint64_t v = 0;
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
     for (char c : s) {
       if (c < '0' || c > '9') return std::nullopt;
-      v = v * 10 + static_cast<uint64_t>(c - '0');
+      const auto d = static_cast<uint64_t>(c - '0');
+      v = v > (kMax - d) / 10 ? kMax : v * 10 + d;
     }
     return v;
   };
-  const auto a = number(spec.substr(0, dash));
-  const auto b = number(spec.substr(dash + 1));
-  if (!a && !b) return r;
+  const std::string_view first_text = spec.substr(0, dash), last_text = spec.substr(dash + 1);
+  const auto a = number(first_text);
+  const auto b = number(last_text);
+  // Both missing, or one written but not a number ("x-5" is not the suffix "-5"): ignored.
+  if ((!a && !b) || (!a && !first_text.empty()) || (!b && !last_text.empty())) return r;
   if (!a) {  // the last *b bytes
     if (*b == 0 || size == 0) return ByteRange{ByteRange::Kind::unsatisfiable, 0, 0};
     const uint64_t n = std::min(*b, size);

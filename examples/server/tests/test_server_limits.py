@@ -478,6 +478,15 @@ class ObjectRangesTest(unittest.TestCase):
             self.assertEqual((st, body), (206, data[-10:]))
             st, h, body, _ = srv.request("GET", path, token=None, headers={"Range": "bytes=%d-" % (len(data) - 3)})
             self.assertEqual((st, body), (206, data[-3:]))
+            # The unit's case is free, spaces may surround the range, and a last position past the end (past 64
+            # bits too) is the end; a first position that is not a number is no range (never taken as "-n").
+            for header, want in (("BYTES=0-1", data[:2]), ("bytes= 5-6 ", data[5:7]), ("bytes=\t-2", data[-2:]),
+                                 ("bytes=10-%d" % (1 << 70), data[10:]), ("bytes=x-3", data),
+                                 ("bytes=3-x", data), ("bytes=-", data), ("bytes=5-2", data)):
+                st, h, body, _ = srv.request("GET", path, token=None, headers={"Range": header})
+                self.assertEqual((st, body), (206 if want != data else 200, want), header)
+            st, h, _, _ = srv.request("GET", path, token=None, headers={"Range": "bytes=%d-" % (1 << 70)})
+            self.assertEqual(st, 416)
             # 100 ranges: the whole body once, never a multipart built in memory.
             before = rss_kib(srv.proc.pid)
             many = "bytes=" + ",".join("0-%d" % (len(data) - 1) for _ in range(100))
