@@ -110,6 +110,12 @@ struct AgentServer::Impl final : HttpApp {
       v.answer = early(req, error_response(404, "not_found", "no such endpoint"));
       return v;
     }
+    if (req.head && m.route == Route::events) {  // a stream has no header of its own to give
+      HttpResponse r = error_response(405, "method_not_allowed", "an event stream answers GET, not HEAD");
+      r.headers.emplace_back("Allow", "GET");
+      v.answer = early(req, std::move(r));
+      return v;
+    }
     const std::string_view encoding = req.header("Content-Encoding");
     if (!encoding.empty() && !iequals(encoding, "identity")) {
       v.answer = early(req, error_response(415, "unsupported_encoding",

@@ -202,7 +202,9 @@ void HttpConnection::on_header(const beast::error_code& ec) {
   auto& h = header_->get();
   if (auto r = header_refusal(h)) return answer_and_close(r->status, r->code, std::move(r->message));
   req_ = HttpRequest{};
-  req_.method = std::string(h.method_string());
+  head_ = h.method() == http::verb::head;
+  req_.head = head_;
+  req_.method = head_ ? std::string("GET") : std::string(h.method_string());
   req_.target = std::string(h.target());
   const size_t q = req_.target.find('?');
   req_.path = req_.target.substr(0, q);
@@ -306,11 +308,16 @@ void HttpConnection::write_response(HttpResponse r) {
   res->keep_alive(keep);
   res->prepare_payload();
   arm(server_->limits.write_timeout);
-  http::async_write(socket_, *res, [self = shared_from_this(), res, keep](const beast::error_code& ec, size_t) {
+  auto done = [self = shared_from_this(), res, keep](const beast::error_code& ec, size_t) {
     if (ec || !keep) return self->close_gracefully();
     self->disarm();
     self->wait_next_request();
-  });
+  };
+  if (head_) {  // the header a GET gets, its Content-Length included, and no body
+    auto sr = std::make_shared<http::response_serializer<http::string_body>>(*res);
+    return http::async_write_header(socket_, *sr, [sr, done](const beast::error_code& ec, size_t n) { done(ec, n); });
+  }
+  http::async_write(socket_, *res, std::move(done));
 }
 
 bool HttpConnection::stopping() const {
@@ -475,7 +482,9 @@ void HttpConnection::begin_body(HttpResponse head, uint64_t offset, uint64_t len
   res->keep_alive(keep);
   auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
   arm(server_->limits.write_timeout);
-  auto job = std::make_shared<BodyJob>(BodyJob{offset, length, std::move(read), std::move(on), piece, keep, {}});
+  // A HEAD gets the header alone: no piece is read.
+  auto job =
+      std::make_shared<BodyJob>(BodyJob{offset, head_ ? 0 : length, std::move(read), std::move(on), piece, keep, {}});
   http::async_write_header(socket_, *sr,
                            [self = shared_from_this(), res, sr, job](const beast::error_code& ec, size_t) {
                              if (ec) return self->close();

@@ -134,6 +134,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   HttpRequest req_;
   State state_ = State::waiting;
   bool keep_alive_ = true;
+  bool head_ = false;  // the request is a HEAD: its answer is a GET's header alone
 
   // Streaming.
   std::shared_ptr<StreamQueue> stream_;

@@ -41,6 +41,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // in order, names as sent
   std::string body;
   std::string client;  // the peer's address
+  bool head = false;   // sent as HEAD: `method` is "GET", and only the answer's header is written
 
   // The first header of that name (case-insensitive), or "".
   std::string_view header(std::string_view name) const;

@@ -259,6 +259,45 @@ class MalformedRequestTest(unittest.TestCase):
         self.assertTrue(health_ok(self.srv))
 
 
+class HeadTest(unittest.TestCase):
+    def test_head_is_a_get_without_its_body_on_one_connection(self):
+        with Server() as srv:
+            png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 100
+            st, _, _, up = srv.request("POST", "/api/v1/agent/uploads?threadId=" + new_id("t"), png,
+                                       content_type="image/png")
+            self.assertEqual(st, 201, up)
+            url = urllib.parse.urlsplit(up["url"])
+            auth = "Authorization: Bearer %s\r\n" % ALICE
+            cases = (("/api/v1/health", "", 200, None, None), (url.path + "?" + url.query, "", 200, "image/png", "108"),
+                     ("/api/v1/agent/threads", auth, 200, "application/json", None),
+                     ("/api/v1/agent/threads", "", 401, "application/json", None),
+                     ("/api/v1/agent/runs/t/events", auth, 405, "application/json", None),
+                     ("/api/v1/nothing", auth, 404, "application/json", None))
+            s = connect(srv)
+            s.settimeout(10)
+            pending = b""
+            for path, extra, status, ctype, length in cases:
+                s.sendall(("HEAD %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, extra)).encode())
+                while b"\r\n\r\n" not in pending:
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, path)
+                    pending += chunk
+                head, pending = pending.split(b"\r\n\r\n", 1)
+                lines = head.decode().split("\r\n")
+                fields = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+                self.assertEqual(int(lines[0].split()[1]), status, path)
+                if ctype:
+                    self.assertEqual(fields["content-type"].split(";")[0], ctype, path)
+                if length:
+                    self.assertEqual(fields["content-length"], length, path)
+                if status == 405:
+                    self.assertEqual(fields["allow"], "GET")
+                # The length a GET's body has, and not one byte of it: the next answer follows the header.
+                self.assertGreater(int(fields["content-length"]), 0, path)
+                self.assertEqual(pending, b"", path)
+            s.close()
+
+
 class NestingTest(unittest.TestCase):
     """Issue 12.3: about 200,000 levels of '[' (400 KB, under the body limit) in any body: 422, never a crash."""
 
