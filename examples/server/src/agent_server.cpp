@@ -74,12 +74,14 @@ struct AgentServer::Impl final : HttpApp {
   Headers cors_headers(const HttpRequest& req) const {
     Headers h;
     if (ctx.cfg.cors_origins.empty()) return h;
+    // Every answer depends on the Origin (the allowed one's is echoed, another's is not): a cache must not give
+    // one origin's answer to another.
+    h.emplace_back("Vary", "Origin");
     const std::string origin(req.header("Origin"));
     bool allowed = false;
     for (const auto& o : ctx.cfg.cors_origins) allowed = allowed || o == "*" || o == origin;
     if (!origin.empty() && allowed) {
       h.emplace_back("Access-Control-Allow-Origin", origin);
-      h.emplace_back("Vary", "Origin");
       h.emplace_back("Access-Control-Expose-Headers", "Retry-After, ETag, Content-Range");
     }
     return h;
@@ -97,9 +99,9 @@ struct AgentServer::Impl final : HttpApp {
     if (req.method == "OPTIONS" && !ctx.cfg.cors_origins.empty()) {
       HttpResponse r;
       r.status = 204;
-      r.headers = {{"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
+      r.headers = {{"Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS"},
                    {"Access-Control-Allow-Headers",
-                    "Authorization, Content-Type, Accept, Last-Event-ID, Range, "
+                    "Authorization, Content-Type, Accept, Last-Event-ID, Range, If-Range, "
                     "If-None-Match"},
                    {"Access-Control-Max-Age", "600"}};
       v.answer = early(req, std::move(r));

@@ -915,6 +915,36 @@ class ConfigFileTest(unittest.TestCase):
             self.assertEqual(srv.health()["streams"], 0)
 
 
+class CorsTest(unittest.TestCase):
+    def test_only_listed_origins_are_allowed_and_every_answer_varies_by_origin(self):
+        with Server(config={"cors_origins": ["http://ok.example"]}) as srv:
+            pre = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}
+            st, h, _, _ = srv.request("OPTIONS", "/api/v1/agent/runs", token=None,
+                                      headers=dict(pre, Origin="http://ok.example"))
+            self.assertEqual((st, h["access-control-allow-origin"], h["vary"]), (204, "http://ok.example", "Origin"))
+            self.assertIn("POST", h["access-control-allow-methods"])
+            self.assertIn("Authorization", h["access-control-allow-headers"])
+            st, h, _, _ = srv.request("GET", "/api/v1/agent/threads", headers={"Origin": "http://ok.example"})
+            self.assertEqual((st, h["access-control-allow-origin"], h["vary"]), (200, "http://ok.example", "Origin"))
+            self.assertIn("ETag", h["access-control-expose-headers"])
+            # Another origin (a longer name that starts alike too, "null"): no grant, and still Vary.
+            for origin in ("http://evil.example", "http://ok.example.evil.example", "null"):
+                for method, path in (("OPTIONS", "/api/v1/agent/runs"), ("GET", "/api/v1/agent/threads")):
+                    st, h, _, _ = srv.request(method, path, token=None if method == "OPTIONS" else ALICE,
+                                              headers=dict(pre, Origin=origin))
+                    self.assertNotIn("access-control-allow-origin", h, (origin, method))
+                    self.assertEqual(h["vary"], "Origin", (origin, method))
+            # An error answer carries the grant too (the page must read it).
+            st, h, _, err = srv.request("GET", "/api/v1/agent/threads", token=None,
+                                        headers={"Origin": "http://ok.example"})
+            self.assertEqual((st, err["error"]["code"], h["access-control-allow-origin"]),
+                             (401, "unauthorized", "http://ok.example"))
+        with Server() as srv:  # without cors_origins: no CORS header at all
+            st, h, _, _ = srv.request("GET", "/api/v1/agent/threads", headers={"Origin": "http://ok.example"})
+            self.assertEqual(st, 200)
+            self.assertFalse([k for k in h if k.startswith("access-control") or k == "vary"], h)
+
+
 class WebRootTest(unittest.TestCase):
     """web_root: a built page's static files at / (GET, no token), typed, cached and under a content security policy;
     nothing outside the folder, nothing hidden, nothing encoded; the API unchanged."""
