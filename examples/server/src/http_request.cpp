@@ -18,11 +18,13 @@ int hex_value(char c) {
   return -1;
 }
 
-std::string percent_decode(std::string_view s) {
+}  // namespace
+
+std::string percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
+    if (s[i] == '+' && plus_is_space) {
       out += ' ';
     } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
       out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
@@ -34,6 +36,8 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
+namespace {
+
 // Finds `name` in a raw query string; nullopt when absent.
 std::optional<std::string> query_param(std::string_view query, std::string_view name) {
   size_t pos = 0;
@@ -42,8 +46,8 @@ std::optional<std::string> query_param(std::string_view query, std::string_view 
     if (end == std::string_view::npos) end = query.size();
     std::string_view pair = query.substr(pos, end - pos);
     const size_t eq = pair.find('=');
-    if (percent_decode(pair.substr(0, eq)) == name)
-      return eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
+    if (percent_decode(pair.substr(0, eq), true) == name)
+      return eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
     pos = end + 1;
   }
   return std::nullopt;

@@ -54,6 +54,10 @@ struct HttpRequest {
   bool has_param(std::string_view name) const;
 };
 
+// `s` with its %XX escapes decoded (RFC 3986 2.1); an escape that is not two hex digits stays as it is. A '+'
+// is a space in a query (`plus_is_space`), itself in a path.
+std::string percent_decode(std::string_view s, bool plus_is_space);
+
 // A whole answer. `close`: the connection ends after it.
 struct HttpResponse {
   int status = 200;

@@ -1,37 +1,12 @@
 #include "route_table.hpp"
 
+#include "http_server.hpp"
+
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 namespace agentrt::server {
-
-namespace {
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// A path segment percent-decoded (RFC 3986 2.1): clients encode ids (encodeURIComponent("a:b") is "a%3Ab").
-// A '+' is itself in a path; an escape that is not two hex digits stays as sent (and fails the id rules).
-std::string decode_segment(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 RouteMatch match_route(std::string_view method, std::string_view path) {
   if (path.substr(0, kObjectsPath.size() + 1) == std::string(kObjectsPath) + "/" &&
@@ -44,7 +19,8 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
     if (rest.front() != '/') return {};
     rest.remove_prefix(1);
     const size_t slash = rest.find('/');
-    seg.push_back(decode_segment(rest.substr(0, slash)));
+    // Clients encode ids (encodeURIComponent("a:b") is "a%3Ab"): each segment is decoded.
+    seg.push_back(percent_decode(rest.substr(0, slash), false));
     rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
   }
   for (const auto& s : seg)
