@@ -160,6 +160,7 @@ void HttpConnection::set_waiting(bool on) {
 void HttpConnection::read_header() {
   state_ = State::waiting;
   set_waiting(true);
+  head_ = false;  // until this request's header says HEAD: a refusal before that has its body
   header_.emplace();
   header_->header_limit(static_cast<std::uint32_t>(server_->limits.max_header_bytes));
   header_->body_limit(std::numeric_limits<std::uint64_t>::max());  // the application's, once it saw the header

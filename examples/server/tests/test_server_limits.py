@@ -295,6 +295,10 @@ class HeadTest(unittest.TestCase):
                 # The length a GET's body has, and not one byte of it: the next answer follows the header.
                 self.assertGreater(int(fields["content-length"]), 0, path)
                 self.assertEqual(pending, b"", path)
+            # The next request on the connection is not a HEAD: a refusal of it has its body.
+            s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+            r = read_response(s)
+            self.assertEqual((r[0], json.loads(r[2])["error"]["code"]), (400, "bad_request"))
             s.close()
 
 
