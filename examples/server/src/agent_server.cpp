@@ -108,13 +108,17 @@ struct AgentServer::Impl final : HttpApp {
       return v;
     }
     const RouteMatch m = route_of(req);
-    if (m.route == Route::none) {
+    if (m.route == Route::none && m.allow.empty()) {
       v.answer = early(req, error_response(404, "not_found", "no such endpoint"));
       return v;
     }
-    if (req.head && m.route == Route::events) {  // a stream has no header of its own to give
-      HttpResponse r = error_response(405, "method_not_allowed", "an event stream answers GET, not HEAD");
-      r.headers.emplace_back("Allow", "GET");
+    // A path the API has, under another method; or HEAD of an event stream (no header of its own to give).
+    if (m.route == Route::none || (req.head && m.route == Route::events)) {
+      const std::string method = req.head ? "HEAD" : req.method;
+      const std::string allow = m.route == Route::none ? m.allow : "GET";
+      HttpResponse r = error_response(405, "method_not_allowed",
+                                      fmt::format("{} is not served on this path; it takes {}", method, allow));
+      r.headers.emplace_back("Allow", allow);
       v.answer = early(req, std::move(r));
       return v;
     }

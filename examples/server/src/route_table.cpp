@@ -2,16 +2,62 @@
 
 #include "http_server.hpp"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 namespace agentrt::server {
 
+namespace {
+
+// The API's endpoints: a path pattern ("*" is the id) under one method each.
+struct Endpoint {
+  std::string_view method;
+  std::initializer_list<std::string_view> pattern;
+  Route route;
+};
+
+const Endpoint kEndpoints[] = {
+    {"GET", {"health"}, Route::health},
+    {"POST", {"agent", "runs"}, Route::runs},
+    {"GET", {"agent", "capabilities"}, Route::capabilities},
+    {"POST", {"agent", "connect"}, Route::connect},
+    {"GET", {"agent", "runs", "*", "events"}, Route::events},
+    {"POST", {"agent", "runs", "*", "resume"}, Route::resume},
+    {"POST", {"agent", "runs", "*", "cancel"}, Route::cancel},
+    {"GET", {"agent", "runs", "*", "history"}, Route::history},
+    {"GET", {"agent", "threads"}, Route::threads},
+    {"DELETE", {"agent", "threads", "*"}, Route::delete_thread},
+    {"GET", {"agent", "threads", "*", "jobs"}, Route::thread_jobs},
+    {"GET", {"agent", "threads", "*", "spend"}, Route::thread_spend},
+    {"GET", {"agent", "spend"}, Route::spend},
+    {"GET", {"agent", "jobs", "*"}, Route::job},
+    {"POST", {"agent", "jobs", "*", "cancel"}, Route::cancel_job},
+    {"POST", {"agent", "uploads"}, Route::uploads},
+    {"POST", {"asr", "transcriptions"}, Route::transcriptions},
+    {"GET", {"mcp", "tools"}, Route::mcp_tools},
+    {"POST", {"mcp", "tools", "*", "approve"}, Route::approve_mcp_tool},
+};
+
+bool matches(const Endpoint& e, const std::vector<std::string>& seg) {
+  if (seg.size() != e.pattern.size()) return false;
+  size_t i = 0;
+  for (auto w : e.pattern) {
+    if (w != "*" && w != seg[i]) return false;
+    ++i;
+  }
+  return true;
+}
+
+}  // namespace
+
 RouteMatch match_route(std::string_view method, std::string_view path) {
   if (path.substr(0, kObjectsPath.size() + 1) == std::string(kObjectsPath) + "/" &&
-      path.size() > kObjectsPath.size() + 1)
-    return {method == "GET" ? Route::object : Route::none, {}};
+      path.size() > kObjectsPath.size() + 1) {
+    if (method == "GET") return {Route::object, {}, {}};
+    return {Route::none, {}, "GET, HEAD"};
+  }
   if (path.substr(0, kApi.size()) != kApi) return {};
   std::string_view rest = path.substr(kApi.size());
   std::vector<std::string> seg;
@@ -25,35 +71,18 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
   }
   for (const auto& s : seg)
     if (s.empty()) return {};
-  auto is = [&](std::initializer_list<std::string_view> want, std::string_view m) {
-    if (method != m || seg.size() != want.size()) return false;
-    size_t i = 0;
-    for (auto w : want) {
-      if (w != "*" && w != seg[i]) return false;
-      ++i;
+  RouteMatch other;  // the path under other methods: what Allow lists
+  for (const auto& e : kEndpoints) {
+    if (!matches(e, seg)) continue;
+    if (e.method == method) {
+      const size_t star = static_cast<size_t>(std::find(e.pattern.begin(), e.pattern.end(), "*") - e.pattern.begin());
+      return {e.route, star < seg.size() ? seg[star] : std::string(), {}};
     }
-    return true;
-  };
-  if (is({"health"}, "GET")) return {Route::health, {}};
-  if (is({"agent", "runs"}, "POST")) return {Route::runs, {}};
-  if (is({"agent", "capabilities"}, "GET")) return {Route::capabilities, {}};
-  if (is({"agent", "connect"}, "POST")) return {Route::connect, {}};
-  if (is({"agent", "runs", "*", "events"}, "GET")) return {Route::events, seg[2]};
-  if (is({"agent", "runs", "*", "resume"}, "POST")) return {Route::resume, seg[2]};
-  if (is({"agent", "runs", "*", "cancel"}, "POST")) return {Route::cancel, seg[2]};
-  if (is({"agent", "runs", "*", "history"}, "GET")) return {Route::history, seg[2]};
-  if (is({"agent", "threads"}, "GET")) return {Route::threads, {}};
-  if (is({"agent", "threads", "*"}, "DELETE")) return {Route::delete_thread, seg[2]};
-  if (is({"agent", "threads", "*", "jobs"}, "GET")) return {Route::thread_jobs, seg[2]};
-  if (is({"agent", "threads", "*", "spend"}, "GET")) return {Route::thread_spend, seg[2]};
-  if (is({"agent", "spend"}, "GET")) return {Route::spend, {}};
-  if (is({"agent", "jobs", "*"}, "GET")) return {Route::job, seg[2]};
-  if (is({"agent", "jobs", "*", "cancel"}, "POST")) return {Route::cancel_job, seg[2]};
-  if (is({"agent", "uploads"}, "POST")) return {Route::uploads, {}};
-  if (is({"asr", "transcriptions"}, "POST")) return {Route::transcriptions, {}};
-  if (is({"mcp", "tools"}, "GET")) return {Route::mcp_tools, {}};
-  if (is({"mcp", "tools", "*", "approve"}, "POST")) return {Route::approve_mcp_tool, seg[2]};
-  return {};
+    if (!other.allow.empty()) other.allow += ", ";
+    other.allow += e.method;
+    if (e.method == "GET") other.allow += ", HEAD";
+  }
+  return other;
 }
 
 }  // namespace agentrt::server

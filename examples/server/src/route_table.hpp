@@ -34,10 +34,12 @@ enum class Route {
   web,  // a static file of the web page (see web_routes.cpp): outside match_route, which knows no config
 };
 
-// A request path's route (Route::none: no such endpoint) and the id it names, if any.
+// A request path's route (Route::none: no such endpoint) and the id it names, if any. For Route::none, the
+// methods the path takes when it is an endpoint under other methods ("GET, HEAD", ...; "" when it is none).
 struct RouteMatch {
   Route route = Route::none;
   std::string id;
+  std::string allow;
 };
 
 // `path` without its query.

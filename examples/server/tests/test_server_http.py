@@ -365,6 +365,18 @@ class ServerTest(unittest.TestCase):
     def test_unknown_endpoint_is_a_json_404(self):
         self.assertError(self.srv.request("GET", "/api/v1/nothing/here"), 404, "not_found")
 
+    def test_a_path_under_a_method_it_does_not_take_is_405_with_allow(self):
+        for method, path, allow in (("GET", "/api/v1/agent/runs", "POST"), ("PUT", "/api/v1/agent/threads", "GET, HEAD"),
+                                    ("POST", "/api/v1/agent/runs/t/history", "GET, HEAD"),
+                                    ("GET", "/api/v1/agent/threads/t", "DELETE"),
+                                    ("DELETE", "/api/v1/agent/jobs/j", "GET, HEAD"),
+                                    ("TRACE", "/api/v1/health", "GET, HEAD")):
+            result = self.srv.request(method, path)
+            self.assertError(result, 405, "method_not_allowed")
+            self.assertEqual(result[1]["allow"], allow, (method, path))
+        # A path no method takes stays 404, whatever the method.
+        self.assertError(self.srv.request("DELETE", "/api/v1/nothing"), 404, "not_found")
+
     # ------------------------------------------------------------------ uploads and objects
 
     def test_upload_serve_and_use_in_a_turn(self):
