@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 import uuid
 
 ALICE = "tok-alice-0001"
@@ -134,6 +135,20 @@ class Server:
 
     def health(self):
         return self.request("GET", "/api/v1/health", token=None)[3]
+
+
+class ServerCase(unittest.TestCase):
+    """Test cases that share one server, started with `server_flags`, for the class."""
+
+    server_flags = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server(*cls.server_flags)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
 
 
 class Stream:

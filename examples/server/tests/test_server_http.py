@@ -8,7 +8,8 @@ import time
 import unittest
 import urllib.parse
 
-from server_harness import (ALICE, BOB, Server, new_id, run_input, server_binary, squeeze, types, wait_for)
+from server_harness import (ALICE, BOB, Server, ServerCase, new_id, run_input, server_binary, squeeze, types,
+                            wait_for)
 
 RUN_A = ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START",
          "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
@@ -23,16 +24,8 @@ def error_code(parsed):
     return parsed["error"]["code"] if parsed and "error" in parsed else None
 
 
-class ServerTest(unittest.TestCase):
+class ServerTest(ServerCase):
     """One server for the tests that don't need special flags."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def assertError(self, result, status, code=None):
         st, hdrs, _, parsed = result
@@ -366,7 +359,8 @@ class ServerTest(unittest.TestCase):
         self.assertError(self.srv.request("GET", "/api/v1/nothing/here"), 404, "not_found")
 
     def test_a_path_under_a_method_it_does_not_take_is_405_with_allow(self):
-        for method, path, allow in (("GET", "/api/v1/agent/runs", "POST"), ("PUT", "/api/v1/agent/threads", "GET, HEAD"),
+        for method, path, allow in (("GET", "/api/v1/agent/runs", "POST"),
+                                    ("PUT", "/api/v1/agent/threads", "GET, HEAD"),
                                     ("POST", "/api/v1/agent/runs/t/history", "GET, HEAD"),
                                     ("GET", "/api/v1/agent/threads/t", "DELETE"),
                                     ("DELETE", "/api/v1/agent/jobs/j", "GET, HEAD"),
@@ -465,17 +459,9 @@ class SpendTest(unittest.TestCase):
             self.assertEqual(srv.request("GET", "/api/v1/agent/spend", token=BOB)[3]["modelCalls"], 0)
 
 
-class RepeatedStartTest(unittest.TestCase):
+class RepeatedStartTest(ServerCase):
     """A repeated start (same AG-UI message id) never runs again; asked for JSON it answers with the turn's
     deltaMessages instead of the replayed stream."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def post_json(self, body, accept="application/json"):
         return self.srv.request("POST", "/api/v1/agent/runs", body, headers={"Accept": accept})
@@ -715,16 +701,10 @@ class DocumentLayoutTest(unittest.TestCase):
             shutil.rmtree(data, ignore_errors=True)
 
 
-class SlowServerTest(unittest.TestCase):
+class SlowServerTest(ServerCase):
     """The demo model pauses before each streamed chunk: runs last long enough to interrupt them."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server("--demo-delay-ms", "25")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+    server_flags = ("--demo-delay-ms", "25")
 
     def test_reconnect_with_last_event_id_mid_answer_misses_nothing_and_repeats_nothing(self):
         thread = new_id("t")

@@ -13,7 +13,7 @@ import time
 import unittest
 import urllib.parse
 
-from server_harness import ALICE, BOB, Server, new_id, run_input, types, wait_for
+from server_harness import ALICE, BOB, Server, ServerCase, new_id, run_input, types, wait_for
 
 MIB = 1 << 20
 
@@ -119,16 +119,10 @@ def health_ok(srv, timeout=5):
         return False
 
 
-class BodyLimitsTest(unittest.TestCase):
+class BodyLimitsTest(ServerCase):
     """Issue 14.1: limits on every framing, the token before the body, encodings refused."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server("--max-body-bytes", str(64 * 1024))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+    server_flags = ("--max-body-bytes", str(64 * 1024))
 
     def test_a_chunked_body_without_a_token_is_refused_before_it_is_read(self):
         before = rss_kib(self.srv.proc.pid)
@@ -188,18 +182,9 @@ class BodyLimitsTest(unittest.TestCase):
         self.assertLess(rss_kib(self.srv.proc.pid) - before, 16 * 1024)
 
 
-
-class MalformedRequestTest(unittest.TestCase):
+class MalformedRequestTest(ServerCase):
     """A request the server cannot take as it is framed gets a JSON answer that says so, then the connection
     closes (RFC 9112): never a silent close, never a body read another way than the client meant."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def answer(self, data):
         s = connect(self.srv)
