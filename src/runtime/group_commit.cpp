@@ -1,6 +1,7 @@
 #include "runtime/group_commit.hpp"
 
 #include <algorithm>
+#include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -33,6 +34,7 @@ void GroupCommit::watch(const std::shared_ptr<RunEmitter>& em) {
 }
 
 void GroupCommit::loop() {
+  name_this_thread("agentrt-commit");
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     drop_expired();

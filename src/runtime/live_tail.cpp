@@ -1,4 +1,5 @@
 #include "runtime/live_tail.hpp"
+#include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -6,6 +7,7 @@ inline namespace v1 {
 LiveTail::LiveTail(Store& store, std::function<void(int64_t)> changed, std::chrono::milliseconds poll)
     : store_(store), changed_(std::move(changed)), poll_(poll) {
   thread_ = std::thread([this] {
+    name_this_thread("agentrt-tail");
     while (!stop_.load(std::memory_order_acquire)) {
       try {
         store_.wait_external(poll_);

@@ -1,6 +1,7 @@
 #include "runtime/sweeper.hpp"
 
 #include <exception>
+#include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -20,6 +21,7 @@ void Sweeper::stop() {
 }
 
 void Sweeper::loop() {
+  name_this_thread("agentrt-sweep");
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     // A predicate, not a bare wait: a stop signalled while a sweep ran is not lost.

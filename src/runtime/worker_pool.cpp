@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <string>
+#include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -35,6 +36,7 @@ void WorkerPool::stop() {
 }
 
 void WorkerPool::loop() {
+  name_this_thread("agentrt-worker");
   for (;;) {
     std::function<void()> job;
     {

@@ -7,6 +7,7 @@
 #include "agentrt/error.hpp"
 #include "tracing/otlp_json.hpp"
 #include "tracing/span_record.hpp"
+#include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -87,6 +88,7 @@ ExportStats SpanExporter::stats() const {
 }
 
 void SpanExporter::run() {
+  name_this_thread("agentrt-spans");
   std::string taken;               // the queue's bytes this round took (their capacity goes back to the queue)
   SpanData span;                   // each taken span in turn, unpacked
   size_t in_body = 0;              // spans encoded into body_, not sent yet

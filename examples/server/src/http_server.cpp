@@ -2,6 +2,7 @@
 // never hold), stopping. Each connection is an HttpConnection.
 #include "http_server.hpp"
 
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -150,6 +151,7 @@ void HttpServer::set_log(std::function<void(std::string_view)> log) {
 void HttpServer::run() {
   impl_->accept();
   auto body = [this] {
+    pthread_setname_np(pthread_self(), "server-io");
     for (;;) {
       try {
         impl_->ioc.run();

@@ -1,5 +1,7 @@
 #include "work_pool.hpp"
 
+#include <pthread.h>
+
 #include <exception>
 #include <string>
 
@@ -32,6 +34,7 @@ size_t WorkPool::queued() const {
 }
 
 void WorkPool::work() {
+  pthread_setname_np(pthread_self(), "server-work");
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

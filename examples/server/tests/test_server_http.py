@@ -944,10 +944,13 @@ class WebRootTest(unittest.TestCase):
     def test_the_page_is_served_from_its_folder_and_nothing_else_is(self):
         import os
         import tempfile
+        import shutil
         outside = tempfile.mkdtemp(prefix="agentrt-outside-")
+        self.addCleanup(shutil.rmtree, outside, True)
         with open(os.path.join(outside, "secret.txt"), "w") as f:
             f.write("secret")
         root = tempfile.mkdtemp(prefix="agentrt-web-")
+        self.addCleanup(shutil.rmtree, root, True)
         os.makedirs(os.path.join(root, "assets"))
         with open(os.path.join(root, "index.html"), "w") as f:
             f.write("<!doctype html><title>agentrt</title>")

@@ -57,6 +57,7 @@ after(async () => {
       await exited;
     }
     rmSync(s.dir, { recursive: true, force: true });
+    if (s.configDir) rmSync(s.configDir, { recursive: true, force: true });
   }
 });
 
@@ -390,7 +391,14 @@ async function startConfigured(extra, flags = []) {
   const dir = mkdtempSync(join(tmpdir(), "agentrt-web-config-"));
   const file = join(dir, "config.json");
   writeFileSync(file, JSON.stringify(extra));
-  return startServer(["--config", file, ...flags]);
+  try {
+    const s = await startServer(["--config", file, ...flags]);
+    s.configDir = dir;  // removed with the server's data folder
+    return s;
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
 }
 
 test("threads: two of them, switched between with their own history, one deleted", async () => {

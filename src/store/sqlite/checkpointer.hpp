@@ -12,6 +12,7 @@
 
 #include "store/sqlite/connection.hpp"
 #include "store/sqlite_store.hpp"
+#include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -74,6 +75,7 @@ struct SqliteStore::Checkpointer {
   }
 
   void run() {
+    name_this_thread("agentrt-ckpt");
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
       cv.wait(lock, [&] { return due || stop; });
