@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <deque>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "agentrt/json.hpp"
 #include "thread_namespace.hpp"
@@ -19,8 +18,18 @@ struct Wake {
   std::atomic<bool> scheduled{false};
 };
 
-bool is_terminal_event(const std::string& event_json) {
-  if (event_json.find("\"RUN_FINISHED\"") == std::string::npos && event_json.find("\"RUN_ERROR\"") == std::string::npos)
+// Whether an event ends its run (RUN_FINISHED, RUN_ERROR). The runtime writes an event's "type" first, in plain
+// ASCII: read there; any other text is parsed.
+bool is_terminal_event(std::string_view event_json) {
+  constexpr std::string_view head = "{\"type\":\"";
+  if (event_json.substr(0, head.size()) == head) {
+    const size_t end = event_json.find('"', head.size());
+    const std::string_view type = event_json.substr(head.size(), end - head.size());
+    if (end != std::string_view::npos && type.find('\\') == std::string_view::npos)
+      return type == "RUN_FINISHED" || type == "RUN_ERROR";
+  }
+  if (event_json.find("RUN_FINISHED") == std::string_view::npos &&
+      event_json.find("RUN_ERROR") == std::string_view::npos && event_json.find("\\u") == std::string_view::npos)
     return false;
   json e = json::parse(event_json, nullptr, false);
   if (!e.is_object()) return false;
@@ -100,9 +109,14 @@ EventFeeds::~EventFeeds() {
 
 SharedChunk EventFeeds::frame(const StoredEvent& e, std::string_view internal_id, std::string_view client_id) {
   auto c = std::make_shared<StreamChunk>();
-  std::string data = rewrite_json_string(e.json, internal_id, client_id);
-  c->terminal = is_terminal_event(data);
-  c->bytes = fmt::format("id: {}\ndata: {}\n\n", e.seq, data);
+  c->terminal = is_terminal_event(e.json);  // the type is the same after the id's translation
+  char seq[24];
+  const auto seq_end = std::to_chars(seq, seq + sizeof seq, e.seq).ptr;
+  std::string& b = c->bytes;
+  b.reserve(e.json.size() + client_id.size() + 40);
+  b.append("id: ").append(seq, seq_end).append("\ndata: ");
+  append_rewritten_json(b, e.json, internal_id, client_id);
+  b.append("\n\n");
   c->seq = e.seq;
   c->run_id = e.run_id;
   return c;

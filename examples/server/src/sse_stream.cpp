@@ -17,6 +17,12 @@ bool speaks_pre_1_0(const json& in) {
 
 std::optional<std::string> pre_1_0_run_finished(std::string_view event_json) {
   if (event_json.find("\"RUN_FINISHED\"") == std::string_view::npos) return std::nullopt;
+  // Only a cancelled outcome or one with pendingToolCallIds is rewritten: without either word (nor an escape
+  // that could spell one) the event stays as it is, unparsed.
+  if (event_json.find("cancelled") == std::string_view::npos &&
+      event_json.find("pendingToolCallIds") == std::string_view::npos &&
+      event_json.find("\\u") == std::string_view::npos)
+    return std::nullopt;
   json e = json::parse(event_json, nullptr, false);
   if (!e.is_object() || e.value("type", "") != "RUN_FINISHED") return std::nullopt;
   auto o = e.find("outcome");

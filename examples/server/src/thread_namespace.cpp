@@ -1,6 +1,7 @@
 #include "thread_namespace.hpp"
 
 #include <openssl/evp.h>
+#include <string.h>
 
 #include <fmt/format.h>
 
@@ -42,31 +43,55 @@ std::optional<std::string> client_thread_id(std::string_view user, std::string_v
   return std::string(internal_id.substr(prefix.size()));
 }
 
-std::string rewrite_json_string(std::string_view text, std::string_view from, std::string_view to) {
-  if (from.empty() || text.find(from) == std::string_view::npos) return std::string(text);
-  std::string out;
-  out.reserve(text.size());
+namespace {
+
+// Whether `text` holds `from` between two quotes: a JSON string equal to it is written so (escapes and all, the
+// comparison below is of the raw text). memmem, not find: an id's first letter is common in JSON text.
+bool holds_quoted(std::string_view text, std::string_view from) {
+  for (size_t at = 0; at + from.size() < text.size();) {
+    const void* hit = ::memmem(text.data() + at, text.size() - at, from.data(), from.size());
+    if (!hit) return false;
+    const size_t i = static_cast<size_t>(static_cast<const char*>(hit) - text.data());
+    if (i > 0 && text[i - 1] == '"' && i + from.size() < text.size() && text[i + from.size()] == '"') return true;
+    at = i + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+void append_rewritten_json(std::string& out, std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty() || !holds_quoted(text, from)) {
+    out.append(text);
+    return;
+  }
   size_t i = 0;
   while (i < text.size()) {
-    const char c = text[i];
-    if (c != '"') {
-      out += c;
-      ++i;
-      continue;
-    }
-    // A string token: find its closing quote (escapes skipped).
-    size_t j = i + 1;
-    while (j < text.size() && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
-    if (j >= text.size()) {  // unterminated: leave the rest as it is
+    const size_t open = text.find('"', i);
+    if (open == std::string_view::npos) {
       out.append(text.substr(i));
       break;
     }
-    const std::string_view inner = text.substr(i + 1, j - i - 1);
+    out.append(text.substr(i, open - i));
+    // A string token: find its closing quote (escapes skipped).
+    size_t j = open + 1;
+    while (j < text.size() && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+    if (j >= text.size()) {  // unterminated: leave the rest as it is
+      out.append(text.substr(open));
+      break;
+    }
+    const std::string_view inner = text.substr(open + 1, j - open - 1);
     out += '"';
     out.append(inner == from ? to : inner);
     out += '"';
     i = j + 1;
   }
+}
+
+std::string rewrite_json_string(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(text.size());
+  append_rewritten_json(out, text, from, to);
   return out;
 }
 

@@ -30,5 +30,7 @@ std::optional<std::string> client_thread_id(std::string_view user, std::string_v
 // `json_text` with every JSON string equal to `from` (key or value) replaced by `to`; strings that merely
 // contain it, and escaped look-alikes, are left alone. `from` and `to` need no JSON escaping (thread ids).
 std::string rewrite_json_string(std::string_view json_text, std::string_view from, std::string_view to);
+// The same, appended to `out` (a text without such a string is appended as it is, after one search).
+void append_rewritten_json(std::string& out, std::string_view json_text, std::string_view from, std::string_view to);
 
 }  // namespace agentrt::server

@@ -355,6 +355,31 @@ class ServerTest(ServerCase):
         self.assertEqual(st, 200)
         self.assertEqual([m.get("content") for m in hist["messages"] if m["role"] == "user"], ["hello"])
 
+    def test_only_strings_equal_to_the_runtime_thread_id_are_translated(self):
+        """Events and history carry the client's thread id: every JSON string equal to the runtime's name of the
+        thread (the user's namespace prefix, then the client's id) is written as the client's id; text that only
+        contains it, or an escaped look-alike, is left as it was written."""
+        import hashlib
+        thread = new_id("t")
+        internal = "u" + hashlib.sha256(b"agentrt-server thread namespace\nalice").hexdigest()[:12] + "." + thread
+        status, frames, _ = self.srv.run(run_input(thread, internal))
+        self.assertEqual(status, 200, frames)
+        self.assertEqual(frames[0][1]["type"], "RUN_STARTED")
+        self.assertEqual(frames[0][1]["threadId"], thread)
+        self.assertEqual(frames[0][1]["metadata"]["agentrt"]["message"]["content"], thread)
+        self.assertEqual(frames[-1][1]["threadId"], thread)
+        kept = '"%s and %sx, "%s"' % (internal, internal, internal)  # a quote, then the id: a look-alike in JSON
+        status, frames, _ = self.srv.run(run_input(thread, kept))
+        self.assertEqual(status, 200, frames)
+        self.assertEqual(frames[0][1]["metadata"]["agentrt"]["message"]["content"], kept)
+        said = "".join(e.get("delta", "") for _, e in frames if e["type"] == "TEXT_MESSAGE_CONTENT")
+        self.assertIn(kept, said)
+        self.assertEqual([e["type"] for _, e in frames][-1], "RUN_FINISHED")
+        _, _, _, hist = self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+        self.assertEqual([m.get("content") for m in hist["messages"] if m["role"] == "user"], [thread, kept])
+        for _, e in self.srv.thread_events(thread):
+            self.assertNotEqual(e.get("threadId", thread), internal)
+
     def test_unknown_endpoint_is_a_json_404(self):
         self.assertError(self.srv.request("GET", "/api/v1/nothing/here"), 404, "not_found")
 
