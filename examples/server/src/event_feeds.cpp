@@ -155,13 +155,17 @@ void EventFeeds::attach_locked(const std::shared_ptr<Feed>& f, const std::shared
 }
 
 std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal_id, const std::string& client_id,
-                                                     int64_t after, std::shared_ptr<FeedSubscriber> sub) {
+                                                     int64_t after, std::shared_ptr<FeedSubscriber> sub,
+                                                     bool after_is_live) {
   auto m = std::make_shared<Member>();
   m->internal_id = internal_id;
   m->client_id = client_id;
   m->sub = std::move(sub);
-  const auto thread = rt_.thread(internal_id);
-  const int64_t live = thread ? thread->last_seq : 0;
+  int64_t live = after;
+  if (!after_is_live) {
+    const auto thread = rt_.thread(internal_id);
+    live = thread ? thread->last_seq : 0;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = feeds_.find(internal_id);
   if (it == feeds_.end() && (after >= live || live - after <= kNearLive)) {

@@ -45,9 +45,11 @@ class EventFeeds {
   struct Member;
   // Joins `sub` to the events of runtime thread `internal_id` after `after` (client id `client_id` in the
   // frames). Keep the returned handle while the stream is open; leave() (or dropping it) ends delivery.
-  // Throws what Runtime::subscribe throws.
+  // `after_is_live`: the caller knows `after` to be at (or just behind) the thread's live end, such as the
+  // sequence number before a run it just started; the thread's end is then not read first. Throws what
+  // Runtime::subscribe throws.
   std::shared_ptr<Member> join(const std::string& internal_id, const std::string& client_id, int64_t after,
-                               std::shared_ptr<FeedSubscriber> sub);
+                               std::shared_ptr<FeedSubscriber> sub, bool after_is_live = false);
   void leave(const std::shared_ptr<Member>& member);
   // The member's stream has room again: a catch-up that waited for it goes on.
   void wake(const std::shared_ptr<Member>& member);

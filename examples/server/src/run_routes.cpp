@@ -217,7 +217,7 @@ void post_run(ServerContext& s, ApiCall& c) {
                                message_id, h.run_id)};
   // A repeat replays its run from the start (only that run's events: one_run filters by run id).
   open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1),
-                  SseOptions{cancel_on_disconnect ? h.turn_id : "", {}, speaks_pre_1_0(in)});
+                  SseOptions{cancel_on_disconnect ? h.turn_id : "", {}, speaks_pre_1_0(in), !h.existing});
 }
 
 // POST /agent/runs/{threadId}/resume {approvalRequestId, decisions, runId?} -> 202 {status:"accepted", ...}

@@ -158,7 +158,7 @@ void open_sse_stream(ServerContext& s, ApiCall& c, StreamSlot& slot, SseStream::
   if (!prelude.empty()) writer->push(prelude.data(), prelude.size());
   std::shared_ptr<EventFeeds::Member> member;
   try {
-    member = s.feeds->join(c.internal_thread, c.client_thread, after, st);
+    member = s.feeds->join(c.internal_thread, c.client_thread, after, st, options.after_is_live);
   } catch (const std::exception& e) {
     s.log(LogLevel::error, fmt::format("stream on thread {}: {}", c.client_thread, e.what()));
     writer->finish();

@@ -81,6 +81,9 @@ struct SseOptions {
   // The client speaks AG-UI before 1.0 (its RunAgentInput names no protocolVersion 1 or later): RUN_FINISHED
   // outcomes are written the way it reads them (see pre_1_0_run_finished).
   bool pre_1_0 = false;
+  // `after` is the live end as the caller just saw it (a run it started): the feed is joined there without
+  // reading the thread's end first.
+  bool after_is_live = false;
 };
 
 // Answers 200 text/event-stream and joins the thread's feed after `after`: the stream's events as
