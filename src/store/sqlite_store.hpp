@@ -2,11 +2,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agentrt/storage.hpp"
 #include "store/message_layout.hpp"
@@ -31,10 +33,14 @@ struct SqliteStoreOptions {
   int wal_autocheckpoint = 1000;
   // The SQLite VFS the connections open the file with ("": SQLite's default). Tests name a fault-injecting one.
   std::string vfs{};
+  // Batches handed in while a commit is under way are committed together, one savepoint each (see
+  // SqliteStore::commit_rows); false: each batch in a transaction of its own.
+  bool group_commit = true;
 };
 
-// Thread-safe: one connection behind one mutex (SQLite serialises writers anyway). Several processes may
-// open the same file; writers then wait on each other up to busy_timeout_ms.
+// Thread-safe: one connection behind one mutex (SQLite serialises writers anyway); commits handed in while one
+// is under way are committed together (group commit, see commit_rows). Several processes may open the same file;
+// writers then wait on each other up to busy_timeout_ms.
 class SqliteStore final : public Store {
  public:
   // `messages`: where history messages are kept; nullptr keeps them as rows of the messages table, written
@@ -76,6 +82,10 @@ class SqliteStore final : public Store {
   int64_t write_transactions() const override;
   int64_t external_version() override;  // PRAGMA data_version
 
+  // The group commit's queue (tests, stats): batches waiting for a commit, and whether one is under way.
+  size_t commits_waiting();
+  bool commit_under_way();
+
   // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
   void checkpoint();
   int schema_version();
@@ -85,8 +95,13 @@ class SqliteStore final : public Store {
   void migrate();
   void begin_write();
   void end_write(bool commit);
-  // The batch (messages included, when they are still in it) in one write transaction.
+  // The batch (messages included, when they are still in it) in one write transaction, with the batches
+  // other threads hand in while a commit is under way (a group commit: see commit_rows).
   void commit_rows(CommitBatch& batch);
+  struct Pending;
+  void commit_group(const std::vector<Pending*>& group);  // under mutex_
+  bool commit_together(const std::vector<Pending*>& group);
+  void commit_alone(Pending& p);
   void require_idle(std::string_view thread_id);
   void write_job(JobWrite& w, int64_t now);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
@@ -103,10 +118,20 @@ class SqliteStore final : public Store {
   struct Tail {
     std::optional<int64_t> seq, idx;
   };
+  using Tails = std::map<std::string, Tail, std::less<>>;
   static constexpr size_t kMaxTails = 4096;
-  std::map<std::string, Tail, std::less<>> tails_;
+  Tails tails_;
   unsigned data_version_ = 0;
   std::atomic<int64_t> write_txns_{0};
+  // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the
+  // tails of the batches this transaction has written so far (looked at before tails_).
+  Tail write_rows(CommitBatch& b, const Tails& written);
+  void remember_tails(const Tails& written);
+  // The batches waiting for a commit (their threads wait on queue_cv_), and whether one is under way.
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::vector<Pending*> queue_;
+  bool committing_ = false;
 };
 
 }  // namespace v1

@@ -5,6 +5,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <exception>
+
 #include "agentrt/clock.hpp"
 #include "agentrt/events.hpp"
 #include "store/sqlite/checkpointer.hpp"
@@ -90,188 +93,305 @@ int64_t SqliteStore::write_transactions() const {
   return write_txns_.load(std::memory_order_relaxed) + (layout_ ? layout_->write_transactions() : 0);
 }
 
+// A group commit: the thread that finds no commit under way commits its batch together with every batch queued
+// meanwhile, in one transaction, each batch inside a savepoint of its own: a batch the store refuses (a conflict,
+// a size limit) is rolled back alone and gets its error; the others commit. When the transaction itself is lost
+// (an I/O error ends it, COMMIT fails), each batch of the group is committed again on its own, so that every
+// batch ends as it would have ended alone. A batch alone (no other waiting) commits as before, without savepoints.
+struct SqliteStore::Pending {
+  CommitBatch* batch;
+  std::exception_ptr error;
+  bool settled = false;  // committed, or refused with `error` (under mutex_)
+  bool done = false;     // told to its thread (under queue_mutex_)
+};
+
 void SqliteStore::commit_rows(CommitBatch& b) {
   if (b.empty()) return;  // a layout took all there was (messages alone)
-  std::lock_guard<std::mutex> lock(mutex_);
-  begin_write();
+  const size_t max_group = options_.group_commit ? 64 : 1;
+  Pending me{&b, nullptr, false, false};
+  std::unique_lock<std::mutex> q(queue_mutex_);
+  queue_.push_back(&me);
+  queue_cv_.wait(q, [&] { return me.done || !committing_; });
+  if (!me.done) {
+    // Ours is queued and no commit is under way: this thread commits it, with the batches queued before and
+    // after it (up to max_group in all; the rest wait for the next).
+    committing_ = true;
+    std::vector<Pending*> group{&me};
+    queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
+    const size_t more = std::min(queue_.size(), max_group - 1);
+    group.insert(group.end(), queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(more));
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(more));
+    q.unlock();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      commit_group(group);
+    }
+    q.lock();
+    committing_ = false;
+    for (auto* p : group) p->done = true;
+    queue_cv_.notify_all();
+  }
+  if (me.error) std::rethrow_exception(me.error);
+}
+
+size_t SqliteStore::commits_waiting() {
+  std::lock_guard<std::mutex> q(queue_mutex_);
+  return queue_.size();
+}
+
+bool SqliteStore::commit_under_way() {
+  std::lock_guard<std::mutex> q(queue_mutex_);
+  return committing_;
+}
+
+void SqliteStore::commit_group(const std::vector<Pending*>& group) {
+  if (group.size() > 1 && commit_together(group)) return;
+  for (auto* p : group) {
+    p->error = nullptr;
+    commit_alone(*p);
+  }
+}
+
+void SqliteStore::commit_alone(Pending& p) {
   try {
-    const int64_t now = now_ms();
-    if (b.require_idle) require_idle(b.thread_id);
-    if (b.thread_state) {
-      auto up = stmt(
-          "INSERT INTO thread_states(thread_id,state) VALUES(?,?) ON CONFLICT(thread_id) DO UPDATE SET "
-          "state=excluded.state");
-      up.bind(1, b.thread_id).bind(2, *b.thread_state).run();
-    }
-    if (b.create_thread) {
-      const auto& t = *b.create_thread;
-      auto ins = stmt(
-          "INSERT INTO threads(id,user_id,title,deleted,created_at,updated_at) VALUES(?,?,?,0,?,?) "
-          "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at "
-          "WHERE threads.user_id=excluded.user_id AND threads.deleted=0");
-      ins.bind(1, t.id).bind(2, t.user_id).bind(3, t.title).bind(4, now).bind(5, now).run();
-      if (db_->changes() == 0) {
-        // In this transaction: a delete that committed before it is seen, and none can come between.
-        auto who = stmt("SELECT user_id FROM threads WHERE id=?");
-        who.bind(1, t.id);
-        const bool mine = who.step() && who.text(0) == t.user_id;
-        throw Error(ErrorCode::conflict, mine ? fmt::format("thread {} was deleted", t.id)
-                                              : fmt::format("thread {} belongs to another user", t.id));
-      }
-    }
-    if (b.turn) {
-      auto& t = *b.turn;
-      t.updated_at = now;
-      if (b.expected_version < 0) {
-        t.version = 0;
-        if (t.created_at == 0) t.created_at = now;
-        auto refuse_beside_active = [&] {
-          auto act = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
-          act.bind(1, t.thread_id);
-          if (act.step())
-            throw Error(ErrorCode::conflict,
-                        fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
-        };
-        // A turn inserted already ended (a run that commits once, at its end) is outside the partial index:
-        // it still may not land beside another active turn.
-        if (is_terminal(t.status)) refuse_beside_active();
-        auto ins = stmt(
-            "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
-            "approval_request_id,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active) "
-            "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-        ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
-        ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
-        ins.bind(9, t.approval_request_id).bind(10, t.expires_at).bind(11, t.owner);
-        ins.bind(12, t.intent).bind(13, t.error).bind(14, dump(t.usage)).bind(15, t.steps);
-        ins.bind(16, t.created_at).bind(17, t.updated_at).bind(18, !is_terminal(t.status));
-        try {
-          ins.run();
-        } catch (const Error& e) {
-          // The unique indexes refused it (a repeated client message id, a second active turn): say which.
-          if (e.code() != ErrorCode::conflict) throw;
-          if (!t.client_message_id.empty()) {
-            auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
-            dup.bind(1, t.thread_id).bind(2, t.client_message_id);
-            if (dup.step())
-              throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
-                                                           t.thread_id, t.client_message_id, dup.text(0)));
-          }
-          refuse_beside_active();
-          throw;
-        }
-      } else {
-        // A move between two active statuses (or two ended ones) leaves `active`, and so the one-active
-        // index, alone: the first form does not set it and matches only a row whose flag already holds. A
-        // start or an end (or a version conflict) finds no such row; the second form sets the flag.
-        const bool active = !is_terminal(t.status);
-        auto bind_row = [&](Statement& up) {
-          up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
-          up.bind(5, t.approval_request_id).bind(6, t.expires_at).bind(7, t.owner);
-          up.bind(8, t.intent).bind(9, t.error).bind(10, dump(t.usage)).bind(11, t.steps).bind(12, now);
-          up.bind(13, t.id).bind(14, b.expected_version).bind(15, active);
-        };
-        auto same = stmt(
-            "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,approval_request_id=?5,"
-            "expires_at=?6,owner=?7,intent=?8,error=?9,usage=?10,steps=?11,updated_at=?12 "
-            "WHERE id=?13 AND version=?14 AND active=?15");
-        bind_row(same);
-        same.run();
-        if (db_->changes() == 0) {
-          auto moved = stmt(
-              "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,"
-              "approval_request_id=?5,expires_at=?6,owner=?7,intent=?8,error=?9,usage=?10,steps=?11,"
-              "updated_at=?12,active=?15 WHERE id=?13 AND version=?14");
-          bind_row(moved);
-          moved.run();
-          if (db_->changes() == 0)
-            throw Error(ErrorCode::conflict,
-                        fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
-        }
-        t.version = b.expected_version + 1;
-      }
-      // The wait's row: written while the turn has one, deleted once it has not (a new turn cannot have one yet).
-      if (has_wait(t)) {
-        auto w = stmt("INSERT OR REPLACE INTO turn_waits(turn_id,interrupts,trace) VALUES(?,?,?)");
-        w.bind(1, t.id).bind(2, dump(t.interrupts)).bind(3, t.trace).run();
-      } else if (b.expected_version >= 0) {
-        stmt("DELETE FROM turn_waits WHERE turn_id=?").bind(1, t.id).run();
-      }
-    }
-    // The thread's last event seq and message index: remembered from this connection's own commits while
-    // no other connection has written (data version), else read.
-    auto known = tails_.find(b.thread_id);
-    Tail tail = known != tails_.end() ? known->second : Tail{};
-    if (!b.events.empty()) {
-      int64_t seq = 0;
-      if (tail.seq) {
-        seq = *tail.seq;
-      } else {
-        auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
-        q.bind(1, b.thread_id);
-        if (q.step()) seq = q.i64(0);
-      }
-      // Consecutive events of one run share rows of about kEventRowBytes, or one row for more than a page
-      // (store_rows::EventRowSizes says why).
-      for (const auto& row : store_rows::event_rows(b.events, seq, {kEventRowBytes, kPageRowBytes})) {
-        auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
-        ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
-        ins.bind(5, row.body).run();
-        seq = row.last_seq;
-      }
-      tail.seq = seq;
-    }
-    if (!b.messages.empty()) {
-      int64_t idx = -1;
-      if (tail.idx) {
-        idx = *tail.idx;
-      } else {
-        auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
-        q.bind(1, b.thread_id);
-        if (q.step()) idx = q.i64(0);
-      }
-      for (auto& m : b.messages) {
-        m.index = ++idx;
-        m.thread_id = b.thread_id;
-        auto ins = stmt("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?)");
-        ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
-        ins.bind(5, to_json_string(m.message)).run();
-      }
-      tail.idx = idx;
-    }
-    for (auto& l : b.ledger) {
-      l.updated_at = now;
-      auto up = stmt(
-          "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
-          "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at,client) "
-          "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
-          "run_id=excluded.run_id,arguments=excluded.arguments,status=excluded.status,"
-          "needs_approval=excluded.needs_approval,idempotent=excluded.idempotent,interrupt_id=excluded.interrupt_id,"
-          "decision=excluded.decision,output=excluded.output,updated_at=excluded.updated_at");
-      up.bind(1, l.turn_id).bind(2, l.tool_call_id).bind(3, l.thread_id).bind(4, l.run_id).bind(5, l.tool_name);
-      up.bind(6, l.stage).bind(7, l.ordinal).bind(8, l.arguments).bind(9, to_string(l.status));
-      up.bind(10, l.needs_approval).bind(11, l.idempotent).bind(12, l.interrupt_id);
-      up.bind(13, l.decision.is_null() ? std::string() : dump(l.decision));
-      up.bind(14, l.output).bind(15, l.updated_at).bind(16, l.client);
-      up.run();
-    }
-    if (b.approval) {
-      auto& a = *b.approval;
-      if (a.created_at == 0) a.created_at = now;
-      auto ins = stmt("INSERT INTO approvals(id,turn_id,thread_id,decisions,answer,created_at) VALUES(?,?,?,?,?,?)");
-      ins.bind(1, a.approval_request_id).bind(2, a.turn_id).bind(3, a.thread_id).bind(4, dump(a.decisions));
-      ins.bind(5, dump(a.answer)).bind(6, a.created_at);
-      ins.run();
-    }
-    for (auto& j : b.jobs) write_job(j, now);
+    begin_write();
+    Tails written;
+    const Tail tail = write_rows(*p.batch, written);
     end_write(true);
-    if (tail.seq || tail.idx) {
-      if (tails_.size() >= kMaxTails) tails_.clear();
-      tails_[b.thread_id] = tail;
+    if (tail.seq || tail.idx) written[p.batch->thread_id] = tail;
+    remember_tails(written);
+  } catch (...) {
+    end_write(false);
+    p.error = std::current_exception();
+  }
+  p.settled = true;
+}
+
+bool SqliteStore::commit_together(const std::vector<Pending*>& group) {
+  try {
+    begin_write();
+  } catch (...) {
+    end_write(false);
+    return false;
+  }
+  Tails written;
+  bool any = false;
+  for (auto* p : group) {
+    try {
+      stmt("SAVEPOINT batch").run();
+      const Tail tail = write_rows(*p->batch, written);
+      stmt("RELEASE batch").run();
+      if (tail.seq || tail.idx) written[p->batch->thread_id] = tail;
+      any = true;
+    } catch (...) {
+      p->error = std::current_exception();
+      // SQLite may have ended the whole transaction (an I/O error, a full disk): the group goes batch by batch.
+      if (sqlite3_get_autocommit(db_->get())) return false;
+      try {
+        stmt("ROLLBACK TO batch").run();
+        stmt("RELEASE batch").run();
+      } catch (...) {
+        end_write(false);
+        return false;
+      }
+    }
+  }
+  try {
+    if (any) {
+      end_write(true);
+    } else {
+      end_write(false);  // every batch refused: nothing to commit
     }
   } catch (...) {
     end_write(false);
-    throw;
+    return false;
   }
+  remember_tails(written);
+  for (auto* p : group) p->settled = true;
+  return true;
+}
+
+void SqliteStore::remember_tails(const Tails& written) {
+  for (const auto& [thread, tail] : written) {
+    if (tails_.size() >= kMaxTails) tails_.clear();
+    tails_[thread] = tail;
+  }
+}
+
+SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) {
+  const int64_t now = now_ms();
+  if (b.require_idle) require_idle(b.thread_id);
+  if (b.thread_state) {
+    auto up = stmt(
+        "INSERT INTO thread_states(thread_id,state) VALUES(?,?) ON CONFLICT(thread_id) DO UPDATE SET "
+        "state=excluded.state");
+    up.bind(1, b.thread_id).bind(2, *b.thread_state).run();
+  }
+  if (b.create_thread) {
+    const auto& t = *b.create_thread;
+    auto ins = stmt(
+        "INSERT INTO threads(id,user_id,title,deleted,created_at,updated_at) VALUES(?,?,?,0,?,?) "
+        "ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at "
+        "WHERE threads.user_id=excluded.user_id AND threads.deleted=0");
+    ins.bind(1, t.id).bind(2, t.user_id).bind(3, t.title).bind(4, now).bind(5, now).run();
+    if (db_->changes() == 0) {
+      // In this transaction: a delete that committed before it is seen, and none can come between.
+      auto who = stmt("SELECT user_id FROM threads WHERE id=?");
+      who.bind(1, t.id);
+      const bool mine = who.step() && who.text(0) == t.user_id;
+      throw Error(ErrorCode::conflict, mine ? fmt::format("thread {} was deleted", t.id)
+                                            : fmt::format("thread {} belongs to another user", t.id));
+    }
+  }
+  if (b.turn) {
+    auto& t = *b.turn;
+    t.updated_at = now;
+    if (b.expected_version < 0) {
+      t.version = 0;
+      if (t.created_at == 0) t.created_at = now;
+      auto refuse_beside_active = [&] {
+        auto act = stmt("SELECT id FROM turns WHERE thread_id=? AND " AGENTRT_ACTIVE);
+        act.bind(1, t.thread_id);
+        if (act.step())
+          throw Error(ErrorCode::conflict,
+                      fmt::format("thread {} already has an active turn ({})", t.thread_id, act.text(0)));
+      };
+      // A turn inserted already ended (a run that commits once, at its end) is outside the partial index:
+      // it still may not land beside another active turn.
+      if (is_terminal(t.status)) refuse_beside_active();
+      auto ins = stmt(
+          "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
+          "approval_request_id,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active) "
+          "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
+      ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
+      ins.bind(9, t.approval_request_id).bind(10, t.expires_at).bind(11, t.owner);
+      ins.bind(12, t.intent).bind(13, t.error).bind(14, dump(t.usage)).bind(15, t.steps);
+      ins.bind(16, t.created_at).bind(17, t.updated_at).bind(18, !is_terminal(t.status));
+      try {
+        ins.run();
+      } catch (const Error& e) {
+        // The unique indexes refused it (a repeated client message id, a second active turn): say which.
+        if (e.code() != ErrorCode::conflict) throw;
+        if (!t.client_message_id.empty()) {
+          auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
+          dup.bind(1, t.thread_id).bind(2, t.client_message_id);
+          if (dup.step())
+            throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
+                                                         t.thread_id, t.client_message_id, dup.text(0)));
+        }
+        refuse_beside_active();
+        throw;
+      }
+    } else {
+      // A move between two active statuses (or two ended ones) leaves `active`, and so the one-active
+      // index, alone: the first form does not set it and matches only a row whose flag already holds. A
+      // start or an end (or a version conflict) finds no such row; the second form sets the flag.
+      const bool active = !is_terminal(t.status);
+      auto bind_row = [&](Statement& up) {
+        up.bind(1, to_string(t.status)).bind(2, t.run_id).bind(3, t.parent_run_id).bind(4, t.stage);
+        up.bind(5, t.approval_request_id).bind(6, t.expires_at).bind(7, t.owner);
+        up.bind(8, t.intent).bind(9, t.error).bind(10, dump(t.usage)).bind(11, t.steps).bind(12, now);
+        up.bind(13, t.id).bind(14, b.expected_version).bind(15, active);
+      };
+      auto same = stmt(
+          "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,approval_request_id=?5,"
+          "expires_at=?6,owner=?7,intent=?8,error=?9,usage=?10,steps=?11,updated_at=?12 "
+          "WHERE id=?13 AND version=?14 AND active=?15");
+      bind_row(same);
+      same.run();
+      if (db_->changes() == 0) {
+        auto moved = stmt(
+            "UPDATE turns SET status=?1,version=version+1,run_id=?2,parent_run_id=?3,stage=?4,"
+            "approval_request_id=?5,expires_at=?6,owner=?7,intent=?8,error=?9,usage=?10,steps=?11,"
+            "updated_at=?12,active=?15 WHERE id=?13 AND version=?14");
+        bind_row(moved);
+        moved.run();
+        if (db_->changes() == 0)
+          throw Error(ErrorCode::conflict,
+                      fmt::format("turn {} changed concurrently (expected version {})", t.id, b.expected_version));
+      }
+      t.version = b.expected_version + 1;
+    }
+    // The wait's row: written while the turn has one, deleted once it has not (a new turn cannot have one yet).
+    if (has_wait(t)) {
+      auto w = stmt("INSERT OR REPLACE INTO turn_waits(turn_id,interrupts,trace) VALUES(?,?,?)");
+      w.bind(1, t.id).bind(2, dump(t.interrupts)).bind(3, t.trace).run();
+    } else if (b.expected_version >= 0) {
+      stmt("DELETE FROM turn_waits WHERE turn_id=?").bind(1, t.id).run();
+    }
+  }
+  // The thread's last event seq and message index: remembered from this connection's own commits while
+  // no other connection has written (data version), else read.
+  Tail tail;
+  if (auto w = written.find(b.thread_id); w != written.end()) {
+    tail = w->second;
+  } else if (auto known = tails_.find(b.thread_id); known != tails_.end()) {
+    tail = known->second;
+  }
+  if (!b.events.empty()) {
+    int64_t seq = 0;
+    if (tail.seq) {
+      seq = *tail.seq;
+    } else {
+      auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
+      q.bind(1, b.thread_id);
+      if (q.step()) seq = q.i64(0);
+    }
+    // Consecutive events of one run share rows of about kEventRowBytes, or one row for more than a page
+    // (store_rows::EventRowSizes says why).
+    for (const auto& row : store_rows::event_rows(b.events, seq, {kEventRowBytes, kPageRowBytes})) {
+      auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
+      ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
+      ins.bind(5, row.body).run();
+      seq = row.last_seq;
+    }
+    tail.seq = seq;
+  }
+  if (!b.messages.empty()) {
+    int64_t idx = -1;
+    if (tail.idx) {
+      idx = *tail.idx;
+    } else {
+      auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
+      q.bind(1, b.thread_id);
+      if (q.step()) idx = q.i64(0);
+    }
+    for (auto& m : b.messages) {
+      m.index = ++idx;
+      m.thread_id = b.thread_id;
+      auto ins = stmt("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?)");
+      ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
+      ins.bind(5, to_json_string(m.message)).run();
+    }
+    tail.idx = idx;
+  }
+  for (auto& l : b.ledger) {
+    l.updated_at = now;
+    auto up = stmt(
+        "INSERT INTO ledger(turn_id,tool_call_id,thread_id,run_id,tool_name,stage,ordinal,arguments,"
+        "status,needs_approval,idempotent,interrupt_id,decision,output,updated_at,client) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(turn_id,tool_call_id) DO UPDATE SET "
+        "run_id=excluded.run_id,arguments=excluded.arguments,status=excluded.status,"
+        "needs_approval=excluded.needs_approval,idempotent=excluded.idempotent,interrupt_id=excluded.interrupt_id,"
+        "decision=excluded.decision,output=excluded.output,updated_at=excluded.updated_at");
+    up.bind(1, l.turn_id).bind(2, l.tool_call_id).bind(3, l.thread_id).bind(4, l.run_id).bind(5, l.tool_name);
+    up.bind(6, l.stage).bind(7, l.ordinal).bind(8, l.arguments).bind(9, to_string(l.status));
+    up.bind(10, l.needs_approval).bind(11, l.idempotent).bind(12, l.interrupt_id);
+    up.bind(13, l.decision.is_null() ? std::string() : dump(l.decision));
+    up.bind(14, l.output).bind(15, l.updated_at).bind(16, l.client);
+    up.run();
+  }
+  if (b.approval) {
+    auto& a = *b.approval;
+    if (a.created_at == 0) a.created_at = now;
+    auto ins = stmt("INSERT INTO approvals(id,turn_id,thread_id,decisions,answer,created_at) VALUES(?,?,?,?,?,?)");
+    ins.bind(1, a.approval_request_id).bind(2, a.turn_id).bind(3, a.thread_id).bind(4, dump(a.decisions));
+    ins.bind(5, dump(a.answer)).bind(6, a.created_at);
+    ins.run();
+  }
+  for (auto& j : b.jobs) write_job(j, now);
+  return tail;
 }
 
 int64_t SqliteStore::external_version() {
