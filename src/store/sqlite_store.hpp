@@ -34,7 +34,8 @@ struct SqliteStoreOptions {
   // The SQLite VFS the connections open the file with ("": SQLite's default). Tests name a fault-injecting one.
   std::string vfs{};
   // Batches handed in while a commit is under way are committed together, one savepoint each (see
-  // SqliteStore::commit_rows); false: each batch in a transaction of its own.
+  // SqliteStore::commit_rows); false: each batch in a transaction of its own, as the committing threads take
+  // the connection's lock in turn.
   bool group_commit = true;
 };
 
@@ -127,9 +128,8 @@ class SqliteStore final : public Store {
   // tails of the batches this transaction has written so far (looked at before tails_).
   Tail write_rows(CommitBatch& b, const Tails& written);
   void remember_tails(const Tails& written);
-  // The batches waiting for a commit (their threads wait on queue_cv_), and whether one is under way.
+  // The batches waiting for a commit (each thread on its own Pending), and whether one is under way.
   std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
   std::vector<Pending*> queue_;
   bool committing_ = false;
 };

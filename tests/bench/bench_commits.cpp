@@ -1,6 +1,7 @@
 // agentrt-bench-commits: concurrent commits to one SQLite store, with the group commit and without it (each
 // batch in a transaction of its own), alternating in one process; prints one JSON line with the medians.
-//   agentrt-bench-commits [THREADS=8] [COMMITS_PER_THREAD=2000] [REPS=5] [DIR=/tmp/agentrt-bench-commits]
+//   agentrt-bench-commits [THREADS=8] [COMMITS_PER_THREAD=2000] [REPS=5] [SYNCHRONOUS=NORMAL|FULL]
+//                         [DIR=/tmp/agentrt-bench-commits]
 // Each commit is a turn's worth of rows on a thread of its committer's: 5 events and 2 messages.
 #include <algorithm>
 #include <chrono>
@@ -24,10 +25,10 @@ struct Sample {
   int64_t transactions;
 };
 
-Sample run(const std::string& dir, bool group, int threads, int commits) {
+Sample run(const std::string& dir, const std::string& synchronous, bool group, int threads, int commits) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  SqliteStoreOptions o{dir + "/commits.db"};
+  SqliteStoreOptions o{dir + "/commits.db", synchronous};
   o.group_commit = group;
   SqliteStore store(o);
   const int64_t before = store.write_transactions();
@@ -66,15 +67,18 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 8;
   const int commits = argc > 2 ? std::atoi(argv[2]) : 2000;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
-  const std::string dir = argc > 4 ? argv[4] : "/tmp/agentrt-bench-commits";
+  const std::string synchronous = argc > 4 ? argv[4] : "NORMAL";
+  const std::string dir = argc > 5 ? argv[5] : "/tmp/agentrt-bench-commits";
   if (threads < 1 || threads > 256 || commits < 1 || commits > 1000000 || reps < 1 || reps > 99) {
-    std::fprintf(stderr, "usage: agentrt-bench-commits [THREADS 1..256] [COMMITS_PER_THREAD] [REPS 1..99] [DIR]\n");
+    std::fprintf(stderr,
+                 "usage: agentrt-bench-commits [THREADS 1..256] [COMMITS_PER_THREAD] [REPS 1..99] "
+                 "[SYNCHRONOUS NORMAL|FULL] [DIR]\n");
     return 64;
   }
   std::vector<double> grouped, alone, grouped_txns;
   for (int r = 0; r < reps; ++r) {
-    const Sample a = run(dir, false, threads, commits);
-    const Sample g = run(dir, true, threads, commits);
+    const Sample a = run(dir, synchronous, false, threads, commits);
+    const Sample g = run(dir, synchronous, true, threads, commits);
     alone.push_back(a.ms_per_commit);
     grouped.push_back(g.ms_per_commit);
     grouped_txns.push_back(static_cast<double>(g.transactions));
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
   const double a = median(alone), g = median(grouped);
   nlohmann::json out = {{"threads", threads},
+                        {"synchronous", synchronous},
                         {"commits", threads * commits},
                         {"reps", reps},
                         {"ms_per_commit_alone", alone},

@@ -101,36 +101,70 @@ int64_t SqliteStore::write_transactions() const {
 struct SqliteStore::Pending {
   CommitBatch* batch;
   std::exception_ptr error;
-  bool settled = false;  // committed, or refused with `error` (under mutex_)
-  bool done = false;     // told to its thread (under queue_mutex_)
+  bool settled = false;          // committed, or refused with `error` (under mutex_)
+  bool done = false;             // told to its thread (under queue_mutex_)
+  bool lead = false;             // handed the next commit by the one before (under queue_mutex_)
+  std::condition_variable wake;  // its thread waits here: only it is woken, once done or leading
 };
 
 void SqliteStore::commit_rows(CommitBatch& b) {
   if (b.empty()) return;  // a layout took all there was (messages alone)
-  const size_t max_group = options_.group_commit ? 64 : 1;
-  Pending me{&b, nullptr, false, false};
+  Pending me{&b, nullptr, false, false, false, {}};
+  if (!options_.group_commit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    commit_alone(me);
+    if (me.error) std::rethrow_exception(me.error);
+    return;
+  }
+  constexpr size_t kMaxGroup = 64;  // batches in one transaction
+  constexpr int kMaxRounds = 4;     // groups one thread commits before it hands the queue over
   std::unique_lock<std::mutex> q(queue_mutex_);
   queue_.push_back(&me);
-  queue_cv_.wait(q, [&] { return me.done || !committing_; });
-  if (!me.done) {
-    // Ours is queued and no commit is under way: this thread commits it, with the batches queued before and
-    // after it (up to max_group in all; the rest wait for the next).
-    committing_ = true;
-    std::vector<Pending*> group{&me};
-    queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
-    const size_t more = std::min(queue_.size(), max_group - 1);
+  if (committing_) {
+    me.wake.wait(q, [&] { return me.done || me.lead; });
+    if (me.done) {
+      if (me.error) std::rethrow_exception(me.error);
+      return;
+    }
+  }
+  // This thread commits: its batch with those queued before and after it, then what queued meanwhile, group by
+  // group, while it is running anyway (a thread woken to commit would leave the connection idle until it runs).
+  committing_ = true;
+  for (int round = 0;; ++round) {
+    std::vector<Pending*> group;
+    if (round == 0) {
+      group.push_back(&me);
+      queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
+    }
+    const size_t more = std::min(queue_.size(), kMaxGroup - group.size());
     group.insert(group.end(), queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(more));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(more));
     q.unlock();
-    {
+    try {
       std::lock_guard<std::mutex> lock(mutex_);
       commit_group(group);
+    } catch (...) {
+      // Not from SQLite (each batch's outcome is caught there): out of memory. The rest of the group fails with it.
+      for (auto* p : group)
+        if (!p->settled) p->error = std::current_exception();
     }
     q.lock();
-    committing_ = false;
-    for (auto* p : group) p->done = true;
-    queue_cv_.notify_all();
+    for (auto* p : group) {
+      p->done = true;
+      if (p != &me) p->wake.notify_one();
+    }
+    if (queue_.empty()) {
+      committing_ = false;
+      break;
+    }
+    if (round + 1 == kMaxRounds) {
+      // Enough for this caller: the first batch still queued commits next.
+      queue_.front()->lead = true;
+      queue_.front()->wake.notify_one();
+      break;
+    }
   }
+  q.unlock();
   if (me.error) std::rethrow_exception(me.error);
 }
 
