@@ -85,6 +85,14 @@ std::vector<std::exception_ptr> commit_behind_a_lock(SqliteStore& s, const std::
   return errors;
 }
 
+// A store's options on `path` for these tests: writers wait long for the lock; `faulty`: through the FaultVfs.
+SqliteStoreOptions options_for(const std::string& path, bool faulty) {
+  SqliteStoreOptions o{path};
+  o.busy_timeout_ms = 60000;
+  if (faulty) o.vfs = FaultVfs::kName;
+  return o;
+}
+
 int error_code(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -99,9 +107,7 @@ int error_code(const std::exception_ptr& e) {
 
 TEST_CASE("batches that wait for a commit under way are committed together, each as it would be alone") {
   TempDir dir;
-  SqliteStoreOptions o{dir.file("g.db")};
-  o.busy_timeout_ms = 60000;
-  SqliteStore s(o);
+  SqliteStore s(options_for(dir.file("g.db"), false));
   std::vector<CommitBatch> batches;
   for (int i = 0; i < 8; ++i) batches.push_back(appended("t" + std::to_string(i % 3), 1 + i % 2));
   // Batch 5 is refused after it wrote a row (its thread's state, then an event that is not one line): its
@@ -144,12 +150,9 @@ TEST_CASE(
   auto& vfs = FaultVfs::instance();
   vfs.reset();
   TempDir dir;
-  SqliteStoreOptions o{dir.file("f.db")};
-  o.busy_timeout_ms = 60000;
-  o.vfs = FaultVfs::kName;
   std::vector<CommitBatch> batches;
   {
-    SqliteStore s(o);
+    SqliteStore s(options_for(dir.file("f.db"), true));
     for (int i = 0; i < 5; ++i) batches.push_back(appended("t" + std::to_string(i % 2), 2));
     // The disk fills while they wait: every commit fails, each with its own error.
     auto errors = commit_behind_a_lock(s, dir.file("f.db"), batches, [&] { vfs.set_disk_full(true); });
@@ -172,11 +175,8 @@ TEST_CASE("a group whose commit fails once is committed again batch by batch, an
   auto& vfs = FaultVfs::instance();
   vfs.reset();
   TempDir dir;
-  SqliteStoreOptions o{dir.file("once.db")};
-  o.busy_timeout_ms = 60000;
-  o.vfs = FaultVfs::kName;
   {
-    SqliteStore s(o);
+    SqliteStore s(options_for(dir.file("once.db"), true));
     std::vector<CommitBatch> batches;
     // The first commit (alone) is refused before it writes anything; the four behind it form the group.
     batches.push_back(appended("t0", 1));
