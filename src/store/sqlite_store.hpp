@@ -52,6 +52,10 @@ class SqliteStore final : public Store {
   SqliteStore& operator=(const SqliteStore&) = delete;
 
   static constexpr int kSchemaVersion = 8;
+  // The group commit: batches in one transaction, and groups one committing thread commits before it hands
+  // the queue to the first batch still waiting.
+  static constexpr size_t kMaxGroup = 64;
+  static constexpr int kMaxRounds = 4;
 
   // As Store::commit, and as the message layout's commit says (DocumentLayout::commit).
   void commit(CommitBatch& batch) override;

@@ -198,3 +198,26 @@ TEST_CASE("a group whose commit fails once is committed again batch by batch, an
   }
   vfs.reset();
 }
+
+TEST_CASE("a committing thread hands the queue over after its rounds, and every waiting batch is committed") {
+  TempDir dir;
+  SqliteStore s(options_for(dir.file("many.db"), false));
+  // One batch alone, then more than the first thread's remaining rounds take: the rest are committed by the first
+  // batch still waiting, which it hands the queue to.
+  const size_t behind = SqliteStore::kMaxGroup * (SqliteStore::kMaxRounds - 1) + SqliteStore::kMaxGroup + 1;
+  std::vector<CommitBatch> batches;
+  for (size_t i = 0; i <= behind; ++i) batches.push_back(appended("t" + std::to_string(i % 7), 1));
+  const int64_t before = s.write_transactions();
+  auto errors = commit_behind_a_lock(s, dir.file("many.db"), batches);
+  for (size_t i = 0; i < batches.size(); ++i) CHECK_MESSAGE(errors[i] == nullptr, i);
+  // The first thread: its own, then kMaxRounds - 1 full groups; the next: one full group and the last batch.
+  CHECK(s.write_transactions() - before == 1 + (SqliteStore::kMaxRounds - 1) + 2);
+  CHECK_FALSE(s.commit_under_way());
+  size_t events = 0;
+  for (int t = 0; t < 7; ++t) {
+    auto evs = s.events_after("t" + std::to_string(t), 0, 1000);
+    for (size_t i = 0; i < evs.size(); ++i) CHECK(evs[i].seq == static_cast<int64_t>(i + 1));
+    events += evs.size();
+  }
+  CHECK(events == batches.size());
+}

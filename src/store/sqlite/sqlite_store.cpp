@@ -116,8 +116,6 @@ void SqliteStore::commit_rows(CommitBatch& b) {
     if (me.error) std::rethrow_exception(me.error);
     return;
   }
-  constexpr size_t kMaxGroup = 64;  // batches in one transaction
-  constexpr int kMaxRounds = 4;     // groups one thread commits before it hands the queue over
   std::unique_lock<std::mutex> q(queue_mutex_);
   queue_.push_back(&me);
   if (committing_) {
