@@ -38,9 +38,15 @@ json base_config(const std::string& dir) {
               {"flush_interval_ms", 1}, {"sweep_interval_ms", 50},     {"instance_lease_ms", 1000}};
 }
 
+// The runtimes' folder: a static of its own, so that a normal exit removes it (the World below is never destroyed).
+const agentrt_fuzz::ScratchDir& scratch() {
+  static agentrt_fuzz::ScratchDir dir("capi");
+  return dir;
+}
+
 class World {
  public:
-  World() : dir_("capi") {
+  World() : dir_(scratch()) {
     json tool_cfg = base_config(dir_.file("tool"));
     if (checked(agentrt_runtime_open(&tool_rt_, tool_cfg.dump().c_str()), "open") != AGENTRT_OK)
       broken(agentrt_last_error());
@@ -115,7 +121,7 @@ class World {
     self->cv_.notify_all();
   }
 
-  agentrt_fuzz::ScratchDir dir_;
+  const agentrt_fuzz::ScratchDir& dir_;
   agentrt_runtime* tool_rt_ = nullptr;
   agentrt_runtime* wait_rt_ = nullptr;
   std::mutex mutex_;
