@@ -22,6 +22,7 @@ int agentrt_fuzz_json_schema(const uint8_t* data, size_t size);
 int agentrt_fuzz_signed_url(const uint8_t* data, size_t size);
 int agentrt_fuzz_config(const uint8_t* data, size_t size);
 int agentrt_fuzz_capi(const uint8_t* data, size_t size);
+int agentrt_fuzz_lz_dict(const uint8_t* data, size_t size);
 }
 
 namespace {
@@ -41,6 +42,7 @@ constexpr Target kTargets[] = {
     {"signed_url", agentrt_fuzz_signed_url},
     {"config", agentrt_fuzz_config},
     {"capi", agentrt_fuzz_capi},
+    {"lz_dict", agentrt_fuzz_lz_dict},
 };
 
 // The regular files under `dir` (none when it does not exist), sorted.

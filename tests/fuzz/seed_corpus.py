@@ -218,3 +218,25 @@ put('capi', '11-mode5.json', b'\x05{"ok":true,"booking_id":"BK-1"}\n'
 put('capi', '12-mode5.json', b'\x05' + nested(100).encode())
 put('capi', '13-mode5.json', b'\x05"just text"')
 put('capi', '14-mode6.json', b'\x06{"metadata":{"d":' + nested(100).encode() + b'}}')
+
+# --- Packed event rows: byte 0 even = an encoding to decode with the event dictionary, odd = a text to pack.
+lz = {
+    'overlap': b'\x0c\x35abc\x03\x00\x00',
+    'dictionary': b'\x10\x0c\x50\x0d\x00\x00',
+    'long-match': b'\xad\x02\x1fx\x01\x00\xff\x1a\x00',
+    'literals': b'\x1a\xf0\x0babcdefghijklmnopqrstuvwxyz',
+    'bad-distance': b'\x05\x10x\x02\x00\x00',
+}
+for n, v in lz.items():
+    put('lz_dict', 'decode-' + n + '.bin', b'\x00' + v)
+rows = [
+    '{"type":"STEP_STARTED","stepName":"intent","timestamp":1796522861662}\n'
+    '{"type":"STEP_FINISHED","stepName":"intent","timestamp":1796522861662}',
+    '{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg_1","delta":"Hello there","timestamp":1796522861662}\n'
+    '{"type":"TEXT_MESSAGE_END","messageId":"msg_1","timestamp":1796522861662,"metadata":{"agentrt":{"message":{}},'
+    '"worker_agent_output":{"answer":"Hello there","run_id":"run_1","tools":[],"turn_id":"turn_1","usage":[]}}}',
+    'a' * 1000,
+    '',
+]
+for i, v in enumerate(rows):
+    put('lz_dict', f'pack-{i}.bin', b'\x01' + v.encode())

@@ -137,7 +137,7 @@ TEST_CASE("a version-7 file's waiting turns keep their interrupts and trace cont
   sqlite3_close(db);
 
   SqliteStore s(SqliteStoreOptions{path});
-  CHECK(s.schema_version() == 8);
+  CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
   for (const auto& want : {waiting, traced, done}) {
     CAPTURE(want.id);
     auto got = s.get_turn(want.id);

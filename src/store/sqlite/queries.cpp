@@ -3,6 +3,7 @@
 #include "agentrt/clock.hpp"
 #include "store/record_rows.hpp"
 #include "store/sqlite/connection.hpp"
+#include "store/sqlite/event_body.hpp"
 #include "store/sqlite/rows.hpp"
 #include "store/sqlite_store.hpp"
 
@@ -175,9 +176,14 @@ std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, i
   s.bind(1, thread_id).bind(2, after_seq);
   std::vector<StoredEvent> out;
   while (out.size() < limit && s.step()) {
-    const char* p = reinterpret_cast<const char*>(s.raw(2));
-    store_rows::split_event_row(s.i64(0), s.text(1), p ? std::string_view(p) : std::string_view(), after_seq, limit,
-                                out);
+    if (s.is_blob(2)) {
+      // A packed row decodes to no more than SQLite would have stored as text.
+      const auto max_bytes = static_cast<size_t>(sqlite3_limit(db_->get(), SQLITE_LIMIT_LENGTH, -1));
+      const std::string text = unpack_events(s.bytes(2), thread_id, s.i64(0), max_bytes);
+      store_rows::split_event_row(s.i64(0), s.text(1), text, after_seq, limit, out);
+    } else {
+      store_rows::split_event_row(s.i64(0), s.text(1), s.bytes(2), after_seq, limit, out);
+    }
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include "agentrt/events.hpp"
 #include "store/sqlite/checkpointer.hpp"
 #include "store/sqlite/connection.hpp"
+#include "store/sqlite/event_body.hpp"
 #include "store/sqlite/rows.hpp"
 
 namespace agentrt {
@@ -372,10 +373,16 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     }
     // Consecutive events of one run share rows of about kEventRowBytes, or one row for more than a page
     // (store_rows::EventRowSizes says why).
+    std::string packed;
     for (const auto& row : store_rows::event_rows(b.events, seq, {kEventRowBytes, kPageRowBytes})) {
       auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
       ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
-      ins.bind(5, row.body).run();
+      if (pack_events(row.body, packed)) {
+        ins.bind_blob(5, packed);
+      } else {
+        ins.bind(5, row.body);
+      }
+      ins.run();
       seq = row.last_seq;
     }
     tail.seq = seq;

@@ -47,6 +47,11 @@ class Statement {
     check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
+  // Bytes kept alive like a bound text's, stored as a BLOB.
+  Statement& bind_blob(int i, std::string_view v) {
+    check(sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+    return *this;
+  }
   Statement& bind(int i, int64_t v) {
     check(sqlite3_bind_int64(s_, i, v));
     return *this;
@@ -73,6 +78,13 @@ class Statement {
     return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s_, col)) : std::string();
   }
   const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
+  bool is_blob(int col) const { return sqlite3_column_type(s_, col) == SQLITE_BLOB; }
+  // A column's bytes as they are stored (a BLOB's, or a text's without the terminator), valid until the next step.
+  std::string_view bytes(int col) const {
+    const void* p = is_blob(col) ? sqlite3_column_blob(s_, col) : sqlite3_column_text(s_, col);
+    return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
+             : std::string_view();
+  }
   sqlite3_stmt* get() const { return s_; }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
   double f64(int col) const { return sqlite3_column_double(s_, col); }

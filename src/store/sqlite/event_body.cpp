@@ -1,0 +1,43 @@
+#include "store/sqlite/event_body.hpp"
+
+#include <fmt/format.h>
+
+#include "agentrt/error.hpp"
+
+namespace agentrt {
+inline namespace v1 {
+namespace sqlite {
+
+const lz::Dictionary& event_dictionary() {
+  static const lz::Dictionary dict([] {
+    static constexpr unsigned char kBytes[] = {
+#include "event_dictionary.inc"
+    };
+    return std::string(reinterpret_cast<const char*>(kBytes), sizeof kBytes);
+  }());
+  return dict;
+}
+
+bool pack_events(std::string_view text, std::string& blob) {
+  blob.clear();
+  blob.push_back(kPackedEvents);
+  lz::encode(text, event_dictionary(), blob);
+  return blob.size() < text.size();
+}
+
+std::string unpack_events(std::string_view blob, std::string_view thread_id, int64_t first_seq, size_t max_bytes) {
+  std::string text;
+  if (blob.empty() || blob.front() != kPackedEvents)
+    throw Error(ErrorCode::io, fmt::format("thread {}: the stored events from seq {} are in a format this build "
+                                           "does not know (first byte 0x{:02x})",
+                                           thread_id, first_seq, blob.empty() ? 0 : static_cast<uint8_t>(blob[0])));
+  if (!lz::decode(blob.substr(1), event_dictionary(), max_bytes, text))
+    throw Error(ErrorCode::io,
+                fmt::format("thread {}: the stored events from seq {} are damaged ({} bytes do not decode)", thread_id,
+                            first_seq, blob.size()));
+  return text;
+}
+
+}  // namespace sqlite
+}  // namespace v1
+}  // namespace agentrt
