@@ -13,9 +13,8 @@ namespace {
 
 constexpr size_t kMinMatch = 4;
 constexpr int kDictHashBits = 12;
-// Candidates tried per position in each of the two chains (the input's, the dictionary's): more finds a few
-// longer matches at a cost per byte.
-constexpr int kChain = 16;
+// The input's table has at most 2^14 places (64 KiB).
+constexpr int kInputHashBits = 14;
 // A match this long ends the search.
 constexpr size_t kGoodMatch = 64;
 
@@ -27,38 +26,66 @@ uint32_t load32(const char* p) {
 
 uint32_t hash_of(uint32_t v, int bits) { return (v * 2654435761u) >> (32 - bits); }
 
+// The dictionary is searched by its first 6 bytes (a 4- or 5-byte match saves little, and 4-byte keys such as
+// `":"` have hundreds of places in it).
+constexpr size_t kDictKey = 6;
+
+uint32_t dict_hash(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return static_cast<uint32_t>(((v << 16) * 0x9E3779B97F4A7C15ull) >> (64 - kDictHashBits));
+}
+
+// How far the bytes at `a` and `b` agree, up to `max`.
+size_t common_prefix(const char* a, const char* b, size_t max) {
+  size_t len = 0;
+  while (len + 8 <= max) {
+    uint64_t x, y;
+    std::memcpy(&x, a + len, 8);
+    std::memcpy(&y, b + len, 8);
+    if (x != y) return len + static_cast<size_t>(__builtin_ctzll(x ^ y)) / 8;  // little-endian: the first that differs
+    len += 8;
+  }
+  while (len < max && a[len] == b[len]) ++len;
+  return len;
+}
+
 // The rest of a length whose nibble is 15.
-void put_length(std::string& out, size_t n) {
-  for (; n >= 255; n -= 255) out.push_back(static_cast<char>(255));
-  out.push_back(static_cast<char>(n));
+char* put_length(char* o, size_t n) {
+  for (; n >= 255; n -= 255) *o++ = static_cast<char>(255);
+  *o++ = static_cast<char>(n);
+  return o;
 }
 
-// One sequence: `literals`, then (match_len > 0) a reference `distance` back.
-void put_sequence(std::string& out, std::string_view literals, size_t match_len, size_t distance) {
+// One sequence at `o`: `literals`, then (match_len > 0) a reference `distance` back. Returns its end.
+char* put_sequence(char* o, std::string_view literals, size_t match_len, size_t distance) {
   const size_t extra = match_len ? match_len - kMinMatch : 0;
-  out.push_back(static_cast<char>((std::min<size_t>(literals.size(), 15) << 4) | std::min<size_t>(extra, 15)));
-  if (literals.size() >= 15) put_length(out, literals.size() - 15);
-  out.append(literals);
-  if (!match_len) return;
-  out.push_back(static_cast<char>(distance & 0xff));
-  out.push_back(static_cast<char>(distance >> 8));
-  if (extra >= 15) put_length(out, extra - 15);
+  *o++ = static_cast<char>((std::min<size_t>(literals.size(), 15) << 4) | std::min<size_t>(extra, 15));
+  if (literals.size() >= 15) o = put_length(o, literals.size() - 15);
+  std::memcpy(o, literals.data(), literals.size());
+  o += literals.size();
+  if (!match_len) return o;
+  *o++ = static_cast<char>(distance & 0xff);
+  *o++ = static_cast<char>(distance >> 8);
+  if (extra >= 15) o = put_length(o, extra - 15);
+  return o;
 }
 
-// The input's hash chains, kept per thread so an encode allocates nothing once warm.
-struct Chains {
-  std::vector<int32_t> head, prev;
+// The input's hash table, kept per thread. An entry is a place plus the `base` of the encode that wrote it, so a
+// new encode finds the last one's entries stale without clearing the table.
+struct Table {
+  std::vector<uint32_t> slots = std::vector<uint32_t>(size_t{1} << kInputHashBits, 0);
+  uint32_t base = 1;
 };
 
 }  // namespace
 
-Dictionary::Dictionary(std::string bytes)
-    : bytes_(std::move(bytes)), head_(size_t{1} << kDictHashBits, -1), prev_(bytes_.size(), -1) {
+Dictionary::Dictionary(std::string bytes) : bytes_(std::move(bytes)), head_(size_t{1} << kDictHashBits, -1) {
   if (bytes_.size() > kMaxDistance) throw std::invalid_argument("lz::Dictionary: more than 65535 bytes");
-  for (size_t i = 0; i + kMinMatch <= bytes_.size(); ++i) {
-    const uint32_t h = hash_of(load32(bytes_.data() + i), kDictHashBits);
-    prev_[i] = head_[h];
-    head_[h] = static_cast<int32_t>(i);
+  // dict_hash reads 8 bytes: the last key's are read from a padded copy.
+  const std::string padded = bytes_ + std::string(8, '\0');
+  for (size_t i = 0; i + kDictKey <= bytes_.size(); ++i) {
+    head_[dict_hash(padded.data() + i)] = static_cast<int32_t>(i);  // the last place of a key wins
   }
 }
 
@@ -72,72 +99,60 @@ void encode(std::string_view in, const Dictionary& dict, std::string& out) {
   }
   const std::string& d = dict.bytes_;
   const size_t dsize = d.size(), n = in.size();
-  int bits = 8;
-  while (bits < 16 && (size_t{1} << bits) < n) ++bits;
-  thread_local Chains chains;
-  chains.head.assign(size_t{1} << bits, -1);
-  chains.prev.resize(n);
-  auto& head = chains.head;
-  auto& prev = chains.prev;
-  auto insert = [&](size_t p) {
-    if (p + kMinMatch > n) return;
-    const uint32_t h = hash_of(load32(in.data() + p), bits);
-    prev[p] = head[h];
-    head[h] = static_cast<int32_t>(p);
-  };
+  const char* const src = in.data();
+  // One candidate per hash, as LZ4's fast mode: the input's last place with those 4 bytes, and the dictionary's
+  // (its last) with those 6.
+  thread_local Table t;
+  if (t.base > UINT32_MAX - n - 1) {
+    std::fill(t.slots.begin(), t.slots.end(), 0);
+    t.base = 1;
+  }
+  const uint32_t base = t.base;
+  t.base += static_cast<uint32_t>(n) + 1;
+  uint32_t* const slots = t.slots.data();
+  auto slot_of = [&](size_t p) -> uint32_t& { return slots[hash_of(load32(src + p), kInputHashBits)]; };
+  // The most the sequences can take: every byte a literal, a length byte per 255 of them, the last token.
+  const size_t start = out.size();
+  out.resize(start + n + n / 255 + 16);
+  char* o = out.data() + start;
   size_t anchor = 0, i = 0;
   while (i + kMinMatch <= n) {
-    const uint32_t v = load32(in.data() + i);
+    uint32_t& slot = slot_of(i);
+    const uint32_t seen = slot;
+    slot = base + static_cast<uint32_t>(i);
     size_t best = 0, best_distance = 0;
-    int tries = 0;
-    for (int32_t c = head[hash_of(v, bits)]; c >= 0 && tries < kChain; c = prev[static_cast<size_t>(c)], ++tries) {
-      const size_t at = static_cast<size_t>(c), distance = i - at;
-      if (distance > kMaxDistance) break;
-      // Only a longer match matters: its byte at `best` must match first.
-      if ((best && in[at + best] != in[i + best]) || load32(in.data() + at) != v) continue;
-      size_t len = kMinMatch;
-      while (i + len + 8 <= n) {
-        uint64_t a, b;
-        std::memcpy(&a, in.data() + at + len, 8);
-        std::memcpy(&b, in.data() + i + len, 8);
-        if (a != b) {
-          len += static_cast<size_t>(__builtin_ctzll(a ^ b)) / 8;  // little-endian: the first differing byte
-          break;
-        }
-        len += 8;
+    if (seen >= base) {
+      const size_t at = seen - base;
+      if (i - at <= kMaxDistance && load32(src + at) == load32(src + i)) {
+        best = kMinMatch + common_prefix(src + at + kMinMatch, src + i + kMinMatch, n - i - kMinMatch);
+        best_distance = i - at;
       }
-      if (i + len + 8 > n)
-        while (i + len < n && in[at + len] == in[i + len]) ++len;
-      if (len > best) best = len, best_distance = distance;
-      if (i + best == n || best >= kGoodMatch) break;
     }
-    tries = 0;
-    for (int32_t c = dict.head_[hash_of(v, kDictHashBits)];
-         c >= 0 && tries < kChain && i + best < n && best < kGoodMatch;
-         c = dict.prev_[static_cast<size_t>(c)], ++tries) {
-      const size_t at = static_cast<size_t>(c), distance = dsize - at + i;
-      if (distance > kMaxDistance) break;
-      if (load32(d.data() + at) != v) continue;
-      if (best && (at + best < dsize ? d[at + best] : in[at + best - dsize]) != in[i + best]) continue;
-      // A match may run past the dictionary's end into the input's start, as the decoder's window does.
-      size_t len = kMinMatch;
-      while (i + len < n) {
-        const size_t from = at + len;
-        if ((from < dsize ? d[from] : in[from - dsize]) != in[i + len]) break;
-        ++len;
+    // The dictionary, while a reference reaches it (in the first 64 KiB of the input).
+    if (best < kGoodMatch && i + 8 <= n && i < kMaxDistance) {
+      if (const int32_t dc = dict.head_[dict_hash(src + i)]; dc >= 0 && load32(d.data() + dc) == load32(src + i)) {
+        const size_t at = static_cast<size_t>(dc);
+        // Within the dictionary, then (a match of all its rest) on into the input's start, as the decoder's
+        // window runs.
+        size_t len = common_prefix(d.data() + at, src + i, std::min(dsize - at, n - i));
+        if (at + len == dsize) len += common_prefix(src, src + i + len, n - i - len);
+        if (len >= kDictKey && len > best && dsize - at + i <= kMaxDistance) best = len, best_distance = dsize - at + i;
       }
-      if (len > best) best = len, best_distance = distance;
     }
     if (best < kMinMatch) {
-      insert(i++);
+      // Text that does not repeat is passed over faster the longer it runs (LZ4's acceleration).
+      i += 1 + ((i - anchor) >> 6);
       continue;
     }
-    put_sequence(out, in.substr(anchor, i - anchor), best, best_distance);
-    for (size_t p = i; p < i + best; ++p) insert(p);
+    o = put_sequence(o, in.substr(anchor, i - anchor), best, best_distance);
+    // Two places inside the match go into the table: its second and its last but one.
+    if (i + 1 + kMinMatch <= n) slot_of(i + 1) = base + static_cast<uint32_t>(i + 1);
+    if (i + best + 2 <= n) slot_of(i + best - 2) = base + static_cast<uint32_t>(i + best - 2);
     i += best;
     anchor = i;
   }
-  put_sequence(out, in.substr(anchor), 0, 0);
+  o = put_sequence(o, in.substr(anchor), 0, 0);
+  out.resize(static_cast<size_t>(o - out.data()));
 }
 
 bool decode(std::string_view in, const Dictionary& dict, size_t max_size, std::string& out) {

@@ -32,8 +32,7 @@ class Dictionary {
  private:
   friend void encode(std::string_view in, const Dictionary& dict, std::string& out);
   std::string bytes_;
-  std::vector<int32_t> head_;  // by hash: the dictionary's last position of a 4-byte string, or -1
-  std::vector<int32_t> prev_;  // by position: the previous position with the same hash, or -1
+  std::vector<int32_t> head_;  // by the hash of 6 bytes: the dictionary's last place with them, or -1
 };
 
 // Appends the encoding of `in` (under 2 GiB, std::invalid_argument otherwise) to `out`.

@@ -75,6 +75,14 @@ TEST_CASE("lz: every input comes back as it was") {
   // Past 64 KiB: references reach at most 65,535 back.
   const std::string block = random_bytes(rng, 40000, 256);
   round_trip(block + random_bytes(rng, 30000, 256) + block, none());
+  // Past 64 KiB, the dictionary is out of reach: its text is literals again, or references into the input.
+  const lz::Dictionary words{"0123456789abcdefghijklmnopqrstuvwxyz"};
+  for (size_t gap : {65400, 65499, 65500, 65535, 70000}) {
+    CAPTURE(gap);
+    const std::string far =
+        std::string(gap, '[') + "0123456789abcdef" + random_bytes(rng, 40, 256) + "ghijklmnopqrstuvwxyz";
+    round_trip(far, words);
+  }
   // JSON-like text with a dictionary, and a match that runs from the dictionary's end into the input's start.
   const lz::Dictionary dict{R"({"type":"TEXT_MESSAGE_CONTENT","messageId":"msg_)"};
   for (int i = 0; i < 50; ++i) {
@@ -83,9 +91,9 @@ TEST_CASE("lz: every input comes back as it was") {
       text += R"({"type":"TEXT_MESSAGE_CONTENT","messageId":"msg_)" + random_bytes(rng, 5, 26) + "\"}\n";
     round_trip(text, dict);
   }
-  const lz::Dictionary tail{"xyzw1234"};
-  CHECK(encoded("12341234", tail) == std::string("\x08\x04\x04\x00\x00", 5));
-  round_trip("12341234", tail);
+  const lz::Dictionary tail{"abcdef123456"};
+  CHECK(encoded("123456123456", tail) == std::string("\x0c\x08\x06\x00\x00", 5));
+  round_trip("123456123456", tail);
   // The dictionary is worth it: a text made of its pieces is a few references.
   CHECK(round_trip(R"({"type":"TEXT_MESSAGE_CONTENT","messageId":"msg_1"})", dict) < 12);
 }

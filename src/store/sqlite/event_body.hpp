@@ -20,7 +20,7 @@ constexpr char kPackedEvents = 0x01;
 // The event dictionary, built once.
 const lz::Dictionary& event_dictionary();
 
-// Sets `blob` to the packed form of `text` and returns true when it is shorter than the text.
+// Sets `blob` to the packed form of `text` and returns true when it is shorter than the text and decodes back to it.
 bool pack_events(std::string_view text, std::string& blob);
 
 // The text of a packed row; Error(io) naming the thread and the row's first seq when `blob` is not a packed row
