@@ -15,6 +15,8 @@ constexpr size_t kMinMatch = 4;
 constexpr int kDictHashBits = 12;
 // The input's table has at most 2^14 places (64 KiB).
 constexpr int kInputHashBits = 14;
+// What decode writes past the decoded size at most (a short copy moves 16 bytes; an overlapping one, 8 at a time).
+constexpr size_t kSlack = 32;
 // A match this long ends the search.
 constexpr size_t kGoodMatch = 64;
 
@@ -167,7 +169,8 @@ bool decode(std::string_view in, const Dictionary& dict, size_t max_size, std::s
   }
   // A byte of the encoding stands for at most 255 decoded bytes: a larger size cannot be true.
   if (size > max_size || size / 255 > in.size()) return false;
-  out.resize(static_cast<size_t>(size));
+  // Room past the end lets short copies move 16 bytes at a time; it is cut off at the end.
+  out.resize(static_cast<size_t>(size) + kSlack);
   char* const o = out.data();
   size_t w = 0;
   const std::string& d = dict.bytes();
@@ -186,10 +189,17 @@ bool decode(std::string_view in, const Dictionary& dict, size_t max_size, std::s
     size_t literals = token >> 4;
     if (literals == 15 && !more(literals)) return false;
     if (literals > static_cast<size_t>(end - p) || literals > size - w) return false;
-    std::memcpy(o + w, p, literals);
+    if (literals <= 16 && end - p >= 16) {
+      std::memcpy(o + w, p, 16);
+    } else {
+      std::memcpy(o + w, p, literals);
+    }
     p += literals;
     w += literals;
-    if (p == end) return w == size;
+    if (p == end) {
+      out.resize(w);
+      return w == size;
+    }
     if (end - p < 2) return false;
     const size_t distance = p[0] | (static_cast<size_t>(p[1]) << 8);
     p += 2;
@@ -205,11 +215,15 @@ bool decode(std::string_view in, const Dictionary& dict, size_t max_size, std::s
       len -= k;
       from = dsize;
     }
-    const size_t at = from - dsize;
-    if (w - at >= len) {
+    const size_t at = from - dsize, back = w - at;
+    if (back >= 16 && len <= 16) {
+      std::memcpy(o + w, o + at, 16);
+    } else if (back >= len) {
       std::memcpy(o + w, o + at, len);
+    } else if (back >= 8) {  // overlapping: a repeat of the last `back` bytes, 8 at a time
+      for (size_t k = 0; k < len; k += 8) std::memcpy(o + w + k, o + at + k, 8);
     } else {
-      for (size_t k = 0; k < len; ++k) o[w + k] = o[at + k];  // overlapping: a repeat of the last w - at bytes
+      for (size_t k = 0; k < len; ++k) o[w + k] = o[at + k];
     }
     w += len;
   }
