@@ -13,8 +13,8 @@ namespace {
 
 constexpr size_t kMinMatch = 4;
 constexpr int kDictHashBits = 12;
-// The input's table has at most 2^14 places (64 KiB).
-constexpr int kInputHashBits = 14;
+// The input's table: 2^12 places (16 KiB, so that a commit's encode keeps little of the cache).
+constexpr int kInputHashBits = 12;
 // What decode writes past the decoded size at most (a short copy moves 16 bytes; an overlapping one, 8 at a time).
 constexpr size_t kSlack = 32;
 // A match this long ends the search.
@@ -82,12 +82,12 @@ struct Table {
 
 }  // namespace
 
-Dictionary::Dictionary(std::string bytes) : bytes_(std::move(bytes)), head_(size_t{1} << kDictHashBits, -1) {
+Dictionary::Dictionary(std::string bytes) : bytes_(std::move(bytes)), head_(size_t{1} << kDictHashBits, kNone) {
   if (bytes_.size() > kMaxDistance) throw std::invalid_argument("lz::Dictionary: more than 65535 bytes");
   // dict_hash reads 8 bytes: the last key's are read from a padded copy.
   const std::string padded = bytes_ + std::string(8, '\0');
   for (size_t i = 0; i + kDictKey <= bytes_.size(); ++i) {
-    head_[dict_hash(padded.data() + i)] = static_cast<int32_t>(i);  // the last place of a key wins
+    head_[dict_hash(padded.data() + i)] = static_cast<uint16_t>(i);  // the last place of a key wins
   }
 }
 
@@ -132,7 +132,8 @@ void encode(std::string_view in, const Dictionary& dict, std::string& out) {
     }
     // The dictionary, while a reference reaches it (in the first 64 KiB of the input).
     if (best < kGoodMatch && i + 8 <= n && i < kMaxDistance) {
-      if (const int32_t dc = dict.head_[dict_hash(src + i)]; dc >= 0 && load32(d.data() + dc) == load32(src + i)) {
+      if (const uint16_t dc = dict.head_[dict_hash(src + i)];
+          dc != Dictionary::kNone && load32(d.data() + dc) == load32(src + i)) {
         const size_t at = static_cast<size_t>(dc);
         // Within the dictionary, then (a match of all its rest) on into the input's start, as the decoder's
         // window runs.

@@ -32,7 +32,8 @@ class Dictionary {
  private:
   friend void encode(std::string_view in, const Dictionary& dict, std::string& out);
   std::string bytes_;
-  std::vector<int32_t> head_;  // by the hash of 6 bytes: the dictionary's last place with them, or -1
+  static constexpr uint16_t kNone = 0xffff;  // no place (a key of 6 bytes never starts at 65,535)
+  std::vector<uint16_t> head_;               // by the hash of 6 bytes: the dictionary's last place with them
 };
 
 // Appends the encoding of `in` (under 2 GiB, std::invalid_argument otherwise) to `out`.
