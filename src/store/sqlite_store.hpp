@@ -12,6 +12,7 @@
 
 #include "agentrt/storage.hpp"
 #include "store/message_layout.hpp"
+#include "store/sqlite/event_body.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -126,6 +127,7 @@ class SqliteStore final : public Store {
   using Tails = std::map<std::string, Tail, std::less<>>;
   static constexpr size_t kMaxTails = 4096;
   Tails tails_;
+  sqlite::EventPacker packer_;  // under mutex_: event rows packed for write_rows
   unsigned data_version_ = 0;
   std::atomic<int64_t> write_txns_{0};
   // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the

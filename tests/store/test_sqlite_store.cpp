@@ -385,3 +385,26 @@ TEST_CASE("event rows stored as text (schema 8, or when packing saves nothing) r
     CHECK(s.events_after("t", 2, 10).size() == 3);  // the rows after it still read
   }
 }
+
+TEST_CASE("the event packer keeps its buffers from row to row, up to 1 MiB") {
+  sqlite::EventPacker packer;
+  std::string row;
+  for (int i = 0; i < 2000; ++i)
+    row += R"({"type":"STEP_STARTED","stepName":"intent","timestamp":17965228)" + std::to_string(i) + "}\n";
+  const auto packed = packer.pack(row);
+  REQUIRE(packed.has_value());
+  CHECK(sqlite::unpack_events(*packed, "t", 1, row.size()) == row);
+  const size_t held = packer.held();
+  CHECK(held > row.size());  // the read-back copy, and the encoding's room
+  packer.trim();
+  CHECK(packer.held() == held);
+  CHECK(packer.pack(row).has_value());
+  CHECK(packer.held() == held);  // nothing new allocated for a row of the same size
+  // A row of 3 MB grows them past 1 MiB; trim lets go of them.
+  const std::string big(3u << 20, 'x');
+  REQUIRE(packer.pack(big).has_value());
+  CHECK(packer.held() > sqlite::EventPacker::kKeepBytes);
+  packer.trim();
+  CHECK(packer.held() < 100);
+  CHECK_FALSE(packer.pack("{}").has_value());  // packing would not shorten it
+}

@@ -18,15 +18,21 @@ const lz::Dictionary& event_dictionary() {
   return dict;
 }
 
-bool pack_events(std::string_view text, std::string& blob) {
-  blob.clear();
-  blob.push_back(kPackedEvents);
-  lz::encode(text, event_dictionary(), blob);
-  if (blob.size() >= text.size()) return false;
+std::optional<std::string_view> EventPacker::pack(std::string_view text) {
+  blob_.clear();
+  blob_.push_back(kPackedEvents);
+  lz::encode(text, event_dictionary(), blob_);
+  if (blob_.size() >= text.size()) return std::nullopt;
   // The events are the log every other row derives from: a row is stored packed only once it has been read back
-  // as the same text (~2 us for a W2 run's 9 KB; a fault in the encoder then costs bytes, never events).
-  std::string check;
-  return lz::decode(std::string_view(blob).substr(1), event_dictionary(), text.size(), check) && check == text;
+  // as the same text (a fault in the encoder then costs bytes, never events).
+  if (!lz::decode(std::string_view(blob_).substr(1), event_dictionary(), text.size(), check_) || check_ != text)
+    return std::nullopt;
+  return std::string_view(blob_);
+}
+
+void EventPacker::trim() {
+  if (blob_.capacity() > kKeepBytes) std::string().swap(blob_);
+  if (check_.capacity() > kKeepBytes) std::string().swap(check_);
 }
 
 std::string unpack_events(std::string_view blob, std::string_view thread_id, int64_t first_seq, size_t max_bytes) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,8 +21,21 @@ constexpr char kPackedEvents = 0x01;
 // The event dictionary, built once.
 const lz::Dictionary& event_dictionary();
 
-// Sets `blob` to the packed form of `text` and returns true when it is shorter than the text and decodes back to it.
-bool pack_events(std::string_view text, std::string& blob);
+// Packs rows into buffers it keeps from one row to the next, so that a commit allocates nothing once they have
+// grown. Not thread-safe: the store keeps one, used under its lock.
+class EventPacker {
+ public:
+  // The packed form of `text` (valid until the next call) when it is shorter and decodes back to it; otherwise
+  // nothing (the row is stored as text).
+  std::optional<std::string_view> pack(std::string_view text);
+  // Lets go of the buffers when a large row has grown them past kKeepBytes.
+  void trim();
+  static constexpr size_t kKeepBytes = size_t{1} << 20;
+  size_t held() const { return blob_.capacity() + check_.capacity(); }
+
+ private:
+  std::string blob_, check_;
+};
 
 // The text of a packed row; Error(io) naming the thread and the row's first seq when `blob` is not a packed row
 // this build can read (another format byte, a damaged encoding) or would hold more than `max_bytes`.

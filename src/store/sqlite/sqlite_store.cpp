@@ -373,12 +373,11 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     }
     // Consecutive events of one run share rows of about kEventRowBytes, or one row for more than a page
     // (store_rows::EventRowSizes says why).
-    std::string packed;
     for (const auto& row : store_rows::event_rows(b.events, seq, {kEventRowBytes, kPageRowBytes})) {
       auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
       ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
-      if (pack_events(row.body, packed)) {
-        ins.bind_blob(5, packed);
+      if (const auto packed = packer_.pack(row.body)) {
+        ins.bind_blob(5, *packed);
       } else {
         ins.bind(5, row.body);
       }
@@ -386,6 +385,7 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
       seq = row.last_seq;
     }
     tail.seq = seq;
+    packer_.trim();
   }
   if (!b.messages.empty()) {
     int64_t idx = -1;
