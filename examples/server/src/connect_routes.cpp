@@ -58,13 +58,13 @@ std::set<std::string> messages_made_after(ServerContext& s, const ApiCall& c, in
   }
 }
 
-SharedChunk frame(const Event& e, int64_t seq, const ApiCall& c) {
-  auto chunk = std::make_shared<StreamChunk>();
-  const std::string data = rewrite_json_string(to_json_string(e), c.internal_thread, c.client_thread);
-  chunk->bytes = fmt::format("id: {}\ndata: {}\n\n", seq, data);
-  chunk->seq = seq;
-  return chunk;
+// An event's JSON text as an SSE frame with `seq` as its id (the thread named as the client names it): the
+// stream's framing, EventFeeds::frame, on an event of the run's with the id the prelude gives it.
+SharedChunk frame(std::string json, int64_t seq, const ApiCall& c, std::string run_id = {}) {
+  return EventFeeds::frame(StoredEvent{seq, std::move(run_id), std::move(json)}, c.internal_thread, c.client_thread);
 }
+
+SharedChunk frame(const Event& e, int64_t seq, const ApiCall& c) { return frame(to_json_string(e), seq, c); }
 
 // What is open in a run at event `upto` (its steps, reasoning, text message, tool calls), as the events that open
 // them again: a client that read the run up to there and lost its connection takes up the rest after them (AG-UI's
@@ -144,19 +144,8 @@ void post_connect(ServerContext& s, ApiCall& c) {
     if (n >= started->seq && n <= last_seq) taken = n;  // otherwise the whole run again, with the snapshots
   }
   if (started && taken) {
-    auto head = std::make_shared<StreamChunk>();
-    head->bytes = fmt::format("id: {}\ndata: {}\n\n", *taken,
-                              rewrite_json_string(started->json, c.internal_thread, c.client_thread));
-    head->seq = *taken;
-    head->run_id = started->run_id;
-    prelude.push_back(std::move(head));
-    for (auto& j : open_at(s, c, started->seq, *taken)) {
-      auto chunk = std::make_shared<StreamChunk>();
-      chunk->bytes = fmt::format("id: {}\ndata: {}\n\n", *taken,
-                                 rewrite_json_string(j.dump(), c.internal_thread, c.client_thread));
-      chunk->seq = *taken;
-      prelude.push_back(std::move(chunk));
-    }
+    prelude.push_back(frame(started->json, *taken, c, started->run_id));
+    for (auto& j : open_at(s, c, started->seq, *taken)) prelude.push_back(frame(j.dump(), *taken, c));
     SseOptions options;
     options.prelude = std::move(prelude);
     options.pre_1_0 = speaks_pre_1_0(in);
@@ -170,12 +159,7 @@ void post_connect(ServerContext& s, ApiCall& c) {
     for (auto& m : messages)
       if (!replayed.count(m.value("id", std::string()))) kept.push_back(std::move(m));
     messages = std::move(kept);
-    auto head = std::make_shared<StreamChunk>();
-    head->bytes = fmt::format("id: {}\ndata: {}\n\n", started->seq,
-                              rewrite_json_string(started->json, c.internal_thread, c.client_thread));
-    head->seq = started->seq;
-    head->run_id = started->run_id;
-    prelude.push_back(std::move(head));
+    prelude.push_back(EventFeeds::frame(*started, c.internal_thread, c.client_thread));
   } else {
     prelude.push_back(frame(events::run_started(c.internal_thread, run_id), last_seq, c));
   }
