@@ -13,27 +13,12 @@
 #include "store/sqlite/rows.hpp"
 #include "store/sqlite_store.hpp"
 #include "support/runtime_fixture.hpp"
+#include "support/sqlite_text.hpp"
 
 using namespace agentrt;
 using namespace agentrt::testing;
 
 namespace {
-
-std::string one_text(sqlite3* db, const std::string& sql) {
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  std::string out;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    for (int c = 0; c < sqlite3_column_count(st); ++c) {
-      auto* t = sqlite3_column_text(st, c);
-      out += t ? reinterpret_cast<const char*>(t) : "";
-      out += '|';
-    }
-    out += '\n';
-  }
-  sqlite3_finalize(st);
-  return out;
-}
 
 TurnRecord active_turn(const std::string& id, const std::string& thread) {
   TurnRecord t;
@@ -89,11 +74,11 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
     SqliteStore s(SqliteStoreOptions{path});
     CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    const std::string sql = one_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
+    const std::string sql = sqlite_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_one_active'");
     CHECK(sql.find("WHERE active=1") != std::string::npos);
     CHECK(sql.find("status") == std::string::npos);
-    CHECK(one_text(db, "SELECT id, active FROM turns ORDER BY id") == "turn_a|1|\nturn_c|0|\n");
-    CHECK(one_text(db, "SELECT count(*) FROM turn_waits") == "0|\n");
+    CHECK(sqlite_text(db, "SELECT id, active FROM turns ORDER BY id") == "turn_a|1|\nturn_c|0|\n");
+    CHECK(sqlite_text(db, "SELECT count(*) FROM turn_waits") == "0|\n");
     sqlite3_close(db);
     // The waiting turn is still its thread's one active turn; the ended one is not.
     auto a = s.active_turn("t1");
@@ -132,7 +117,7 @@ TEST_CASE("a version-7 file's waiting turns keep their interrupts and trace cont
                        "WHERE id IN (SELECT turn_id FROM turn_waits); "
                        "DROP TABLE turn_waits; PRAGMA user_version=7;",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
-  CHECK(one_text(db, "SELECT id, trace<>'', interrupts FROM turns ORDER BY id") ==
+  CHECK(sqlite_text(db, "SELECT id, trace<>'', interrupts FROM turns ORDER BY id") ==
         "turn_d|0|[]|\nturn_w|1|" + waiting.interrupts.dump() + "|\nturn_x|1|[]|\n");
   sqlite3_close(db);
 
@@ -146,8 +131,9 @@ TEST_CASE("a version-7 file's waiting turns keep their interrupts and trace cont
     CHECK(got->trace == want.trace);
   }
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  CHECK(one_text(db, "SELECT turn_id FROM turn_waits ORDER BY turn_id") == "turn_w|\nturn_x|\n");
-  CHECK(one_text(db, "SELECT count(*) FROM pragma_table_info('turns') WHERE name IN ('interrupts','trace')") == "0|\n");
+  CHECK(sqlite_text(db, "SELECT turn_id FROM turn_waits ORDER BY turn_id") == "turn_w|\nturn_x|\n");
+  CHECK(sqlite_text(db, "SELECT count(*) FROM pragma_table_info('turns') WHERE name IN ('interrupts','trace')") ==
+        "0|\n");
   sqlite3_close(db);
 }
 
@@ -179,10 +165,10 @@ TEST_CASE("a turn's wait lives in turn_waits while it waits: ended waits leave n
   CHECK(s.get_turn("turn_0007")->interrupts == json::array());
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  CHECK(one_text(db, "SELECT count(*) FROM turn_waits") == "0|\n");
+  CHECK(sqlite_text(db, "SELECT count(*) FROM turn_waits") == "0|\n");
   // The turns table's pages hold its rows (~100 bytes each), not the room the waits left: with the interrupts in
   // the row (schema 7) it took ~1 KB a turn, nine tenths of it empty.
-  const std::string stat = one_text(db, "SELECT sum(pgsize), sum(unused) FROM dbstat WHERE name='turns'");
+  const std::string stat = sqlite_text(db, "SELECT sum(pgsize), sum(unused) FROM dbstat WHERE name='turns'");
   const auto bar = stat.find('|');
   const double bytes = std::stod(stat.substr(0, bar)), unused = std::stod(stat.substr(bar + 1));
   CAPTURE(stat);
@@ -228,9 +214,9 @@ TEST_CASE("a turn's moves between active statuses leave the one-active index unw
     t.version = b.turn->version;
   };
   const uint32_t index_page = static_cast<uint32_t>(
-      std::stoul(one_text(db, "SELECT rootpage FROM sqlite_schema WHERE name='turns_one_active'")));
+      std::stoul(sqlite_text(db, "SELECT rootpage FROM sqlite_schema WHERE name='turns_one_active'")));
   const uint32_t table_page =
-      static_cast<uint32_t>(std::stoul(one_text(db, "SELECT rootpage FROM sqlite_schema WHERE name='turns'")));
+      static_cast<uint32_t>(std::stoul(sqlite_text(db, "SELECT rootpage FROM sqlite_schema WHERE name='turns'")));
   auto written_by = [&](TurnStatus to) {  // how often the update's commit wrote the index's page
     size_t before = 0;
     wal_pages(path + "-wal", 0, &before);
@@ -242,10 +228,10 @@ TEST_CASE("a turn's moves between active statuses leave the one-active index unw
   };
   CHECK(written_by(TurnStatus::resuming) == 0);
   CHECK(written_by(TurnStatus::running) == 0);
-  CHECK(one_text(db, "SELECT active, status, version FROM turns") == "1|RUNNING|2|\n");
+  CHECK(sqlite_text(db, "SELECT active, status, version FROM turns") == "1|RUNNING|2|\n");
   CHECK_THROWS_AS(insert(s, active_turn("turn_x", "t1")), Error);
   CHECK(written_by(TurnStatus::completed) == 1);
-  CHECK(one_text(db, "SELECT active, status, version FROM turns") == "0|COMPLETED|3|\n");
+  CHECK(sqlite_text(db, "SELECT active, status, version FROM turns") == "0|COMPLETED|3|\n");
   insert(s, active_turn("turn_y", "t1"));  // the thread is free again
   // A stale version is refused whichever form the update takes.
   CommitBatch stale;
@@ -271,11 +257,11 @@ TEST_CASE("the active-turn queries read the partial index, not the table") {
         "status='WAITING_APPROVAL' AND " + active + " AND expires_at > 0 AND expires_at <= 5",
         "status='RUNNING' AND " + active}) {
     CAPTURE(where);
-    const std::string plan = one_text(db, "EXPLAIN QUERY PLAN SELECT id FROM turns WHERE " + where);
+    const std::string plan = sqlite_text(db, "EXPLAIN QUERY PLAN SELECT id FROM turns WHERE " + where);
     CHECK(plan.find("turns_one_active") != std::string::npos);
     // The store's own form, which joins each turn to its wait's row.
     const std::string joined =
-        one_text(db, std::string("EXPLAIN QUERY PLAN " AGENTRT_SQLITE_SELECT_TURNS " WHERE ") + where);
+        sqlite_text(db, std::string("EXPLAIN QUERY PLAN " AGENTRT_SQLITE_SELECT_TURNS " WHERE ") + where);
     CAPTURE(joined);
     CHECK(joined.find("turns_one_active") != std::string::npos);
     CHECK(joined.find("SEARCH w USING PRIMARY KEY (turn_id=?)") != std::string::npos);  // a probe, no scan of waits

@@ -7,6 +7,7 @@
 #include "store/sqlite_store.hpp"
 #include "store/store_conformance.hpp"
 #include "support/runtime_fixture.hpp"
+#include "support/sqlite_text.hpp"
 #include "util/crypto.hpp"
 
 using namespace agentrt;
@@ -268,21 +269,6 @@ TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a
 
 namespace {
 
-std::string column_text(sqlite3* db, const std::string& sql) {
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  std::string out;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    for (int c = 0; c < sqlite3_column_count(st); ++c) {
-      const auto* t = sqlite3_column_text(st, c);
-      out += (t ? reinterpret_cast<const char*>(t) : "") + std::string("|");
-    }
-    out += "\n";
-  }
-  sqlite3_finalize(st);
-  return out;
-}
-
 void exec(sqlite3* db, const std::string& sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
@@ -314,7 +300,7 @@ TEST_CASE("a runtime's event rows are packed BLOBs that read back as the events'
     REQUIRE(texts.size() > 10);
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    const std::string rows = column_text(db,
+    const std::string rows = sqlite_text(db,
                                          "SELECT count(*), sum(typeof(body)='blob'), sum(length(body)) FROM events "
                                          "WHERE thread_id='t-packed'");
     sqlite3_close(db);
@@ -352,7 +338,7 @@ TEST_CASE("event rows stored as text (schema 8, or when packing saves nothing) r
   }
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  CHECK(column_text(db, "SELECT first_seq, typeof(body) FROM events ORDER BY first_seq") == "1|blob|\n3|text|\n");
+  CHECK(sqlite_text(db, "SELECT first_seq, typeof(body) FROM events ORDER BY first_seq") == "1|blob|\n3|text|\n");
   // A row as schema 8 wrote it.
   exec(db, "INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES('t',4,5,'r3','{\"a\":1}\n{\"b\":2}')");
   sqlite3_close(db);
