@@ -1,8 +1,8 @@
 // LZ77 with a preset dictionary: how the SQLite store keeps its event rows small. Repeated text (ids, keys,
 // timestamps, an answer sent as deltas and again in its message's metadata) becomes a 3-byte reference, and
 // the dictionary holds the text every row repeats (the runtime's own keys and event shapes), so even a row's
-// first occurrence is a reference. Thread-safe: a Dictionary is immutable once built; encode and decode keep
-// no state between calls.
+// first occurrence is a reference. Thread-safe: a Dictionary is immutable once built; encode keeps a hash table
+// per thread (no output depends on what it held), decode nothing.
 //
 // An encoding is: the decoded size (LEB128), then sequences. A sequence is a token byte (high nibble: the
 // literal count, low nibble: the match length minus 4; 15 in either is continued by bytes added to it until a

@@ -2,7 +2,8 @@
 // that is shorter, as a BLOB: a format byte (kPackedEvents), then their text encoded by lz::encode with the event
 // dictionary (event_dictionary.txt, its lines joined; it is part of the format and never changes: another
 // dictionary would take another format byte). Rows written before schema 9 are text and read as they are.
-// W1's event rows are 69% smaller this way. Thread-safe.
+// W1's event rows are two thirds smaller this way (4,710 → 1,555 bytes a run). The functions
+// are thread-safe; an EventPacker is not (see below).
 #pragma once
 
 #include <cstdint>
