@@ -6,6 +6,7 @@
 #include "store/fs_object_store.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/runtime_fixture.hpp"
+#include "support/sqlite_text.hpp"
 #include "util/crypto.hpp"
 
 using namespace agentrt;
@@ -65,12 +66,8 @@ struct CountingObjects final : ObjectStore {
 void exec_sql(const Harness& h, const std::string& sql) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(h.dir.file("agentrt.db").c_str(), &db) == SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  const std::string msg = err ? err : "";
-  sqlite3_free(err);
+  sqlite_exec(db, sql);
   sqlite3_close(db);
-  REQUIRE_MESSAGE(rc == SQLITE_OK, msg);
 }
 
 // A Store whose next commit that writes a tool message fails (once).

@@ -22,6 +22,7 @@
 #include "store/sqlite_store.hpp"
 #include "support/fault_vfs.hpp"
 #include "support/runtime_fixture.hpp"
+#include "support/sqlite_text.hpp"
 
 using namespace agentrt;
 using namespace agentrt::testing;
@@ -59,14 +60,7 @@ struct PlainDb {
   ~PlainDb() { sqlite3_close_v2(db); }
   PlainDb(const PlainDb&) = delete;
   PlainDb& operator=(const PlainDb&) = delete;
-  void exec(const std::string& sql) {
-    char* err = nullptr;
-    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-    std::string msg = err ? err : "";
-    sqlite3_free(err);
-    INFO(sql, ": ", msg);
-    REQUIRE(rc == SQLITE_OK);
-  }
+  void exec(const std::string& sql) { sqlite_exec(db, sql); }
   std::string text(const std::string& sql) {
     sqlite3_stmt* s = nullptr;
     REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK);

@@ -267,18 +267,6 @@ TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a
   CHECK(tail.front().run_id == "r1");
 }
 
-namespace {
-
-void exec(sqlite3* db, const std::string& sql) {
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  CAPTURE(err ? err : "");
-  sqlite3_free(err);
-  REQUIRE(rc == SQLITE_OK);
-}
-
-}  // namespace
-
 TEST_CASE("the event dictionary is part of the stored format: it never changes") {
   // Another dictionary needs another format byte (store/sqlite/event_body.hpp): rows packed with this one must
   // keep decoding. Its bytes are event_dictionary.txt's lines, joined.
@@ -340,7 +328,8 @@ TEST_CASE("event rows stored as text (schema 8, or when packing saves nothing) r
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   CHECK(sqlite_text(db, "SELECT first_seq, typeof(body) FROM events ORDER BY first_seq") == "1|blob|\n3|text|\n");
   // A row as schema 8 wrote it.
-  exec(db, "INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES('t',4,5,'r3','{\"a\":1}\n{\"b\":2}')");
+  sqlite_exec(
+      db, "INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES('t',4,5,'r3','{\"a\":1}\n{\"b\":2}')");
   sqlite3_close(db);
   {
     SqliteStore s(SqliteStoreOptions{path});
@@ -358,7 +347,7 @@ TEST_CASE("event rows stored as text (schema 8, or when packing saves nothing) r
   for (const char* body : {"x'01ff'", "x'0102033000'", "x'02'", "x''"}) {
     CAPTURE(body);
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    exec(db, std::string("UPDATE events SET body=") + body + " WHERE first_seq=1");
+    sqlite_exec(db, std::string("UPDATE events SET body=") + body + " WHERE first_seq=1");
     sqlite3_close(db);
     SqliteStore s(SqliteStoreOptions{path});
     try {
