@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -34,46 +36,78 @@ struct TooDeep {};
 
 // The DOM as nlohmann's value; a container nested deeper than `max_depth` throws TooDeep. The recursion is
 // bounded by kParserDepth.
+void copy_into(json& out, simdjson::dom::element e, size_t depth, size_t max_depth);
+
+// The DOM as nlohmann's value (see copy_into).
 json copy(simdjson::dom::element e, size_t depth, size_t max_depth) {
+  json out;
+  copy_into(out, e, depth, max_depth);
+  return out;
+}
+
+// Fills `out` (null) with the DOM's value in place: each member is made where it stays, without a value to
+// move into the map or the array.
+void copy_into(json& out, simdjson::dom::element e, size_t depth, size_t max_depth) {
   using Type = simdjson::dom::element_type;
   switch (e.type()) {
     case Type::OBJECT: {
       if (depth + 1 > max_depth) throw TooDeep{};
-      json out = json::object();
+      out = json::object();
       auto& members = out.get_ref<json::object_t&>();
-      // nlohmann keeps the last of repeated keys; a hint at the end is free for keys that come in order.
-      for (auto field : simdjson::dom::object(e))
-        members.insert_or_assign(members.end(), std::string(field.key), copy(field.value, depth + 1, max_depth));
-      return out;
+      // nlohmann keeps the last of repeated keys (a repeated key finds its member, which is made over); a hint
+      // at the end is free for keys that come in order.
+      for (auto field : simdjson::dom::object(e)) {
+        auto it = members.emplace_hint(members.end(), std::piecewise_construct, std::forward_as_tuple(field.key),
+                                       std::forward_as_tuple());
+        copy_into(it->second, field.value, depth + 1, max_depth);
+      }
+      return;
     }
     case Type::ARRAY: {
       if (depth + 1 > max_depth) throw TooDeep{};
-      json out = json::array();
+      out = json::array();
       auto& items = out.get_ref<json::array_t&>();
-      for (auto item : simdjson::dom::array(e)) items.push_back(copy(item, depth + 1, max_depth));
-      return out;
+      const simdjson::dom::array array(e);
+      items.reserve(std::min<size_t>(array.size(), 0xFFFFFF));  // simdjson's count saturates there
+      for (auto item : array) copy_into(items.emplace_back(), item, depth + 1, max_depth);
+      return;
     }
-    case Type::STRING: return json(std::string(std::string_view(e)));
+    case Type::STRING: out = std::string_view(e); return;
     case Type::INT64: {
       const int64_t v = int64_t(e);
       // nlohmann gives every integer without a sign as unsigned.
-      return v >= 0 ? json(static_cast<uint64_t>(v)) : json(v);
+      if (v >= 0)
+        out = static_cast<uint64_t>(v);
+      else
+        out = v;
+      return;
     }
-    case Type::UINT64: return json(uint64_t(e));
-    case Type::DOUBLE: return json(double(e));
-    case Type::BOOL: return json(bool(e));
-    case Type::NULL_VALUE: return json(nullptr);
+    case Type::UINT64: out = uint64_t(e); return;
+    case Type::DOUBLE: out = double(e); return;
+    case Type::BOOL: out = bool(e); return;
+    case Type::NULL_VALUE: out = nullptr; return;
   }
-  return json(nullptr);  // not reached: the types above are all simdjson's
 }
 
-// Whether the text may hold the number -0, which nlohmann gives as a signed integer and simdjson as 0 with no
-// sign: a '-' before a '0' that no digit, fraction or exponent follows (in a string too: then nlohmann's parser
-// decides, which costs time, never exactness).
+// Whether a text simdjson accepted holds the number -0, which nlohmann gives as a signed integer and simdjson
+// as 0 with no sign: a '-0' outside strings that no fraction or exponent follows. Only a text with a "-0"
+// somewhere is walked (ids hold one now and then: a string's is not a number).
 bool may_hold_negative_zero(std::string_view text) {
-  for (size_t i = text.find("-0"); i != std::string_view::npos; i = text.find("-0", i + 2)) {
-    const char next = i + 2 < text.size() ? text[i + 2] : ' ';
-    if (!(next >= '0' && next <= '9') && next != '.' && next != 'e' && next != 'E') return true;
+  if (text.find("-0") == std::string_view::npos) return false;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character (a quote too)
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '-' && i + 1 < text.size() && text[i + 1] == '0') {
+      const char next = i + 2 < text.size() ? text[i + 2] : ' ';
+      if (next != '.' && next != 'e' && next != 'E') return true;
+    }
   }
   return false;
 }
