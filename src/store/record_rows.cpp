@@ -9,29 +9,22 @@ namespace agentrt {
 inline namespace v1 {
 namespace store_rows {
 
-std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t seq, EventRowSizes sizes) {
+std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t seq) {
   std::vector<EventRow> rows;
-  size_t i = 0;
-  while (i < events.size()) {
-    const std::string& run = events[i].run_id;
-    size_t end = i, bytes = 0;
-    for (; end < events.size() && events[end].run_id == run; ++end) bytes += events[end].json.size() + 1;
-    const size_t row_bytes = sizes.small_row_bytes == 0 || bytes > sizes.page_row_bytes ? bytes : sizes.small_row_bytes;
-    while (i < end) {
-      EventRow row;
-      row.run_id = run;
-      row.first_seq = seq + 1;
-      for (; i < end && (row.body.empty() || row.body.size() + events[i].json.size() < row_bytes); ++i) {
-        auto& e = events[i];
-        if (e.json.find('\n') != std::string::npos)
-          throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
-        if (!row.body.empty()) row.body += '\n';
-        row.body += e.json;
-        e.seq = ++seq;
-      }
-      row.last_seq = seq;
-      rows.push_back(std::move(row));
+  for (size_t i = 0; i < events.size();) {
+    EventRow row;
+    row.run_id = events[i].run_id;
+    row.first_seq = seq + 1;
+    for (; i < events.size() && events[i].run_id == row.run_id; ++i) {
+      auto& e = events[i];
+      if (e.json.find('\n') != std::string::npos)
+        throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
+      if (!row.body.empty()) row.body += '\n';
+      row.body += e.json;
+      e.seq = ++seq;
     }
+    row.last_seq = seq;
+    rows.push_back(std::move(row));
   }
   return rows;
 }

@@ -134,19 +134,10 @@ struct EventRow {
   std::string body;
 };
 
-// How a backend sizes event rows. By default the consecutive events of one run are one row. A backend whose rows
-// never span pages (SQLite: a row that fits a page but not the room left in the last one leaves that room
-// empty) sets `small_row_bytes`: events of one run that total at most `page_row_bytes` go into rows of about
-// `small_row_bytes` (small rows pack pages); more stays one row, whose part past the page the backend puts in
-// overflow pages, which it fills.
-struct EventRowSizes {
-  size_t small_row_bytes = 0;  // 0: one row per run
-  size_t page_row_bytes = 0;
-};
-
-// Numbers the events after `last_seq` (writing each event's seq back) and groups them into rows.
-// Error(invalid_argument) for an event whose JSON is not a single line.
-std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t last_seq, EventRowSizes sizes = {});
+// Numbers the events after `last_seq` (writing each event's seq back) and groups them into rows: the
+// consecutive events of one run are one row. Error(invalid_argument) for an event whose JSON is not a single
+// line.
+std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t last_seq);
 
 // Appends the events of a stored row (its first seq, run and body) whose seq is above `after_seq` to `out`,
 // while `out` holds fewer than `limit`.

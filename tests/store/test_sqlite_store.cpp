@@ -203,7 +203,7 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
   CHECK(json_depth(alone[0].metadata) == kMaxStoredJsonDepth - 1);
 }
 
-TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a page, and one row when more") {
+TEST_CASE("a commit's events are a row for each run, packed, whatever their size") {
   TempDir dir;
   const std::string path = dir.file("rows.db");
   SqliteStore s(SqliteStoreOptions{path});
@@ -223,7 +223,7 @@ TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a
     s.commit(b);
     return b.events;
   };
-  // 6 events of 300 bytes (1,805 with their newlines): rows of three (903 bytes; a fourth would pass 1 KiB).
+  // 6 events of 300 bytes (1,805 with their newlines): one row.
   commit({event("r1", 300), event("r1", 300), event("r1", 300), event("r1", 300), event("r1", 300), event("r1", 300)});
   // 20 events of 300 bytes (6,019): more than a page, one row.
   std::vector<StoredEvent> big;
@@ -231,7 +231,7 @@ TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a
   auto stored = commit(big);
   CHECK(stored.front().seq == 7);
   CHECK(stored.back().seq == 26);
-  // One event over 1 KiB is a row by itself; runs never share a row.
+  // Runs never share a row.
   commit({event("r3", 100), event("r3", 1500), event("r4", 100)});
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
@@ -251,11 +251,9 @@ TEST_CASE("a commit's events fill rows of about 1 KiB when they fill less than a
   sqlite3_finalize(st);
   sqlite3_close(db);
   CHECK(rows ==
-        "1-3 r1 902\n"
-        "4-6 r1 902\n"
+        "1-6 r1 1805\n"
         "7-26 r2 6019\n"
-        "27-27 r3 100\n"
-        "28-28 r3 1500\n"
+        "27-28 r3 1601\n"
         "29-29 r4 100\n");
   // Read back whole and in order, from any seq.
   auto all = s.events_after("t", 0, 100);

@@ -20,11 +20,6 @@ inline namespace v1 {
 
 namespace {
 
-// Event rows (see commit_rows): about 1 KiB, or one row for more than a page (4096 bytes less SQLite's
-// own per-page and per-row bytes).
-constexpr size_t kEventRowBytes = 1024;
-constexpr size_t kPageRowBytes = 4000;
-
 // The database holds every user's conversations: a new file is created readable by its owner only (SQLite
 // gives its -wal and -shm files the database file's permissions).
 void create_private_file(const std::string& path) {
@@ -371,9 +366,10 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
       q.bind(1, b.thread_id);
       if (q.step()) seq = q.i64(0);
     }
-    // Consecutive events of one run share rows of about kEventRowBytes, or one row for more than a page
-    // (store_rows::EventRowSizes says why).
-    for (const auto& row : store_rows::event_rows(b.events, seq, {kEventRowBytes, kPageRowBytes})) {
+    // A run's events of the commit are one row, packed (W1's to a third of their text): one statement and one
+    // index entry a commit, and rows small enough for several to share a page. A row is text only when packing
+    // does not shorten it (events are JSON, whose keys repeat: only a fault in the encoder leaves one so).
+    for (const auto& row : store_rows::event_rows(b.events, seq)) {
       auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
       ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
       if (const auto packed = packer_.pack(row.body)) {
