@@ -90,10 +90,16 @@ void copy_into(json& out, simdjson::dom::element e, size_t depth, size_t max_dep
 }
 
 // Whether a text simdjson accepted holds the number -0, which nlohmann gives as a signed integer and simdjson
-// as 0 with no sign: a '-0' outside strings that no fraction or exponent follows. Only a text with a "-0"
-// somewhere is walked (ids hold one now and then: a string's is not a number).
+// as 0 with no sign: a '-0' outside strings that no digit, fraction or exponent follows. The text is walked
+// only when it holds such a '-0' anywhere (an id holds one now and then: a string's is not a number).
 bool may_hold_negative_zero(std::string_view text) {
-  if (text.find("-0") == std::string_view::npos) return false;
+  auto ends_a_number = [&](size_t i) {  // the '-0' at i
+    const char next = i + 2 < text.size() ? text[i + 2] : ' ';
+    return !(next >= '0' && next <= '9') && next != '.' && next != 'e' && next != 'E';
+  };
+  size_t first = text.find("-0");
+  while (first != std::string_view::npos && !ends_a_number(first)) first = text.find("-0", first + 2);
+  if (first == std::string_view::npos) return false;
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -104,9 +110,8 @@ bool may_hold_negative_zero(std::string_view text) {
         in_string = false;
     } else if (c == '"') {
       in_string = true;
-    } else if (c == '-' && i + 1 < text.size() && text[i + 1] == '0') {
-      const char next = i + 2 < text.size() ? text[i + 2] : ' ';
-      if (next != '.' && next != 'e' && next != 'E') return true;
+    } else if (c == '-' && i >= first && i + 1 < text.size() && text[i + 1] == '0' && ends_a_number(i)) {
+      return true;
     }
   }
   return false;

@@ -2,6 +2,7 @@
 // valid UTF-8 out whatever comes in, and several times faster than json::dump().
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -13,6 +14,28 @@
 namespace agentrt {
 inline namespace v1 {
 
+namespace {
+
+// The length of the run at `p` (at most n bytes) that a JSON string holds as it is: printable ASCII but '"' and
+// '\\'. Eight bytes a step while all eight are (a word's bytes tested at once), then byte by byte.
+size_t plain_run(const unsigned char* p, size_t n) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHighs = 0x8080808080808080ULL;
+  auto has_zero = [](uint64_t v) { return (v - kOnes) & ~v & kHighs; };
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + j, 8);
+    // A byte below 0x20 (below 0x20 when 0x20 is taken from every byte that has no high bit: its high bit
+    // then comes on), one of 0x80 or above, a quote or a backslash.
+    const uint64_t special = ((w - kOnes * 0x20) & ~w) | w | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\'));
+    if (special & kHighs) break;
+  }
+  while (j < n && p[j] >= 0x20 && p[j] < 0x80 && p[j] != '"' && p[j] != '\\') ++j;
+  return j;
+}
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
   out += '"';
@@ -21,8 +44,7 @@ void append_json_string(std::string& out, std::string_view s) {
   size_t i = 0;
   while (i < n) {
     // Copy the longest run that needs no escaping in one append.
-    size_t j = i;
-    while (j < n && p[j] >= 0x20 && p[j] < 0x80 && p[j] != '"' && p[j] != '\\') ++j;
+    const size_t j = i + plain_run(p + i, n - i);
     if (j > i) {
       out.append(s.data() + i, j - i);
       i = j;

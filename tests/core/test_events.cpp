@@ -88,6 +88,22 @@ TEST_CASE("invalid UTF-8 in event text is replaced, so the event log is always v
   CHECK(ctrl == R"("a\nb\t\u0001\"\\")");
 }
 
+TEST_CASE("a JSON string is written as nlohmann writes it, for every byte at every place in a run of plain ones") {
+  // The writer takes plain bytes eight at a time: each byte value at each offset of a 19-byte text, before and
+  // inside and after a word, beside the same text through nlohmann (invalid UTF-8 replaced as ours is).
+  for (int b = 0; b < 256; ++b) {
+    for (size_t at = 0; at < 19; ++at) {
+      std::string text(19, 'a');
+      text[at] = static_cast<char>(b);
+      std::string ours;
+      append_json_string(ours, text);
+      CAPTURE(b);
+      CAPTURE(at);
+      CHECK(ours == json(text).dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+  }
+}
+
 TEST_CASE("the turn state machine refuses transitions its table does not list") {
   CHECK(can_transition(TurnStatus::running, TurnStatus::waiting_approval));
   CHECK(can_transition(TurnStatus::waiting_approval, TurnStatus::resuming));
