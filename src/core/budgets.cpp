@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "agentrt/json_reader.hpp"
+#include "util/json_object.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -39,11 +40,8 @@ BudgetLimits limits_from_json(const json& j, std::string_view where) {
 }  // namespace
 
 json spend_totals_json(const Spend& s) {
-  json j = json{{"modelCalls", s.model_calls},
-                {"toolCalls", s.tool_calls},
-                {"inputTokens", s.input_tokens},
-                {"outputTokens", s.output_tokens},
-                {"cost", s.cost}};
+  json j = json_object("modelCalls", s.model_calls, "toolCalls", s.tool_calls, "inputTokens", s.input_tokens,
+                       "outputTokens", s.output_tokens, "cost", s.cost);
   if (!s.unpriced_models.empty()) j["unpricedModels"] = s.unpriced_models;
   return j;
 }

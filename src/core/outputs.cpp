@@ -5,6 +5,7 @@
 #include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/json_reader.hpp"
+#include "util/json_object.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -37,21 +38,13 @@ void to_json(json& j, const UiSchema& ui) {
 }
 
 void to_json(json& j, const ToolAgentOutput& o) {
-  j = json{{"tool_call_id", o.tool_call_id},
-           {"tool_name", o.tool_name},
-           {"args", o.args},
-           {"status", to_string(o.status)},
-           {"result", o.result},
-           {"error", nullptr},
-           {"result_summary", o.result_summary},
-           {"summary_version", o.summary_version},
-           {"ui", nullptr},
-           {"timings",
-            {{"started_at", o.timings.started_at_ms},
-             {"finished_at", o.timings.finished_at_ms},
-             {"duration_ms", o.timings.duration_ms}}}};
-  if (o.error) j["error"] = json{{"code", o.error->code}, {"message", o.error->message}};
-  if (o.ui) j["ui"] = *o.ui;
+  j = json_object("tool_call_id", o.tool_call_id, "tool_name", o.tool_name, "args", o.args, "status",
+                  to_string(o.status), "result", o.result, "error",
+                  o.error ? json_object("code", o.error->code, "message", o.error->message) : json(nullptr),
+                  "result_summary", o.result_summary, "summary_version", o.summary_version, "ui",
+                  o.ui ? *o.ui : json(nullptr), "timings",
+                  json_object("started_at", o.timings.started_at_ms, "finished_at", o.timings.finished_at_ms,
+                              "duration_ms", o.timings.duration_ms));
 }
 
 std::string to_json_string(const ToolAgentOutput& o) {

@@ -9,6 +9,7 @@
 #include "runtime/approvals.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/turn_runner.hpp"
+#include "util/json_object.hpp"
 #include "util/printable.hpp"
 
 namespace agentrt {
@@ -293,10 +294,10 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   json answer = resume_answer_to_json(turn->id, turn->thread_id, new_run, approval_request_id);
   json decisions_json = json::array();
   for (const auto& d : decisions) {
-    json dj = {{"interruptId", d.interrupt_id},
-               {"action", d.action == Decision::Action::approve  ? "approve"
+    json dj = json_object("interruptId", d.interrupt_id, "action",
+                          d.action == Decision::Action::approve  ? "approve"
                           : d.action == Decision::Action::reject ? "reject"
-                                                                 : "cancel"}};
+                                                                 : "cancel");
     if (d.edited_args) dj["editedArgs"] = *d.edited_args;
     if (!d.reason.empty()) dj["reason"] = d.reason;
     if (d.response) dj["response"] = *d.response;

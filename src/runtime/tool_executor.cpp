@@ -17,6 +17,7 @@
 #include "runtime/turn_runner.hpp"
 #include "util/crypto.hpp"
 #include "util/json_fast.hpp"
+#include "util/json_object.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -71,7 +72,7 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
   if (running.empty()) return {};
   json started = json::array();
   for (const auto& r : running) started.push_back(r.id);
-  ctx_.em->emit(events::custom("agentrt.started", json{{"toolCallIds", std::move(started)}}));
+  ctx_.em->emit(events::custom("agentrt.started", json_object("toolCallIds", std::move(started))));
   // A start still pending (resume_turn's decision, run_turn's insert) is committed with the `started`
   // records. A decision always is, even for idempotent tools: the version compare-and-set in that commit
   // is what keeps two concurrent resumes from both running a tool.

@@ -14,6 +14,7 @@
 #include "runtime/event_wire.hpp"
 #include "util/crypto.hpp"
 #include "util/json_fast.hpp"
+#include "util/json_object.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -291,7 +292,7 @@ void TurnRunner::finish_completed() {
   ctx_.turn.owner.clear();
   ctx_.turn.interrupts = json::array();
   stage_turn();
-  Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json{{"type", "success"}},
+  Event end = events::run_finished(ctx_.turn.thread_id, ctx_.turn.run_id, json_object("type", "success"),
                                    ctx_.run_usage.empty() ? json(nullptr) : usage_json(ctx_.run_usage));
   end_facts(end);
   ctx_.em->emit(end);

@@ -6,6 +6,7 @@
 #include "agentrt/json_reader.hpp"
 #include "agentrt/records.hpp"
 #include "agentrt/turn_state.hpp"
+#include "util/json_object.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -160,11 +161,8 @@ json upload_to_json(const Upload& u) {
 
 json resume_answer_to_json(std::string_view turn_id, std::string_view thread_id, std::string_view run_id,
                            std::string_view approval_request_id) {
-  return json{{"status", "accepted"},
-              {"turnId", turn_id},
-              {"threadId", thread_id},
-              {"runId", run_id},
-              {"approvalRequestId", approval_request_id}};
+  return json_object("status", "accepted", "turnId", turn_id, "threadId", thread_id, "runId", run_id,
+                     "approvalRequestId", approval_request_id);
 }
 
 json stored_event_to_json(const StoredEvent& e) {
