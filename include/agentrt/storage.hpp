@@ -197,6 +197,24 @@ class Store {
   }
   virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;
   virtual std::vector<LedgerEntry> ledger(std::string_view turn_id) = 0;
+  // A turn with what a run that continues it reads (the resume of a pause): the turn, its ledger, its thread's
+  // history and state. nullopt turn: no such turn (nothing else is read). This default reads them one after
+  // the other; a store that can reads them as one snapshot (SQLite: one read transaction).
+  struct TurnSnapshot {
+    std::optional<TurnRecord> turn;
+    std::vector<LedgerEntry> ledger;
+    std::vector<MessageRecord> history;
+    std::optional<std::string> thread_state;
+  };
+  virtual TurnSnapshot turn_snapshot(std::string_view turn_id) {
+    TurnSnapshot s;
+    s.turn = get_turn(turn_id);
+    if (!s.turn) return s;
+    s.ledger = ledger(s.turn->id);
+    s.history = messages(s.turn->thread_id);
+    s.thread_state = thread_state(s.turn->thread_id);
+    return s;
+  }
   // What the thread's turns spent (thread_id set), or the turns of every thread of the user's, deleted ones
   // too (thread_id empty), the turn `except_turn_id` left out ("" = none): what is committed.
   virtual StoredSpend spend(std::string_view thread_id, std::string_view user_id, std::string_view except_turn_id) = 0;

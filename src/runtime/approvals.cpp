@@ -78,12 +78,14 @@ json Approvals::resume(const ResumeInput& in, TurnRecord* inline_run) {
 
 // The turn whose pause `approval_request_id` is, checked: waiting on it, within its deadline. nullopt with
 // `prior_answer` set when the request was answered before (the first answer is the answer).
-std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::string_view approval_request_id,
-                                                std::string_view run_id, std::optional<json>& prior_answer) {
+std::optional<Store::TurnSnapshot> Approvals::open_pause(std::string_view turn_id, std::string_view approval_request_id,
+                                                         std::string_view run_id, std::optional<json>& prior_answer) {
   if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
   if (!run_id.empty()) require_id(run_id, "run id");
-  // The turn first, the approval second: a resume that lost the race then always finds the winner's answer.
-  auto turn = rt_.cfg.store->get_turn(turn_id);
+  // The turn first (in one snapshot with what the continuation reads: its ledger, the thread's history and
+  // state), the approval second: a resume that lost the race then always finds the winner's answer.
+  auto snap = rt_.cfg.store->turn_snapshot(turn_id);
+  auto& turn = snap.turn;
   if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
   // A turn still waiting on this very request has no answer to it yet (the answer is committed with the
   // turn's move out of WAITING_APPROVAL); a resume that wins meanwhile makes ours a conflict, answered below.
@@ -113,7 +115,7 @@ std::optional<TurnRecord> Approvals::open_pause(std::string_view turn_id, std::s
                     iso8601_ms(turn->expires_at)));
   }
 
-  return turn;
+  return snap;
 }
 
 // Each open interrupt's decision, checked against the pause (every one answered exactly once; edited
@@ -284,9 +286,10 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   const std::string_view turn_id = in.turn_id, approval_request_id = in.approval_request_id, run_id = in.run_id;
   const auto& decisions = in.decisions;
   std::optional<json> prior_answer;
-  std::optional<TurnRecord> turn = open_pause(turn_id, approval_request_id, run_id, prior_answer);
-  if (!turn) return *prior_answer;
-  auto ledger = rt_.cfg.store->ledger(turn->id);
+  auto snap = open_pause(turn_id, approval_request_id, run_id, prior_answer);
+  if (!snap) return *prior_answer;
+  auto& turn = snap->turn;
+  auto ledger = std::move(snap->ledger);
   const auto stored_ledger = ledger;  // as committed: the projector applies the decisions to it
   auto [updates, job_updates] = decide(*turn, ledger, decisions, in.answers);
 
@@ -364,8 +367,10 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
     // cancelled or expired), the run stores nothing and this call answers as a lost race does.
     rt_.runs_started.fetch_add(1, std::memory_order_relaxed);
     DeferredStart deferred{em, std::nullopt, nullptr};
-    *inline_run = rt_.run_continuation(
-        handle, tid, std::make_optional(std::make_pair(std::move(next), std::move(ledger))), &deferred);
+    *inline_run = rt_.run_continuation(handle, tid,
+                                       Runtime::Impl::KnownRun{std::move(next), std::move(ledger),
+                                                               std::move(snap->history), std::move(snap->thread_state)},
+                                       &deferred);
     if (!deferred.error) {
       wait.committed();
       return answer;
@@ -387,7 +392,8 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   wait.committed();
   rt_.runs_started.fetch_add(1, std::memory_order_relaxed);
   next.version = committed.turn ? committed.turn->version : next.version + 1;
-  auto known = std::make_optional(std::make_pair(std::move(next), std::move(ledger)));
+  auto known = std::make_optional(Runtime::Impl::KnownRun{std::move(next), std::move(ledger), std::move(snap->history),
+                                                          std::move(snap->thread_state)});
   rt_.enqueue([&rt = rt_, handle, tid, known = std::move(known)]() mutable {
     rt.run_continuation(handle, tid, std::move(known));
   });

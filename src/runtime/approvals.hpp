@@ -30,8 +30,8 @@ class Approvals {
     std::vector<JobWrite> jobs;        // the confirmations' jobs, confirmed or declined (and their versions)
   };
   json resume_once(const ResumeInput& in, std::vector<ClientToolOffer> client_tools, TurnRecord* inline_run);
-  std::optional<TurnRecord> open_pause(std::string_view turn_id, std::string_view approval_request_id,
-                                       std::string_view run_id, std::optional<json>& prior_answer);
+  std::optional<Store::TurnSnapshot> open_pause(std::string_view turn_id, std::string_view approval_request_id,
+                                                std::string_view run_id, std::optional<json>& prior_answer);
   Decided decide(const TurnRecord& paused, std::vector<LedgerEntry>& ledger, const std::vector<Decision>& decisions,
                  const std::vector<ToolAnswer>& answers);
 

@@ -202,10 +202,9 @@ void Interrupts::answered(const LedgerEntry& l) {
 }
 
 TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
-                                           std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known,
-                                           DeferredStart* deferred) {
+                                           std::optional<KnownRun> known, DeferredStart* deferred) {
   std::optional<TurnRecord> t =
-      known ? std::optional<TurnRecord>(std::move(known->first)) : cfg.store->get_turn(turn_id);
+      known ? std::optional<TurnRecord>(std::move(known->turn)) : cfg.store->get_turn(turn_id);
   if (!t || t->status != TurnStatus::resuming || t->owner != cfg.instance_id) {
     unregister_run(turn_id);
     return t ? *t : TurnRecord{};
@@ -216,8 +215,8 @@ TurnRecord Runtime::Impl::run_continuation(std::shared_ptr<RunHandle> handle, st
   runner.decision_pending_ = deferred != nullptr;
   runner.deferred_ = deferred;
   runner.guarded([&] {
-    load_run_state(*cfg.store, ctx, known ? &known->second : nullptr);
-    start_state(*cfg.store, ctx, false);
+    load_run_state(*cfg.store, ctx, known ? &known->ledger : nullptr, known ? &known->history : nullptr);
+    start_state(*cfg.store, ctx, false, known ? &known->thread_state : nullptr);
     check_transition(ctx.turn.id, ctx.turn.status, TurnStatus::running);
     ctx.turn.status = TurnStatus::running;
     runner.stage_turn();  // its RUN_STARTED went out with the decision

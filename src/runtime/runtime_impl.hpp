@@ -148,10 +148,16 @@ struct Runtime::Impl {
   // `deferred`: the run's start is not committed yet (see DeferredStart); when it cannot be, the run
   // stores nothing, returns an empty record and sets deferred->error.
   TurnRecord run_fresh(std::shared_ptr<RunHandle> handle, TurnRecord turn, DeferredStart* deferred = nullptr);
-  // `known`: the turn as resume() committed (or staged) it, with its ledger (saves reading both again).
+  // `known`: the turn as resume() committed (or staged) it, with what resume() read with it (saves reading all
+  // of it again). The thread's history and state cannot change meanwhile: the turn is its thread's active one.
+  struct KnownRun {
+    TurnRecord turn;
+    std::vector<LedgerEntry> ledger;
+    std::vector<MessageRecord> history;
+    std::optional<std::string> thread_state;
+  };
   TurnRecord run_continuation(std::shared_ptr<RunHandle> handle, std::string turn_id,
-                              std::optional<std::pair<TurnRecord, std::vector<LedgerEntry>>> known = std::nullopt,
-                              DeferredStart* deferred = nullptr);
+                              std::optional<KnownRun> known = std::nullopt, DeferredStart* deferred = nullptr);
 };
 
 }  // namespace v1

@@ -43,7 +43,8 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
   }
 }
 
-void start_state(Store& store, RunCtx& ctx, bool first_turn) {
+void start_state(Store& store, RunCtx& ctx, bool first_turn, const std::optional<std::string>* known_state) {
+  auto stored_state = [&] { return known_state ? *known_state : store.thread_state(ctx.turn.thread_id); };
   std::optional<json> state;
   if (ctx.handle && ctx.handle->state) {
     state = std::move(*ctx.handle->state);
@@ -51,10 +52,10 @@ void start_state(Store& store, RunCtx& ctx, bool first_turn) {
   }
   if (!state) {
     if (first_turn) return;  // no run before it: nothing has given the thread a state
-    auto stored = store.thread_state(ctx.turn.thread_id);
+    auto stored = stored_state();
     if (!stored) return;
     state = parse_json(*stored);  // written by this runtime's projector from a checked state
-  } else if (state->is_object() && state->empty() && (first_turn || !store.thread_state(ctx.turn.thread_id))) {
+  } else if (state->is_object() && state->empty() && (first_turn || !stored_state())) {
     return;  // what a client that keeps no state sends (AG-UI's default): a thread without one stays so
   }
   ctx.state = *state;

@@ -204,8 +204,9 @@ void load_run_state(Store& store, RunCtx& ctx, std::vector<LedgerEntry>* known_l
 // The run's shared state, as its first event after RUN_STARTED: the client's (TurnInput::state), else the thread's
 // stored one; nothing when the thread has none and the client sent none or {} (the client's state wins: {} on
 // a thread with a state clears it).
-// `first_turn`: the thread had no run before this turn's (its state is not read: it has none).
-void start_state(Store& store, RunCtx& ctx, bool first_turn);
+// `first_turn`: the thread had no run before this turn's (its state is not read: it has none). `known_state`:
+// the thread's stored state as the caller read it (not read again).
+void start_state(Store& store, RunCtx& ctx, bool first_turn, const std::optional<std::string>* known_state = nullptr);
 
 // Sets up a run's context: its turn, its handle and its emitter (the deferred start's, or a new live one).
 void open_run(Runtime::Impl& rt, RunCtx& ctx, TurnRecord turn, std::shared_ptr<RunHandle> handle,

@@ -76,6 +76,7 @@ class SqliteStore final : public Store {
   std::vector<Message> thread_messages(std::string_view thread_id) override;
   std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override;
   std::vector<LedgerEntry> ledger(std::string_view turn_id) override;
+  TurnSnapshot turn_snapshot(std::string_view turn_id) override;
   StoredSpend spend(std::string_view thread_id, std::string_view user_id, std::string_view except_turn_id) override;
   std::optional<ApprovalRecord> get_approval(std::string_view approval_request_id) override;
   std::optional<JobRecord> get_job(std::string_view job_id) override;
@@ -111,6 +112,11 @@ class SqliteStore final : public Store {
   void require_idle(std::string_view thread_id);
   void write_job(JobWrite& w, int64_t now);
   std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
+  // The reads behind get_turn, ledger, messages and thread_state, under mutex_ (turn_snapshot makes them one).
+  std::optional<TurnRecord> read_turn_row(std::string_view turn_id);
+  std::vector<LedgerEntry> read_ledger(std::string_view turn_id);
+  std::vector<MessageRecord> read_messages(std::string_view thread_id);
+  std::optional<std::string> read_thread_state(std::string_view thread_id);
 
   SqliteStoreOptions options_;
   std::unique_ptr<MessageLayout> layout_;

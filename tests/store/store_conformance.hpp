@@ -219,6 +219,58 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(wins == 1);
     CHECK(conflicts == 7);
   }
+  SUBCASE("turn_snapshot() gives the turn, its ledger and its thread's history and state as the reads apart do") {
+    auto s = make();
+    auto b = new_turn_batch(conformance_turn("ts_snap", "th_snap", TurnStatus::waiting_approval));
+    b.turn->interrupts = json::array({json{{"id", "int_c1"}, {"reason", "tool_call"}, {"toolCallId", "c1"}}});
+    b.turn->approval_request_id = "apr_snap";
+    LedgerEntry l;
+    l.tool_call_id = "c1";
+    l.turn_id = "ts_snap";
+    l.thread_id = "th_snap";
+    l.run_id = "run_ts_snap";
+    l.tool_name = "book_room";
+    l.arguments = R"({"room":"A1"})";
+    l.status = LedgerStatus::requested;
+    l.interrupt_id = "int_c1";
+    b.ledger.push_back(l);
+    b.thread_state = R"({"cart":[1]})";
+    s->commit(b);
+    auto other = new_turn_batch(conformance_turn("ts_other", "th_snap_other", TurnStatus::running));
+    other.thread_state = "{}";
+    s->commit(other);
+
+    const auto snap = s->turn_snapshot("ts_snap");
+    REQUIRE(snap.turn);
+    CHECK(snap.turn->status == TurnStatus::waiting_approval);
+    CHECK(snap.turn->approval_request_id == "apr_snap");
+    CHECK(snap.turn->interrupts == s->get_turn("ts_snap")->interrupts);
+    CHECK(snap.turn->version == s->get_turn("ts_snap")->version);
+    REQUIRE(snap.ledger.size() == 1);
+    CHECK(snap.ledger[0].tool_call_id == "c1");
+    CHECK(snap.ledger[0].interrupt_id == "int_c1");
+    CHECK(snap.ledger[0].arguments == R"({"room":"A1"})");
+    const auto records = s->messages("th_snap");
+    REQUIRE(snap.history.size() == records.size());
+    REQUIRE(snap.history.size() == 1);
+    CHECK(snap.history[0].index == records[0].index);
+    CHECK(to_json_string(snap.history[0].message) == to_json_string(records[0].message));
+    CHECK(snap.thread_state == std::optional<std::string>(R"({"cart":[1]})"));
+
+    const auto none = s->turn_snapshot("no_such_turn");
+    CHECK_FALSE(none.turn);
+    CHECK(none.ledger.empty());
+    CHECK(none.history.empty());
+    CHECK_FALSE(none.thread_state);
+    // A thread without a state: nullopt, as thread_state() gives it.
+    auto bare = new_turn_batch(conformance_turn("ts_bare", "th_bare", TurnStatus::running));
+    s->commit(bare);
+    const auto bare_snap = s->turn_snapshot("ts_bare");
+    REQUIRE(bare_snap.turn);
+    CHECK(bare_snap.ledger.empty());
+    CHECK(bare_snap.history.size() == 1);
+    CHECK_FALSE(bare_snap.thread_state);
+  }
   SUBCASE("ledger entries are upserted by turn and tool call; approvals are insert-once") {
     auto s = make();
     auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));

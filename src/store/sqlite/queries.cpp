@@ -34,6 +34,10 @@ std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bo
 
 std::optional<std::string> SqliteStore::thread_state(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return read_thread_state(thread_id);
+}
+
+std::optional<std::string> SqliteStore::read_thread_state(std::string_view thread_id) {
   auto s = stmt("SELECT state FROM thread_states WHERE thread_id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
@@ -84,6 +88,10 @@ std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_vi
 
 std::optional<TurnRecord> SqliteStore::get_turn(std::string_view turn_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return read_turn_row(turn_id);
+}
+
+std::optional<TurnRecord> SqliteStore::read_turn_row(std::string_view turn_id) {
   auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE id=?", turn_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
@@ -136,6 +144,10 @@ std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
 std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
   if (layout_) return layout_->messages(*this, thread_id);
   std::lock_guard<std::mutex> lock(mutex_);
+  return read_messages(thread_id);
+}
+
+std::vector<MessageRecord> SqliteStore::read_messages(std::string_view thread_id) {
   auto s = stmt("SELECT idx,turn_id,run_id,body FROM messages WHERE thread_id=? ORDER BY idx");
   s.bind(1, thread_id);
   std::vector<MessageRecord> out;
@@ -190,9 +202,35 @@ std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, i
 
 std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return read_ledger(turn_id);
+}
+
+std::vector<LedgerEntry> SqliteStore::read_ledger(std::string_view turn_id) {
   auto s = stmt("SELECT " AGENTRT_LEDGER_COLS " FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
   s.bind(1, turn_id);
   return read_rows(s, read_ledger_entry);
+}
+
+// One read transaction instead of four: one snapshot, and SQLite takes and drops its read lock (two or more
+// fcntl calls) once.
+Store::TurnSnapshot SqliteStore::turn_snapshot(std::string_view turn_id) {
+  if (layout_) return Store::turn_snapshot(turn_id);  // the layout reads messages its own way
+  std::lock_guard<std::mutex> lock(mutex_);
+  stmt("BEGIN").run();
+  try {
+    TurnSnapshot snap;
+    snap.turn = read_turn_row(turn_id);
+    if (snap.turn) {
+      snap.ledger = read_ledger(snap.turn->id);
+      snap.history = read_messages(snap.turn->thread_id);
+      snap.thread_state = read_thread_state(snap.turn->thread_id);
+    }
+    stmt("COMMIT").run();
+    return snap;
+  } catch (...) {
+    db_->rollback();
+    throw;
+  }
 }
 
 // The turns a spend sums: ?1 the thread (or the user), ?2 the turn left out.
