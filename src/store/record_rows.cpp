@@ -15,7 +15,10 @@ std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t seq) 
     EventRow row;
     row.run_id = events[i].run_id;
     row.first_seq = seq + 1;
-    for (; i < events.size() && events[i].run_id == row.run_id; ++i) {
+    size_t bytes = 0, end = i;  // the row's size first: its text is made in one allocation
+    for (; end < events.size() && events[end].run_id == row.run_id; ++end) bytes += events[end].json.size() + 1;
+    row.body.reserve(bytes);
+    for (; i < end; ++i) {
       auto& e = events[i];
       if (e.json.find('\n') != std::string::npos)
         throw Error(ErrorCode::invalid_argument, "event JSON must be a single line");
