@@ -197,9 +197,10 @@ class Store {
   }
   virtual std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) = 0;
   virtual std::vector<LedgerEntry> ledger(std::string_view turn_id) = 0;
-  // A turn with what a run that continues it reads (the resume of a pause): the turn, its ledger, its thread's
-  // history and state. nullopt turn: no such turn (nothing else is read). This default reads them one after
-  // the other; a store that can reads them as one snapshot (SQLite: one read transaction).
+  // A turn with what a run that continues it reads (the resume of a pause): the turn and, when it waits (only a
+  // waiting turn is continued), its ledger and its thread's history and state. nullopt turn: no such turn. This
+  // default reads them one after the other; a store that can reads them as one snapshot (SQLite: one read
+  // transaction).
   struct TurnSnapshot {
     std::optional<TurnRecord> turn;
     std::vector<LedgerEntry> ledger;
@@ -209,7 +210,7 @@ class Store {
   virtual TurnSnapshot turn_snapshot(std::string_view turn_id) {
     TurnSnapshot s;
     s.turn = get_turn(turn_id);
-    if (!s.turn) return s;
+    if (!s.turn || !is_waiting(s.turn->status)) return s;
     s.ledger = ledger(s.turn->id);
     s.history = messages(s.turn->thread_id);
     s.thread_state = thread_state(s.turn->thread_id);

@@ -82,8 +82,8 @@ std::optional<Store::TurnSnapshot> Approvals::open_pause(std::string_view turn_i
                                                          std::string_view run_id, std::optional<json>& prior_answer) {
   if (approval_request_id.empty()) throw Error(ErrorCode::invalid_argument, "approval request id is empty");
   if (!run_id.empty()) require_id(run_id, "run id");
-  // The turn first (in one snapshot with what the continuation reads: its ledger, the thread's history and
-  // state), the approval second: a resume that lost the race then always finds the winner's answer.
+  // The turn first (in one snapshot with what the continuation reads when it waits: its ledger, the thread's
+  // history and state), the approval second: a resume that lost the race then always finds the winner's answer.
   auto snap = rt_.cfg.store->turn_snapshot(turn_id);
   auto& turn = snap.turn;
   if (!turn) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));

@@ -219,7 +219,7 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(wins == 1);
     CHECK(conflicts == 7);
   }
-  SUBCASE("turn_snapshot() gives the turn, its ledger and its thread's history and state as the reads apart do") {
+  SUBCASE("turn_snapshot() gives a waiting turn, its ledger and its thread's history and state as the reads apart do") {
     auto s = make();
     auto b = new_turn_batch(conformance_turn("ts_snap", "th_snap", TurnStatus::waiting_approval));
     b.turn->interrupts = json::array({json{{"id", "int_c1"}, {"reason", "tool_call"}, {"toolCallId", "c1"}}});
@@ -263,13 +263,19 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     CHECK(none.history.empty());
     CHECK_FALSE(none.thread_state);
     // A thread without a state: nullopt, as thread_state() gives it.
-    auto bare = new_turn_batch(conformance_turn("ts_bare", "th_bare", TurnStatus::running));
+    auto bare = new_turn_batch(conformance_turn("ts_bare", "th_bare", TurnStatus::waiting_client));
     s->commit(bare);
     const auto bare_snap = s->turn_snapshot("ts_bare");
     REQUIRE(bare_snap.turn);
     CHECK(bare_snap.ledger.empty());
     CHECK(bare_snap.history.size() == 1);
     CHECK_FALSE(bare_snap.thread_state);
+    // A turn that does not wait: the turn alone (a resume of it goes no further than the turn).
+    const auto running = s->turn_snapshot("ts_other");
+    REQUIRE(running.turn);
+    CHECK(running.turn->status == TurnStatus::running);
+    CHECK(running.history.empty());
+    CHECK_FALSE(running.thread_state);
   }
   SUBCASE("ledger entries are upserted by turn and tool call; approvals are insert-once") {
     auto s = make();

@@ -220,7 +220,7 @@ Store::TurnSnapshot SqliteStore::turn_snapshot(std::string_view turn_id) {
   try {
     TurnSnapshot snap;
     snap.turn = read_turn_row(turn_id);
-    if (snap.turn) {
+    if (snap.turn && is_waiting(snap.turn->status)) {
       snap.ledger = read_ledger(snap.turn->id);
       snap.history = read_messages(snap.turn->thread_id);
       snap.thread_state = read_thread_state(snap.turn->thread_id);
