@@ -30,6 +30,20 @@ inline TurnRecord conformance_turn(const std::string& id, const std::string& thr
   return t;
 }
 
+// A book_room call of turn `t` (run "run_<turn id>").
+inline LedgerEntry conformance_call(const TurnRecord& t, const std::string& call_id, const std::string& arguments,
+                                    LedgerStatus status) {
+  LedgerEntry l;
+  l.tool_call_id = call_id;
+  l.turn_id = t.id;
+  l.thread_id = t.thread_id;
+  l.run_id = t.run_id;
+  l.tool_name = "book_room";
+  l.arguments = arguments;
+  l.status = status;
+  return l;
+}
+
 inline CommitBatch new_turn_batch(const TurnRecord& t) {
   CommitBatch b;
   b.thread_id = t.thread_id;
@@ -224,14 +238,7 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
     auto b = new_turn_batch(conformance_turn("ts_snap", "th_snap", TurnStatus::waiting_approval));
     b.turn->interrupts = json::array({json{{"id", "int_c1"}, {"reason", "tool_call"}, {"toolCallId", "c1"}}});
     b.turn->approval_request_id = "apr_snap";
-    LedgerEntry l;
-    l.tool_call_id = "c1";
-    l.turn_id = "ts_snap";
-    l.thread_id = "th_snap";
-    l.run_id = "run_ts_snap";
-    l.tool_name = "book_room";
-    l.arguments = R"({"room":"A1"})";
-    l.status = LedgerStatus::requested;
+    LedgerEntry l = conformance_call(*b.turn, "c1", R"({"room":"A1"})", LedgerStatus::requested);
     l.interrupt_id = "int_c1";
     b.ledger.push_back(l);
     b.thread_state = R"({"cart":[1]})";
@@ -280,14 +287,7 @@ inline void run_store_conformance(const std::function<std::shared_ptr<Store>()>&
   SUBCASE("ledger entries are upserted by turn and tool call; approvals are insert-once") {
     auto s = make();
     auto b = new_turn_batch(conformance_turn("t1", "th1", TurnStatus::running));
-    LedgerEntry l;
-    l.tool_call_id = "c1";
-    l.turn_id = "t1";
-    l.thread_id = "th1";
-    l.run_id = "run_t1";
-    l.tool_name = "book_room";
-    l.arguments = "{}";
-    l.status = LedgerStatus::started;
+    LedgerEntry l = conformance_call(*b.turn, "c1", "{}", LedgerStatus::started);
     b.ledger.push_back(l);
     LedgerEntry client = l;  // a client tool's call: the flag round-trips
     client.tool_call_id = "c2";
