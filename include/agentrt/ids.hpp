@@ -19,6 +19,10 @@ inline bool is_valid_id(std::string_view id) noexcept { return id_problem(id) ==
 // Throws Error(invalid_argument) "<what> '<id>' <problem> (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not
 // starting with '.')" when `id` breaks the rule; the id is quoted printable and cut to 140 bytes.
 void require_id(std::string_view id, std::string_view what);
+// The same rule with ids kept to `max_bytes` (at most kMaxIdBytes): for a host that prefixes the ids it is
+// given (the server's per-user thread namespaces). The message names that bound: "(ids are 1-<max_bytes> of
+// ...)".
+void require_id(std::string_view id, std::string_view what, size_t max_bytes);
 
 }  // namespace v1
 }  // namespace agentrt

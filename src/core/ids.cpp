@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <random>
@@ -41,11 +42,22 @@ const char* id_problem(std::string_view id) noexcept {
   return nullptr;
 }
 
-void require_id(std::string_view id, std::string_view what) {
-  if (const char* problem = id_problem(id))
+void require_id(std::string_view id, std::string_view what) { require_id(id, what, kMaxIdBytes); }
+
+void require_id(std::string_view id, std::string_view what, size_t max_bytes) {
+  max_bytes = std::min(max_bytes, kMaxIdBytes);
+  std::string too_long;
+  const char* problem = nullptr;
+  if (id.size() > max_bytes && !id.empty()) {  // the length first, as id_problem() looks at it
+    too_long = fmt::format("is longer than {} bytes", max_bytes);
+    problem = too_long.c_str();
+  } else {
+    problem = id_problem(id);
+  }
+  if (problem)
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("{} '{}' {} (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')", what,
-                            printable(id, 140), problem));
+                fmt::format("{} '{}' {} (ids are 1-{} of A-Z a-z 0-9 _ - . : @, not starting with '.')", what,
+                            printable(id, 140), problem, max_bytes));
 }
 
 std::string new_id(std::string_view prefix) {

@@ -69,6 +69,33 @@ TEST_CASE("ids: require_id names the id, escapes it and cuts it") {
   }
 }
 
+TEST_CASE("ids: require_id with a shorter bound names that bound") {
+  CHECK_NOTHROW(require_id(std::string(114, 'a'), "thread id", 114));
+  auto message = [](std::string_view id, size_t max_bytes) {
+    try {
+      require_id(id, "thread id", max_bytes);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      return e.message();
+    }
+    return std::string("accepted");
+  };
+  const std::string rule = " (ids are 1-114 of A-Z a-z 0-9 _ - . : @, not starting with '.')";
+  CHECK(message(std::string(115, 'a'), 114) ==
+        "thread id '" + std::string(115, 'a') + "' is longer than 114 bytes" + rule);
+  // Past the bound, the length is the problem named, whatever the characters (as id_problem() orders them).
+  CHECK(message(std::string(115, '/'), 114) ==
+        "thread id '" + std::string(115, '/') + "' is longer than 114 bytes" + rule);
+  CHECK(message("a/b", 114) == "thread id 'a/b' holds a character other than A-Z a-z 0-9 _ - . : @" + rule);
+  CHECK(message("", 114) == "thread id '' is empty" + rule);
+  CHECK(message(".a", 114) == "thread id '.a' starts with '.'" + rule);
+  // A bound above the rule's is the rule's.
+  CHECK(message(std::string(129, 'a'), 500) ==
+        "thread id '" + std::string(129, 'a') +
+            "' is longer than 128 bytes (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')");
+  CHECK(message(std::string(128, 'a'), 500) == "accepted");
+}
+
 TEST_CASE("ids: one rule for threads, uploads and conversation documents") {
   // Every id the rule accepts names an upload folder and a conversation document; every one it refuses
   // names neither.

@@ -3,18 +3,11 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-#include <fmt/format.h>
-
 #include "agentrt/error.hpp"
 
 namespace agentrt::server {
 
-void require_client_thread_id(std::string_view client_id) {
-  require_id(client_id, "thread id");
-  if (client_id.size() > kMaxClientThreadId)
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("thread id '{}...' is longer than {} bytes", client_id.substr(0, 32), kMaxClientThreadId));
-}
+void require_client_thread_id(std::string_view client_id) { require_id(client_id, "thread id", kMaxClientThreadId); }
 
 std::string thread_prefix(std::string_view user) {
   const std::string input = "agentrt-server thread namespace\n" + std::string(user);

@@ -151,6 +151,14 @@ class ServerTest(ServerCase):
         bad_part = run_input(new_id("t"), None, messages=[{"id": "m", "role": "user", "content": [{"type": "zzz"}]}])
         self.assertError(self.srv.request("POST", runs, bad_part), 422)
         self.assertError(self.srv.request("POST", runs, run_input("bad/thread id", "hi")), 422)
+        # The message names this server's bound (the runtime's 128 bytes less the user's namespace prefix).
+        rule = " (ids are 1-114 of A-Z a-z 0-9 _ - . : @, not starting with '.')"
+        for thread_id, problem in (("a" * 115, "is longer than 114 bytes"),
+                                   ("bad/thread", "holds a character other than A-Z a-z 0-9 _ - . : @")):
+            result = self.srv.request("POST", runs, run_input(thread_id, "hi"))
+            self.assertError(result, 422, "invalid_argument")
+            self.assertEqual(result[3]["error"]["message"], "thread id '%s' %s%s" % (thread_id, problem, rule))
+        self.assertEqual(self.srv.request("POST", runs, run_input("a" * 114, "hi"))[0], 200)
         self.assertError(self.srv.request("POST", runs, dict(run_input(new_id("t"), "x"), resume={})), 422)
 
     def test_foreign_attachment_urls_are_refused_with_422(self):
