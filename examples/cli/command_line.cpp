@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "agentrt/error.hpp"
 #include "agentrt/ids.hpp"
 
 namespace agentrt::cli {
@@ -102,6 +103,19 @@ McpOption parse_mcp_option(const std::string& value) {
   }
   return m;
 }
+
+namespace {
+
+// The runtime's id rule, its message (the id escaped and cut) as a usage error.
+void require_cli_id(const std::string& id, const char* what) {
+  try {
+    require_id(id, what);
+  } catch (const Error& e) {
+    throw UsageError(e.message());
+  }
+}
+
+}  // namespace
 
 CliOptions parse_command_line(int argc, const char* const* argv) {
   CliOptions o;
@@ -213,11 +227,8 @@ CliOptions parse_command_line(int argc, const char* const* argv) {
   const bool needs_thread = o.command == "run" || o.command == "resume" || o.command == "history" ||
                             o.command == "jobs" || o.command == "events";
   if (needs_thread && !thread_given) throw UsageError("'" + o.command + "' needs a thread (--thread T)");
-  if (thread_given) {
-    if (const char* problem = id_problem(o.thread))
-      throw UsageError("thread id '" + o.thread.substr(0, 140) + "' " + problem +
-                       " (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')");
-  }
+  if (thread_given) require_cli_id(o.thread, "thread id");
+  require_cli_id(o.user, "user id");
   if (o.command == "run" && !message_given) throw UsageError("'run' needs a message (--message TEXT)");
   if (o.command == "run" && o.message.empty()) throw UsageError("the message is empty");
   return o;

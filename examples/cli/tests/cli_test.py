@@ -466,6 +466,8 @@ class CliTest(unittest.TestCase):
             ["run", "--thread", "t"],                # no message
             ["run", "--thread", "t", "--message", "hi", "--yes", "--no"],
             ["run", "--thread", "bad id!", "--message", "hi"],
+            ["threads", "--user", "a b"],            # a user id the id rule refuses
+            ["history", "t", "--user", "a/b"],
             ["history"],
             ["history", "t", "--yes"],               # an option the command does not take
             ["threads", "--bogus"],
@@ -484,6 +486,19 @@ class CliTest(unittest.TestCase):
                 self.assertEqual(p.stdout, "")
                 self.assertIn("usage: agentrt", p.stderr)
         self.assertEqual(os.listdir(self.tmp), [])  # nothing was opened (no ./agentrt-data)
+
+    def test_a_refused_id_is_named_escaped(self):
+        # The runtime's id rule and message; a control character in the id reaches the terminal escaped.
+        rule = " (ids are 1-128 of A-Z a-z 0-9 _ - . : @, not starting with '.')"
+        for args, said in ((["history", "t\x1b[2J"], "thread id 't\\x1b[2J' holds a character other than "
+                                                      "A-Z a-z 0-9 _ - . : @" + rule),
+                           (["threads", "--user", ".me"], "user id '.me' starts with '.'" + rule)):
+            with self.subTest(args=args):
+                p = subprocess.run([AGENTRT] + args, capture_output=True, text=True, env=clean_env(),
+                                   stdin=subprocess.DEVNULL, timeout=30, cwd=self.tmp)
+                self.assertEqual(p.returncode, 64, p.stderr)
+                self.assertEqual(p.stderr.splitlines()[0], "agentrt: " + said)
+        self.assertEqual(os.listdir(self.tmp), [])
 
     def test_errors_exit_1_with_a_message(self):
         p = self.cli("history", "nope")
