@@ -188,6 +188,8 @@ test('a JS model streams text and calls a tool; its requests carry the stage and
       }
       return undefined; // the answer is what was streamed
     }
+    // Not call 0 again (2 ** 32 cut to 32 bits).
+    assert.throws(() => stream.toolCallStart(2 ** 32, 'call_js_0', 'book_room'), { name: 'InvalidArgument' });
     stream.toolCallStart(0, 'call_js_1', 'book_room');
     stream.toolCallArgs(0, '{"room":"B2",');
     stream.toolCallArgs(0, '"day":"tue"}');
@@ -427,6 +429,16 @@ test('eventsPage() reads the log in pages, for the thread\'s owner only', async 
       { name: 'NotFound', message: 'agentrt_events_page: thread t-node-p not found' });
     assert.throws(() => rt.eventsPage('t-node-p', 'u1', { limit: 1001 }),
       { name: 'InvalidArgument', message: 'agentrt_events_page: limit must be from 1 to 1000, not 1001' });
+    // A number the C parameter cannot hold is refused, not cut (2 ** 32 + 2 would be a limit of 2, 1.5 one of 1).
+    assert.throws(() => rt.eventsPage('t-node-p', 'u1', { limit: 2 ** 32 + 2 }), {
+      name: 'InvalidArgument',
+      message: 'agentrt_events_page: limit is 4294967298, outside -2147483648..2147483647 (int32_t)',
+    });
+    assert.throws(() => rt.eventsPage('t-node-p', 'u1', { limit: 1.5 }),
+      { name: 'InvalidArgument', message: 'agentrt_events_page: limit is 1.5, not an integer' });
+    assert.throws(() => rt.eventsPage('t-node-p', 'u1', { afterSeq: 2 ** 64 }), { name: 'InvalidArgument' });
+    assert.deepEqual(rt.eventsPage('t-node-p', 'u1', { afterSeq: 1n, limit: 2 }), page.slice(1, 3));
+    await assert.rejects(rt.flushTraces({ timeoutMs: 2 ** 31 }), { name: 'InvalidArgument' });
   });
 });
 

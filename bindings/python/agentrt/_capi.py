@@ -135,11 +135,44 @@ def load_library():
     return lib
 
 
+# The values each integer parameter type holds. ctypes converts a Python int into one by cutting its high bits
+# (2**32 + 5 arrives as 5): an argument outside the type's range is refused before the call instead.
+_INT_RANGES = {
+    c_int32: (-(2**31), 2**31 - 1),
+    c_int64: (-(2**63), 2**63 - 1),
+    c_uint32: (0, 2**32 - 1),
+    c_size_t: (0, 2 ** (8 * ctypes.sizeof(c_size_t)) - 1),
+}
+
+
+def _range_checked(name, fn):
+    """`fn` behind a check of its integer arguments: InvalidArgument (a ValueError) naming the function, the
+    argument and its value for one the C type cannot hold. `fn` itself when it takes no integer."""
+    checks = [(i, _INT_RANGES[t]) for i, t in enumerate(fn.argtypes) if t in _INT_RANGES]
+    if not checks:
+        return fn
+
+    def call(*args):
+        for i, (lo, hi) in checks:
+            value = args[i] if i < len(args) else None
+            if isinstance(value, int) and not lo <= value <= hi:
+                from .errors import InvalidArgument  # errors imports this module
+
+                raise InvalidArgument(f"{name}: argument {i + 1} is {value}, outside {lo}..{hi}")
+        return fn(*args)
+
+    call.__name__ = name
+    call.argtypes = fn.argtypes
+    call.restype = fn.restype
+    return call
+
+
 def declare(lib):
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = getattr(lib, name)  # AttributeError: the library lacks a function this binding needs
         fn.restype = restype
         fn.argtypes = argtypes
+        setattr(lib, name, _range_checked(name, fn))
 
 
 def check_abi(found, expected, where="libagentrt"):

@@ -231,6 +231,8 @@ class Models(RuntimeCase):
                 for piece in ("Booked ", "room ", "B2."):
                     stream.text(piece)
                 return None  # the answer is what was streamed
+            with self.assertRaises(agentrt.InvalidArgument):  # not call 0 again (2**32 cut to 32 bits)
+                stream.tool_call_start(2**32, "call_py_0", "book_room")
             stream.tool_call_start(0, "call_py_1", "book_room")
             stream.tool_call_args(0, '{"room":"B2",')
             stream.tool_call_args(0, '"day":"tue"}')
@@ -475,6 +477,16 @@ class ThreadsAndUploads(RuntimeCase):
             with self.assertRaises(agentrt.InvalidArgument) as bad:
                 rt.events_page("t-py-p", "u1", limit=0)
             self.assertEqual(str(bad.exception), "agentrt_events_page: limit must be from 1 to 1000, not 0")
+            # An int the C parameter cannot hold is refused, not cut to its low bits (2**32 + 2 would be a limit of
+            # 2, 2**64 an after_seq of 0).
+            with self.assertRaises(agentrt.InvalidArgument) as wide:
+                rt.events_page("t-py-p", "u1", limit=2**32 + 2)
+            self.assertEqual(str(wide.exception),
+                             "agentrt_events_page: argument 6 is 4294967298, outside -2147483648..2147483647")
+            with self.assertRaises(ValueError):
+                rt.events_page("t-py-p", "u1", after_seq=2**64)
+            with self.assertRaises(agentrt.InvalidArgument):
+                rt.flush_traces(timeout=2**31)
 
     def test_upload_stores_a_file_whose_part_sends_it_in_a_turn(self):
         with agentrt.Runtime(self.config()) as rt:
