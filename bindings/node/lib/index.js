@@ -16,6 +16,18 @@ const { STATUS, fns, koffi, takeString } = capi;
 const { Cancelled, InvalidState, Timeout, check, errorFor } = errors;
 
 // Calls fn.async(...args) and resolves with its status.
+// The longest wait one C call takes (its timeout_ms is an int32_t).
+const MAX_WAIT_MS = 2 ** 31 - 1;
+
+// A wait of `ms` as one C call's timeout_ms: a fraction cut off; Infinity, or more than an int32_t holds, is the
+// longest wait a call takes; NaN (or what is not a number) is refused.
+function waitMs(ms) {
+  if (typeof ms !== 'number' || Number.isNaN(ms)) {
+    throw new errors.InvalidArgument(`a timeout is a number of milliseconds, not ${String(ms)}`);
+  }
+  return Math.trunc(Math.max(Math.min(ms, MAX_WAIT_MS), -MAX_WAIT_MS));
+}
+
 function callAsync(fn, ...args) {
   return new Promise((resolve, reject) => {
     fn.async(...args, (err, rc) => (err ? reject(err) : resolve(rc)));
@@ -100,7 +112,7 @@ class EventStream {
     for (;;) {
       if (this._closed) return this._done();
       let slice = EventStream.SLICE_MS;
-      if (deadline !== undefined) slice = Math.max(0, Math.min(slice, deadline - Date.now()));
+      if (deadline !== undefined) slice = Math.max(0, Math.min(slice, waitMs(deadline - Date.now())));
       const out = [null];
       const seq = [0];
       this._pulling = true;
@@ -395,7 +407,7 @@ class Runtime {
   async wait(turnId, { timeoutMs = 30000 } = {}) {
     this.turn(turnId); // NotFound (with the library's message) for an unknown turn
     const out = [null];
-    const rc = await callAsync(fns.agentrt_turn_wait, out, this._handle(), turnId, timeoutMs);
+    const rc = await callAsync(fns.agentrt_turn_wait, out, this._handle(), turnId, waitMs(timeoutMs));
     if (rc === STATUS.OK) return JSON.parse(takeString(out[0]));
     if (rc === STATUS.E_TIMEOUT) throw new Timeout(`agentrt_turn_wait: turn ${turnId} did not settle in ${timeoutMs} ms`);
     throw asyncError('agentrt_turn_wait', rc);
@@ -460,7 +472,7 @@ class Runtime {
   // (exported, or counted as dropped), false when timeoutMs passed first (they are still sent). True at once with
   // tracing off. Off the event loop: a collector in this process answers meanwhile.
   async flushTraces({ timeoutMs = 10000 } = {}) {
-    const rc = await callAsync(fns.agentrt_flush_traces, this._handle(), timeoutMs);
+    const rc = await callAsync(fns.agentrt_flush_traces, this._handle(), waitMs(timeoutMs));
     if (rc === STATUS.OK) return true;
     if (rc === STATUS.E_TIMEOUT) return false;
     throw asyncError('agentrt_flush_traces', rc);

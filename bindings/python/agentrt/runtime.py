@@ -14,7 +14,7 @@ import weakref
 
 from . import _capi
 from ._capi import lib, take_string
-from .errors import AgentrtError, Cancelled, Timeout, check, error_for
+from .errors import AgentrtError, Cancelled, InvalidArgument, Timeout, check, error_for
 from .schema import description_of, schema_for_function
 
 # ------------------------------------------------------------------------------------------ keep-alive registry
@@ -54,6 +54,18 @@ def _given(**fields):
 
 def _last_error():
     return (lib.agentrt_last_error() or b"").decode("utf-8", "replace")
+
+
+# The longest wait one C call takes (its timeout_ms is an int32_t).
+_MAX_WAIT_MS = 2**31 - 1
+
+
+def _wait_ms(seconds):
+    """A wait of `seconds` as one C call's timeout_ms: inf, or more than an int32_t holds, is the longest wait a call
+    takes (the callers that wait longer call again); NaN is refused."""
+    if seconds != seconds:
+        raise InvalidArgument("a timeout is a number of seconds, not NaN")
+    return int(max(min(seconds * 1000, _MAX_WAIT_MS), -_MAX_WAIT_MS))
 
 
 def _run(result):
@@ -277,7 +289,7 @@ class EventStream:
         while True:
             slice_ms = self._SLICE_MS
             if deadline is not None:
-                slice_ms = max(0, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
+                slice_ms = max(0, min(slice_ms, _wait_ms(deadline - time.monotonic())))
             event = self.next(slice_ms / 1000)
             if event is not None:
                 if self._runs_left is not None and event.type in ("RUN_FINISHED", "RUN_ERROR"):
@@ -297,7 +309,7 @@ class EventStream:
             stream = self._stream
         out, seq = ctypes.c_void_p(), ctypes.c_int64()
         try:
-            rc = lib.agentrt_events_next(ctypes.byref(out), ctypes.byref(seq), stream, int(timeout * 1000))
+            rc = lib.agentrt_events_next(ctypes.byref(out), ctypes.byref(seq), stream, _wait_ms(timeout))
             if rc == _capi.OK:
                 self.last_seq = seq.value
                 return Event(json.loads(take_string(out.value)), seq.value)
@@ -502,10 +514,11 @@ class Runtime:
         return self._call_json(lib.agentrt_turn_get, turn_id.encode())
 
     def wait(self, turn_id, timeout=30.0):
-        """Waits until the turn is neither RUNNING nor RESUMING; returns its record. Raises Timeout."""
-        deadline = time.monotonic() + timeout
+        """Waits until the turn is neither RUNNING nor RESUMING; returns its record. Raises Timeout after `timeout`
+        seconds (math.inf: no deadline)."""
+        deadline = time.monotonic() + timeout  # inf: no deadline
         while True:
-            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            left_ms = max(0, _wait_ms(deadline - time.monotonic()))
             out = ctypes.c_void_p()
             rc = lib.agentrt_turn_wait(ctypes.byref(out), self._handle(), turn_id.encode(), min(left_ms, 250))
             if rc == _capi.OK:
@@ -563,7 +576,7 @@ class Runtime:
         """Sends the spans ended so far to the OTLP collector now and waits up to `timeout` seconds for its answers:
         True once each was exported or counted as dropped, False when the time passed first (they are still sent).
         True at once with tracing off. InvalidArgument for a negative timeout."""
-        rc = lib.agentrt_flush_traces(self._handle(), int(timeout * 1000))
+        rc = lib.agentrt_flush_traces(self._handle(), _wait_ms(timeout))
         if rc == _capi.E_TIMEOUT:
             return False
         check(rc)
