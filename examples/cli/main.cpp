@@ -11,6 +11,7 @@
 #include "command_line.hpp"
 #include "event_printer.hpp"
 #include "host.hpp"
+#include "terminal_output.hpp"
 #include "thread_report.hpp"
 
 #ifndef AGENTRT_CLI_VERSION
@@ -249,6 +250,9 @@ int cmd_events(Host& host) {
 
 int main(int argc, char** argv) {
   using namespace agentrt::cli;
+  // What is shown comes from models, tools, MCP servers and stored threads: no control characters reach the
+  // terminal. JSON output (--json, `events`) goes out exactly as written.
+  filter_terminal_output(stderr);
   Host host;
   try {
     host.opt = parse_command_line(argc, argv);
@@ -256,6 +260,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentrt: {}\n{}", e.what(), short_usage_text());
     return kExitUsage;
   }
+  if (!host.opt.json && host.opt.command != "events") filter_terminal_output(stdout);
   try {
     const std::string& c = host.opt.command;
     if (c == "help") {

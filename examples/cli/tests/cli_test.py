@@ -500,6 +500,21 @@ class CliTest(unittest.TestCase):
                 self.assertEqual(p.stderr.splitlines()[0], "agentrt: " + said)
         self.assertEqual(os.listdir(self.tmp), [])
 
+    def test_control_characters_reach_the_terminal_written_out(self):
+        # A message (and the demo model's echo of it) holding a title change, a screen clear, a carriage return and
+        # a C1 CSI: shown as text, never as the bytes a terminal obeys; stored and --json unchanged.
+        message = "hi \x1b]0;pwned\x07 \x1b[2J\rback \u009b2J é"
+        p = self.cli("run", "--thread", "esc", "--message", message)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        shown = "hi \\x1b]0;pwned\\x07 \\x1b[2Jback \\xc2\\x9b2J é"
+        self.assertIn('You said: "%s"' % shown, p.stdout)
+        q = self.cli("history", "esc")
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertEqual(q.stdout.splitlines()[0], "user: " + shown)
+        for out in (p.stdout, q.stdout):
+            self.assertFalse(any(c in out for c in "\x1b\x07\r\u009b"), repr(out))
+        self.assertEqual(self.history("esc")[0]["content"], message)
+
     def test_errors_exit_1_with_a_message(self):
         p = self.cli("history", "nope")
         self.assertEqual((p.returncode, p.stdout), (1, ""))
