@@ -11,6 +11,7 @@
 #include "runtime/runtime_impl.hpp"
 #include "runtime/turn_runner.hpp"
 #include "store/messages_of_turn.hpp"
+#include "util/printable.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -110,7 +111,12 @@ Runtime::Impl::~Impl() {
 void Runtime::Impl::log(LogLevel level, std::string_view component, std::string_view message) const {
   if (!cfg.log || level < cfg.log_level || cfg.log_level == LogLevel::off) return;
   try {
-    cfg.log(level, component, message);
+    // A record is one line of text: what it quotes from models, tools and MCP servers (their stderr too) could
+    // otherwise forge lines of its own or send a terminal commands.
+    if (has_controls(message))
+      cfg.log(level, component, escape_controls(message));
+    else
+      cfg.log(level, component, message);
   } catch (...) {
     // A failing log sink must not break a run.
   }

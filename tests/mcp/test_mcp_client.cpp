@@ -455,6 +455,11 @@ TEST_SUITE("mcp") {
 
     McpHarness e({}, {{"MCP_TEST_STDERR", "hello from stderr"}});
     CHECK(eventually([&] { return e.log_has("MCP server scripted: hello from stderr"); }));
+    // What a server writes reaches the log sink without control characters: no terminal commands, one line.
+    McpHarness evil({}, {{"MCP_TEST_STDERR", "set \x1b]0;title\x07 clear \x1b[2J \xc2\x9b caf\xc3\xa9"}});
+    CHECK(eventually([&] {
+      return evil.log_has("MCP server scripted: set \\x1b]0;title\\x07 clear \\x1b[2J \\xc2\\x9b caf\xc3\xa9");
+    }));
   }
 
   TEST_CASE(
