@@ -9,8 +9,9 @@ _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 def schema_for_type(t):
-    """The JSON Schema of a type hint: str/int/float/bool, Optional/Union, Literal, list[...], tuple, dict,
-    Enum subclasses, Annotated[T, "description"]; Any (or no hint) is {}."""
+    """The JSON Schema of a type hint: str/int/float/bool, Optional/Union, Literal, list[...], tuple[...], set[...]
+    (unique items), dict[str, V] (V for every member), Enum subclasses, Annotated[T, "description"]; Any (or no
+    hint) is {}. TypeError for a hint JSON cannot carry (a class, bytes, dict[int, ...])."""
     if t is typing.Any or t is inspect.Parameter.empty:
         return {}
     origin, args = typing.get_origin(t), typing.get_args(t)
@@ -35,11 +36,27 @@ def schema_for_type(t):
         return s
     if t in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset):
         s = {"type": "array"}
-        if args and origin is not tuple:
+        if origin is tuple:
+            # tuple[X, ...] is a list of X; a fixed tuple (tuple[int, str]) an array of that many items.
+            if len(args) == 2 and args[1] is Ellipsis:
+                s["items"] = schema_for_type(args[0])
+            elif args and args != ((),):
+                s["minItems"] = s["maxItems"] = len(args)
+                members = [schema_for_type(a) for a in args]
+                if all(m == members[0] for m in members):
+                    s["items"] = members[0]
+        elif args:
             s["items"] = schema_for_type(args[0])
+        if t in (set, frozenset) or origin in (set, frozenset):
+            s["uniqueItems"] = True
         return s
     if t is dict or origin is dict:
-        return {"type": "object"}
+        s = {"type": "object"}
+        if args:
+            if args[0] is not str:
+                raise TypeError(f"agentrt: no JSON Schema for the type hint {t!r}: a JSON object's keys are strings")
+            s["additionalProperties"] = schema_for_type(args[1])
+        return s
     if isinstance(t, type) and issubclass(t, enum.Enum):
         return {"enum": [m.value for m in t]}
     raise TypeError(f"agentrt: no JSON Schema for the type hint {t!r}")

@@ -218,6 +218,21 @@ class Tools(RuntimeCase):
         self.assertEqual(agentrt.schema.description_of(book), "Book a room.")
         with self.assertRaises(TypeError):
             agentrt.schema_for_type(object)
+        # Containers say what they hold: a dict's members, a set's uniqueness, a tuple's length.
+        self.assertEqual(agentrt.schema_for_type(dict[str, int]),
+                         {"type": "object", "additionalProperties": {"type": "integer"}})
+        self.assertEqual(agentrt.schema_for_type(typing.Dict[str, typing.List[float]]),
+                         {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"}}})
+        self.assertEqual(agentrt.schema_for_type(dict), {"type": "object"})
+        self.assertEqual(agentrt.schema_for_type(set[str]), {"type": "array", "items": {"type": "string"},
+                                                              "uniqueItems": True})
+        self.assertEqual(agentrt.schema_for_type(tuple[int, ...]), {"type": "array", "items": {"type": "integer"}})
+        self.assertEqual(agentrt.schema_for_type(tuple[int, int]),
+                         {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2})
+        self.assertEqual(agentrt.schema_for_type(tuple[int, str]), {"type": "array", "minItems": 2, "maxItems": 2})
+        with self.assertRaises(TypeError) as keys:
+            agentrt.schema_for_type(dict[int, str])
+        self.assertIn("a JSON object's keys are strings", str(keys.exception))
 
 
 class Models(RuntimeCase):
