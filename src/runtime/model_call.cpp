@@ -140,7 +140,16 @@ json TurnRunner::worker_output(const std::string& answer) {
 
 TurnRunner::Answer TurnRunner::call_model(Stage stage, const ModelRequest& req, Visibility vis, bool final_candidate) {
   Sink sink(*this, vis, new_id("msg"));
-  ModelResult result = rt_.cfg.model->complete(req, sink, ctx_.handle->cancel);
+  ModelResult result;
+  try {
+    result = rt_.cfg.model->complete(req, sink, ctx_.handle->cancel);
+  } catch (const Error& e) {
+    // A provider whose transfer failed says io (the server cannot be reached, the connection broke): that is the
+    // model failing, and io at the run's end reads as the store failing. The store's own failures while the model
+    // streamed are the emitter's to report.
+    if (e.code() == ErrorCode::io && !ctx_.em->failure()) throw Error(ErrorCode::model, e.message());
+    throw;
+  }
   rt_.model_calls.fetch_add(1, std::memory_order_relaxed);
   ++ctx_.turn.steps;
   ++run_model_calls_;

@@ -168,3 +168,42 @@ TEST_CASE("golden path B over the OpenAI protocol: streamed tool arguments, appr
   CHECK(saw_result);
   for (const auto& r : reqs) CHECK(r.header("Authorization") == "Bearer sk-turn-test-000111");
 }
+
+TEST_CASE("a model server that cannot be reached fails the run as the model's failure, not the store's") {
+  int port = 0;
+  {
+    MockOpenAIServer gone;  // a port that was just free and is closed again
+    port = gone.port();
+  }
+  OpenAIConfig oc;
+  oc.base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  oc.api_key = "sk-turn-test-000111";
+  oc.model = "mock-model";
+  oc.max_retries = 1;
+  oc.retry_base_backoff = 1ms;
+  oc.retry_max_backoff = 2ms;
+  agentrt::testing::TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("agentrt.db")});
+  Runtime rt(agentrt::testing::test_config(store, make_openai_provider(oc)));
+
+  TurnInput in;
+  in.thread_id = "t-down";
+  in.user_id = "u1";
+  in.message.content = "hello";
+  const auto turn = rt.wait(rt.start_turn(in).turn_id, 10s);
+  CHECK(turn.status == TurnStatus::failed);
+  const auto events = thread_events(rt, "t-down", 1);
+  const json& end = events.back();
+  REQUIRE(end["type"] == "RUN_ERROR");
+  CHECK(end["code"] == "model_error");
+  const std::string message = end["message"].get<std::string>();
+  CHECK(message.find("openai-compatible model 'mock-model': HTTP request to 127.0.0.1:" + std::to_string(port)) == 0);
+  CHECK(message.find("(gave up after 2 attempts)") != std::string::npos);
+  CHECK(message.find("sk-turn-test") == std::string::npos);
+  CHECK(turn.error == message);
+  // The ERROR message the next turn's model sees says the same.
+  const auto history = rt.history("t-down");
+  REQUIRE(history.size() == 2);
+  CHECK(history[1].role == Role::system);
+  CHECK(history[1].content == "ERROR model_error: " + message);
+}
