@@ -45,6 +45,15 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
   db_->exec(fmt::format("PRAGMA wal_autocheckpoint={}", options_.wal_autocheckpoint).c_str());
   db_->exec("PRAGMA temp_store=MEMORY");
   migrate();
+  // The reads every turn makes (a history, a waiting turn's snapshot), run once on an id no row has: their
+  // statements are compiled here, not in the first turn's time (a first history read took ~0.1 ms more).
+  if (!layout_) {
+    thread_messages("");
+    read_turn_row("");
+    read_ledger("");
+    read_messages("");
+    read_thread_state("");
+  }
   const char* file = sqlite3_db_filename(db_->get(), "main");
   if (options_.wal_autocheckpoint > 0 && file && *file) {
     try {
