@@ -70,7 +70,7 @@ std::string terminal_text(std::string_view text, std::string& pending) {
   std::string_view rest = text;
   if (!pending.empty() && !rest.empty()) {  // a 0xC2 ended the last piece
     pending.clear();
-    if (!rest.empty() && static_cast<unsigned char>(rest[0]) >= 0x80 && static_cast<unsigned char>(rest[0]) <= 0x9f) {
+    if (static_cast<unsigned char>(rest[0]) >= 0x80 && static_cast<unsigned char>(rest[0]) <= 0x9f) {
       escape(out, 0xc2);
       escape(out, static_cast<unsigned char>(rest[0]));
       rest.remove_prefix(1);

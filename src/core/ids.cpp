@@ -48,7 +48,7 @@ void require_id(std::string_view id, std::string_view what, size_t max_bytes) {
   max_bytes = std::min(max_bytes, kMaxIdBytes);
   std::string too_long;
   const char* problem = nullptr;
-  if (id.size() > max_bytes && !id.empty()) {  // the length first, as id_problem() looks at it
+  if (id.size() > max_bytes) {  // the length first, as id_problem() looks at it
     too_long = fmt::format("is longer than {} bytes", max_bytes);
     problem = too_long.c_str();
   } else {

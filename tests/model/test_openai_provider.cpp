@@ -727,13 +727,9 @@ TEST_CASE("openai provider: cancelling while waiting to retry returns at once") 
 }
 
 TEST_CASE("openai provider: an unreachable server is a connection failure, retried, then an io error") {
-  int port = 0;
-  {
-    MockOpenAIServer gone;  // a port that was just free and is closed again
-    port = gone.port();
-  }
   OpenAIConfig config;
-  config.base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  config.base_url = MockOpenAIServer::closed_base_url();
+  const std::string port = config.base_url.substr(17, config.base_url.size() - 20);  // "http://127.0.0.1:" <port> "/v1"
   config.api_key = kKey;
   config.retry_base_backoff = 1ms;
   config.retry_max_backoff = 2ms;
@@ -742,7 +738,7 @@ TEST_CASE("openai provider: an unreachable server is a connection failure, retri
   Error e = complete_error(*provider, user_request("x"), sink);
   CHECK(e.code() == ErrorCode::io);
   const std::string what = e.what();
-  CHECK(what.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(what.find("127.0.0.1:" + port) != std::string::npos);
   CHECK(what.find("(gave up after 3 attempts)") != std::string::npos);
   CHECK(what.find(kKey) == std::string::npos);
 }

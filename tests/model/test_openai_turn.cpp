@@ -170,13 +170,9 @@ TEST_CASE("golden path B over the OpenAI protocol: streamed tool arguments, appr
 }
 
 TEST_CASE("a model server that cannot be reached fails the run as the model's failure, not the store's") {
-  int port = 0;
-  {
-    MockOpenAIServer gone;  // a port that was just free and is closed again
-    port = gone.port();
-  }
   OpenAIConfig oc;
-  oc.base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  oc.base_url = MockOpenAIServer::closed_base_url();
+  const std::string port = oc.base_url.substr(17, oc.base_url.size() - 20);  // "http://127.0.0.1:" <port> "/v1"
   oc.api_key = "sk-turn-test-000111";
   oc.model = "mock-model";
   oc.max_retries = 1;
@@ -197,7 +193,7 @@ TEST_CASE("a model server that cannot be reached fails the run as the model's fa
   REQUIRE(end["type"] == "RUN_ERROR");
   CHECK(end["code"] == "model_error");
   const std::string message = end["message"].get<std::string>();
-  CHECK(message.find("openai-compatible model 'mock-model': HTTP request to 127.0.0.1:" + std::to_string(port)) == 0);
+  CHECK(message.find("openai-compatible model 'mock-model': HTTP request to 127.0.0.1:" + port) == 0);
   CHECK(message.find("(gave up after 2 attempts)") != std::string::npos);
   CHECK(message.find("sk-turn-test") == std::string::npos);
   CHECK(turn.error == message);

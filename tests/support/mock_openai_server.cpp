@@ -432,6 +432,15 @@ MockOpenAIServer::~MockOpenAIServer() {
 
 int MockOpenAIServer::port() const { return impl_->port; }
 
+std::string MockOpenAIServer::closed_base_url() {
+  int port = 0;
+  {
+    MockOpenAIServer gone;
+    port = gone.port();
+  }
+  return "http://127.0.0.1:" + std::to_string(port) + "/v1";
+}
+
 std::string MockOpenAIServer::base_url() const { return origin() + "/v1"; }
 
 std::string MockOpenAIServer::origin() const { return "http://127.0.0.1:" + std::to_string(impl_->port); }

@@ -65,6 +65,8 @@ class MockOpenAIServer {
   MockOpenAIServer& operator=(const MockOpenAIServer&) = delete;
 
   int port() const;
+  // "http://127.0.0.1:<port>/v1" of a port that was just free and is closed again: a server that cannot be reached.
+  static std::string closed_base_url();
   std::string base_url() const;  // "http://127.0.0.1:<port>/v1"
   std::string origin() const;    // "http://127.0.0.1:<port>" (Anthropic's base URL: it appends /v1/messages)
 
