@@ -148,7 +148,11 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   if (input.message.role != Role::user)
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("a turn's input must be a user message, not {}", to_string(input.message.role)));
-  if (input.message.parts.empty() && input.message.content.empty())
+  // Empty: no text and nothing attached (a part list of empty text parts is as empty as "").
+  const auto& parts = input.message.parts;
+  if (parts.empty() ? input.message.content.empty() : std::all_of(parts.begin(), parts.end(), [](const ContentPart& p) {
+        return !p.is_media() && p.text.empty();
+      }))
     throw Error(ErrorCode::invalid_argument, "the user message is empty");
   std::string client_id = !input.client_message_id.empty() ? input.client_message_id : input.message.id;
   if (!client_id.empty()) require_id(client_id, "client message id");

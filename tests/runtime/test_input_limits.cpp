@@ -442,3 +442,22 @@ TEST_CASE("a job started with metadata nested too deep fails the call with inval
     }
   }
 }
+
+TEST_CASE("an input message with no text and nothing attached is refused, however it is written") {
+  Harness h(answer_ok);
+  auto with_texts = [](const std::string& thread, std::vector<std::string> texts) {
+    TurnInput in = turn_input(thread, user_message(""));
+    for (auto& t : texts) in.message.parts.push_back(ContentPart::make_text(std::move(t)));
+    return in;
+  };
+  for (const auto& texts :
+       {std::vector<std::string>{}, std::vector<std::string>{""}, std::vector<std::string>{"", ""}}) {
+    CAPTURE(texts.size());
+    auto e = error_of([&] { h.rt->start_turn(with_texts("t-empty", texts)); });
+    CHECK(e.first == ErrorCode::invalid_argument);
+    CHECK(e.second == "the user message is empty");
+  }
+  CHECK_FALSE(h.store->get_thread("t-empty"));  // nothing was started
+  // One text part with text is a message; so is an empty text beside it.
+  CHECK(h.wait(h.rt->start_turn(with_texts("t-text", {"", "hi"})).turn_id).status == TurnStatus::completed);
+}
