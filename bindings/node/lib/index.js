@@ -389,8 +389,12 @@ class Runtime {
     return this._json(fns.agentrt_turn_resume, turnId, approvalRequestId, JSON.stringify(body));
   }
 
+  // InvalidState when the turn does not wait for approval.
   approveAll(turnId, { action = 'approve' } = {}) {
     const pending = this.interrupts(turnId);
+    if (pending.interrupts.length === 0) {
+      throw new InvalidState(`approveAll: turn ${turnId} is ${pending.status}, not waiting for approval`);
+    }
     return this.resume(turnId, pending.approvalRequestId,
       pending.interrupts.map((i) => ({ interruptId: i.id, action })));
   }

@@ -80,6 +80,26 @@ test('golden path B: an async JS tool pauses for approval and runs once after re
   });
 });
 
+test('approveAll() answers every open interrupt, and says when none waits', async () => {
+  const ran = [];
+  await withRuntime(async (rt) => {
+    rt.tool(BOOK_ROOM, (args) => {
+      ran.push(args.room);
+      return { ok: true };
+    });
+    const h = rt.startTurn('t-node-all', 'please book a room', { userId: 'u1' });
+    assert.equal((await rt.wait(h.turnId)).status, 'WAITING_APPROVAL');
+    assert.equal(rt.approveAll(h.turnId).status, 'accepted');
+    assert.equal((await rt.wait(h.turnId)).status, 'COMPLETED');
+    assert.deepEqual(ran, ['A1']);
+    assert.throws(() => rt.approveAll(h.turnId), {
+      name: 'InvalidState',
+      message: `approveAll: turn ${h.turnId} is COMPLETED, not waiting for approval`,
+    });
+    assert.deepEqual(ran, ['A1']);
+  });
+});
+
 test('a duplicate resume returns the first answer and runs nothing', async () => {
   let runs = 0;
   await withRuntime(async (rt) => {

@@ -14,7 +14,7 @@ import weakref
 
 from . import _capi
 from ._capi import lib, take_string
-from .errors import AgentrtError, Cancelled, InvalidArgument, Timeout, check, error_for
+from .errors import AgentrtError, Cancelled, InvalidArgument, InvalidState, Timeout, check, error_for
 from .schema import description_of, schema_for_function
 
 # ------------------------------------------------------------------------------------------ keep-alive registry
@@ -502,8 +502,11 @@ class Runtime:
         return self._call_json(lib.agentrt_turn_resume, turn_id.encode(), approval_request_id.encode(), _dumps(body))
 
     def approve_all(self, turn_id, *, action="approve"):
-        """Resumes a waiting turn with the same action for every open interrupt."""
+        """Resumes a waiting turn with the same action for every open interrupt. InvalidState when the turn does not
+        wait for approval."""
         pending = self.interrupts(turn_id)
+        if not pending["interrupts"]:
+            raise InvalidState(f"approve_all: turn {turn_id} is {pending['status']}, not waiting for approval")
         decisions = [{"interruptId": i["id"], "action": action} for i in pending["interrupts"]]
         return self.resume(turn_id, pending["approvalRequestId"], decisions)
 

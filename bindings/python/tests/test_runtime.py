@@ -100,6 +100,27 @@ class GoldenPathB(RuntimeCase):
             self.assertIn("not waiting for approval", str(ctx.exception))
 
 
+    def test_approve_all_answers_every_open_interrupt_and_says_when_none_waits(self):
+        ran = []
+        with agentrt.Runtime(self.config()) as rt:
+            @rt.tool(approval="always")
+            def book_room(room: str, day: str) -> dict:
+                """Book a room."""
+                ran.append(room)
+                return {"ok": True}
+
+            h = rt.start_turn("t-py-all", "please book a room", user_id="u1")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "WAITING_APPROVAL")
+            self.assertEqual(rt.approve_all(h.turn_id)["status"], "accepted")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            self.assertEqual(ran, ["A1"])
+            with self.assertRaises(agentrt.InvalidState) as none:
+                rt.approve_all(h.turn_id)
+            self.assertEqual(str(none.exception),
+                             f"approve_all: turn {h.turn_id} is COMPLETED, not waiting for approval")
+            self.assertEqual(ran, ["A1"])
+
+
 class Context(RuntimeCase):
     def test_a_runs_context_reaches_the_model_and_a_bad_one_is_refused(self):
         with agentrt.Runtime(self.config()) as rt:
