@@ -44,7 +44,12 @@ def _release(user_data):
 
 
 def _dumps(value):
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """`value` as the JSON text the library takes. NaN and the infinities have no JSON form (Python would write
+    `NaN`, which the library refuses as unparsable): InvalidArgument naming the value instead."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError as e:
+        raise InvalidArgument(f"a value JSON cannot carry: {e}") from None
 
 
 def _given(**fields):

@@ -333,6 +333,23 @@ class Models(RuntimeCase):
 
 
 class Errors(RuntimeCase):
+    def test_values_json_cannot_carry_are_refused_by_name(self):
+        with agentrt.Runtime(self.config()) as rt:
+            with self.assertRaises(agentrt.InvalidArgument) as nan:
+                rt.update_job("job_any", progress=math.nan)  # refused before the library looks the job up
+            self.assertTrue(str(nan.exception).startswith("a value JSON cannot carry: "), str(nan.exception))
+
+            @rt.tool(approval="never")
+            def measure(x: int = 0) -> dict:
+                """Measures."""
+                return {"value": math.inf}
+
+            h = rt.start_turn("t-py-nan", "use measure", user_id="u1")
+            self.assertEqual(rt.wait(h.turn_id)["status"], "COMPLETED")
+            tool = [m for m in rt.history("t-py-nan") if m["role"] == "tool"]
+            self.assertEqual(len(tool), 1)
+            self.assertIn("a value JSON cannot carry", tool[0].get("error", "") + tool[0]["content"])
+
     def test_timeouts_take_inf_as_no_deadline_and_refuse_nan(self):
         with agentrt.Runtime(self.config()) as rt:
             h = rt.start_turn("t-py-inf", "hello", user_id="u1")
