@@ -15,7 +15,6 @@ const errors = require('./errors');
 const { STATUS, fns, koffi, takeString } = capi;
 const { Cancelled, InvalidState, Timeout, check, errorFor } = errors;
 
-// Calls fn.async(...args) and resolves with its status.
 // The longest wait one C call takes (its timeout_ms is an int32_t).
 const MAX_WAIT_MS = 2 ** 31 - 1;
 
@@ -28,6 +27,7 @@ function waitMs(ms) {
   return Math.trunc(Math.max(Math.min(ms, MAX_WAIT_MS), -MAX_WAIT_MS));
 }
 
+// Calls fn.async(...args) and resolves with its status.
 function callAsync(fn, ...args) {
   return new Promise((resolve, reject) => {
     fn.async(...args, (err, rc) => (err ? reject(err) : resolve(rc)));

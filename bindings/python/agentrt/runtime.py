@@ -45,7 +45,7 @@ def _release(user_data):
 
 def _dumps(value):
     """`value` as the JSON text the library takes. NaN and the infinities have no JSON form (Python would write
-    `NaN`, which the library refuses as unparsable): InvalidArgument naming the value instead."""
+    `NaN`, which the library refuses as unparsable): InvalidArgument instead."""
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     except ValueError as e:
