@@ -52,7 +52,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
   // The group commit: batches in one transaction, and groups one committing thread commits before it hands
   // the queue to the first batch still waiting.
   static constexpr size_t kMaxGroup = 64;
@@ -129,6 +129,7 @@ class SqliteStore final : public Store {
   // is the pager's: no other connection has committed since).
   struct Tail {
     std::optional<int64_t> seq, idx;
+    std::optional<int64_t> base;  // the first rowid of the thread's messages (schema.cpp, migration 10)
   };
   using Tails = std::map<std::string, Tail, std::less<>>;
   static constexpr size_t kMaxTails = 4096;
@@ -139,6 +140,15 @@ class SqliteStore final : public Store {
   // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the
   // tails of the batches this transaction has written so far (looked at before tails_).
   Tail write_rows(CommitBatch& b, const Tails& written);
+  static constexpr int64_t kSpanMessages = int64_t{1} << 24;  // a thread's messages at most (AGENTRT_SPAN_LAST + 1)
+  int64_t message_span(std::string_view thread_id);
+  // Per thread, the first rowid of its messages' span, as committed: a span never moves, so what this connection has
+  // seen stays true whatever other connections write (at most kMaxTails, then forgotten all at once).
+  std::map<std::string, int64_t, std::less<>> spans_;
+  void remember_span(std::string_view thread_id, int64_t base);
+  // The statement reading a thread's messages: `known` when spans_ has its span, else `lookup`, whose last
+  // column (base_column, else -1) is the span's base.
+  sqlite::Statement span_rows(std::string_view thread_id, const char* known, const char* lookup, int& base_column);
   void remember_tails(const Tails& written);
   // The batches waiting for a commit (each thread on its own Pending), and whether one is under way.
   std::mutex queue_mutex_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <vector>
 
 #include "store/sqlite/rows.hpp"
@@ -40,6 +41,16 @@ void insert(SqliteStore& s, const TurnRecord& t) {
   s.commit(b);
 }
 
+// Back to schema 9's messages table: the index on (thread_id, idx), no thread_spans, and the threads' rows interleaved
+// (index by index) as threads written in turns have them.
+const char* const kBackToMessagesV9 =
+    "CREATE TABLE messages_v9(id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, idx INTEGER NOT NULL, "
+    "turn_id TEXT NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL); "
+    "INSERT INTO messages_v9(thread_id, idx, turn_id, run_id, body) "
+    "SELECT thread_id, idx, turn_id, run_id, body FROM messages ORDER BY idx, id; "
+    "DROP TABLE messages; ALTER TABLE messages_v9 RENAME TO messages; "
+    "CREATE UNIQUE INDEX messages_by_thread ON messages(thread_id, idx); DROP TABLE thread_spans; ";
+
 }  // namespace
 
 TEST_CASE("version-2 and version-3 files migrate to the active column and keep their turns and the one-active rule") {
@@ -62,12 +73,14 @@ TEST_CASE("version-2 and version-3 files migrate to the active column and keep t
     // no turns.trace, the interrupts in the turn's row.
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    const std::string back = fmt::format(
-        "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
-        "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; ALTER TABLE ledger DROP COLUMN client; "
-        "DROP TABLE turn_waits; ALTER TABLE turns ADD COLUMN interrupts TEXT NOT NULL DEFAULT '[]'; "
-        "PRAGMA user_version={};",
-        predicate, version);
+    const std::string back =
+        kBackToMessagesV9 +
+        fmt::format(
+            "DROP INDEX turns_one_active; ALTER TABLE turns DROP COLUMN active; CREATE UNIQUE INDEX turns_one_active "
+            "ON turns(thread_id) WHERE {}; DROP TABLE thread_states; ALTER TABLE ledger DROP COLUMN client; "
+            "DROP TABLE turn_waits; ALTER TABLE turns ADD COLUMN interrupts TEXT NOT NULL DEFAULT '[]'; "
+            "PRAGMA user_version={};",
+            predicate, version);
     REQUIRE(sqlite3_exec(db, back.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
 
@@ -109,14 +122,16 @@ TEST_CASE("a version-7 file's waiting turns keep their interrupts and trace cont
   // Schema 7: the interrupts and the trace context were columns of the turn's row.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db,
-                       "ALTER TABLE turns ADD COLUMN interrupts TEXT NOT NULL DEFAULT '[]'; "
-                       "ALTER TABLE turns ADD COLUMN trace TEXT NOT NULL DEFAULT ''; "
-                       "UPDATE turns SET interrupts=(SELECT interrupts FROM turn_waits WHERE turn_id=turns.id), "
-                       "trace=(SELECT trace FROM turn_waits WHERE turn_id=turns.id) "
-                       "WHERE id IN (SELECT turn_id FROM turn_waits); "
-                       "DROP TABLE turn_waits; PRAGMA user_version=7;",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(
+              db,
+              (kBackToMessagesV9 + std::string("ALTER TABLE turns ADD COLUMN interrupts TEXT NOT NULL DEFAULT '[]'; ") +
+               "ALTER TABLE turns ADD COLUMN trace TEXT NOT NULL DEFAULT ''; "
+               "UPDATE turns SET interrupts=(SELECT interrupts FROM turn_waits WHERE turn_id=turns.id), "
+               "trace=(SELECT trace FROM turn_waits WHERE turn_id=turns.id) "
+               "WHERE id IN (SELECT turn_id FROM turn_waits); "
+               "DROP TABLE turn_waits; PRAGMA user_version=7;")
+                  .c_str(),
+              nullptr, nullptr, nullptr) == SQLITE_OK);
   CHECK(sqlite_text(db, "SELECT id, trace<>'', interrupts FROM turns ORDER BY id") ==
         "turn_d|0|[]|\nturn_w|1|" + waiting.interrupts.dump() + "|\nturn_x|1|[]|\n");
   sqlite3_close(db);
@@ -135,6 +150,67 @@ TEST_CASE("a version-7 file's waiting turns keep their interrupts and trace cont
   CHECK(sqlite_text(db, "SELECT count(*) FROM pragma_table_info('turns') WHERE name IN ('interrupts','trace')") ==
         "0|\n");
   sqlite3_close(db);
+}
+
+TEST_CASE("a version-9 file's messages move into one span of rowids per thread, in order, and new ones follow them") {
+  TempDir dir;
+  const std::string path = dir.file("v9.db");
+  // Threads written in turns: in schema 9 their rows interleave in the table.
+  const std::vector<std::pair<std::string, int>> commits = {{"t1", 2}, {"t2", 1}, {"t1", 1}, {"t3", 2}, {"t2", 2}};
+  std::map<std::string, std::vector<std::string>> want;
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    for (const auto& [thread, n] : commits) {
+      CommitBatch b;
+      b.thread_id = thread;
+      for (int i = 0; i < n; ++i) {
+        Message m;
+        m.role = Role::user;
+        m.content = fmt::format("{} #{}", thread, want[thread].size());
+        want[thread].push_back(m.content);
+        b.messages.push_back(MessageRecord{thread, 0, "turn_1", "run_1", m});
+      }
+      s.commit(b);
+    }
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite_exec(db, kBackToMessagesV9 + std::string("PRAGMA user_version=9;"));
+  CHECK(sqlite_text(db, "SELECT thread_id FROM messages ORDER BY id") == "t1|\nt2|\nt3|\nt1|\nt2|\nt3|\nt1|\nt2|\n");
+  sqlite3_close(db);
+
+  SqliteStore s(SqliteStoreOptions{path});
+  CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
+  for (const auto& [thread, contents] : want) {
+    CAPTURE(thread);
+    auto got = s.messages(thread);
+    REQUIRE(got.size() == contents.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].index == static_cast<int64_t>(i));
+      CHECK(got[i].message.content == contents[i]);
+    }
+  }
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  // Spans in the order of each thread's first message; each message at its span's base + its index.
+  CHECK(sqlite_text(db, "SELECT base, thread_id FROM thread_spans ORDER BY base") == "1|t1|\n2|t2|\n3|t3|\n");
+  CHECK(sqlite_text(db,
+                    "SELECT count(*) FROM messages m JOIN thread_spans s ON s.thread_id = m.thread_id "
+                    "WHERE m.id <> s.base * 16777216 + m.idx") == "0|\n");
+  CHECK(sqlite_text(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'messages_by_thread'") == "0|\n");
+  CHECK(sqlite_text(db, "PRAGMA integrity_check") == "ok|\n");
+  sqlite3_close(db);
+  CommitBatch more;
+  more.thread_id = "t2";
+  Message m;
+  m.role = Role::user;
+  m.content = "t2 #3";
+  more.messages.push_back(MessageRecord{"t2", 0, "turn_2", "run_2", m});
+  s.commit(more);
+  CHECK(more.messages[0].index == 3);
+  auto t2 = s.thread_messages("t2");
+  REQUIRE(t2.size() == 4);
+  CHECK(t2[3].content == "t2 #3");
+  CHECK(s.messages("t1").size() == 3);
 }
 
 TEST_CASE("a turn's wait lives in turn_waits while it waits: ended waits leave no empty room in the turns table") {

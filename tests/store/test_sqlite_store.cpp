@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 #include <functional>
+#include <map>
+
+#include <fmt/format.h>
 
 #include <sqlite3.h>
 
@@ -102,6 +105,119 @@ TEST_CASE("two connections appending to one thread keep its event seqs and messa
   auto msgs = b.messages("t");
   REQUIRE(msgs.size() == 8);
   for (size_t i = 0; i < msgs.size(); ++i) CHECK(msgs[i].index == static_cast<int64_t>(i));
+}
+
+namespace {
+
+CommitBatch thread_batch(const std::string& thread, const std::vector<std::string>& contents) {
+  CommitBatch c;
+  c.thread_id = thread;
+  for (const auto& text : contents) {
+    Message m;
+    m.role = Role::user;
+    m.content = text;
+    c.messages.push_back(MessageRecord{thread, 0, "turn_1", "run_1", m});
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a thread's messages are one span of rowids: threads written in turns by two connections read back whole") {
+  // Each connection remembers the spans it has seen; a span never moves, so what one connection learnt stays true
+  // while the other one adds threads and messages.
+  TempDir dir;
+  const std::string path = dir.file("spans.db");
+  SqliteStore a(SqliteStoreOptions{path});
+  SqliteStore b(SqliteStoreOptions{path});
+  std::map<std::string, std::vector<std::string>> want;
+  auto commit = [&](SqliteStore& s, const std::string& thread, int n) {
+    std::vector<std::string> texts;
+    for (int i = 0; i < n; ++i) texts.push_back(fmt::format("{} #{}", thread, want[thread].size() + texts.size()));
+    auto c = thread_batch(thread, texts);
+    s.commit(c);
+    CHECK(c.messages.front().index == static_cast<int64_t>(want[thread].size()));
+    want[thread].insert(want[thread].end(), texts.begin(), texts.end());
+  };
+  auto check_all = [&](SqliteStore& s) {
+    for (const auto& [thread, texts] : want) {
+      CAPTURE(thread);
+      auto records = s.messages(thread);
+      auto plain = s.thread_messages(thread);
+      REQUIRE(records.size() == texts.size());
+      REQUIRE(plain.size() == texts.size());
+      for (size_t i = 0; i < texts.size(); ++i) {
+        CHECK(records[i].index == static_cast<int64_t>(i));
+        CHECK(records[i].thread_id == thread);
+        CHECK(records[i].message.content == texts[i]);
+        CHECK(plain[i].content == texts[i]);
+      }
+    }
+    CHECK(s.messages("nobody").empty());
+    CHECK(s.thread_messages("nobody").empty());
+  };
+  commit(a, "t1", 2);
+  commit(b, "t2", 1);
+  check_all(a);  // t2: a looks its span up
+  commit(a, "t2", 2);
+  commit(b, "t1", 1);
+  commit(a, "t3", 3);
+  commit(b, "t3", 1);
+  check_all(a);
+  check_all(b);
+  // A commit that fails for a new thread leaves it no span; its next commit gives it one.
+  auto bad = thread_batch("t4", {"lost"});
+  bad.events.push_back(StoredEvent{0, "run_1", "two\nlines"});
+  CHECK_THROWS(a.commit(bad));
+  commit(b, "t5", 1);
+  commit(a, "t4", 2);
+  check_all(a);
+  check_all(b);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT base, thread_id FROM thread_spans ORDER BY base") ==
+        "1|t1|\n2|t2|\n3|t3|\n4|t5|\n5|t4|\n");
+  CHECK(sqlite_text(db,
+                    "SELECT count(*) FROM messages m JOIN thread_spans s ON s.thread_id = m.thread_id "
+                    "WHERE m.id <> s.base * 16777216 + m.idx") == "0|\n");
+  CHECK(sqlite_text(db, "SELECT count(*) FROM messages") == "13|\n");
+  sqlite3_close(db);
+}
+
+TEST_CASE("a thread holds at most 2^24 messages: the commit past that is refused with too_large and changes nothing") {
+  TempDir dir;
+  const std::string path = dir.file("full.db");
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    auto first = thread_batch("t", {"first"});
+    s.commit(first);
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  // The span's last message, as a thread of 2^24 messages would have it.
+  sqlite_exec(db,
+              "INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) SELECT base*16777216+16777215,'t',16777215,"
+              "'turn_1','run_1','{\"id\":\"m_last\",\"role\":\"user\",\"content\":\"last\"}' FROM thread_spans WHERE "
+              "thread_id='t'");
+  sqlite3_close(db);
+  SqliteStore s(SqliteStoreOptions{path});
+  auto more = thread_batch("t", {"one too many"});
+  try {
+    s.commit(more);
+    FAIL("a message past the span was committed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::too_large);
+    CHECK(std::string(e.what()) == "thread t cannot hold more than 16777216 messages");
+  }
+  auto got = s.messages("t");
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].message.content == "first");
+  CHECK(got[1].index == 16777215);
+  CHECK(got[1].message.content == "last");
+  // Other threads go on.
+  auto other = thread_batch("u", {"fine"});
+  s.commit(other);
+  CHECK(s.messages("u").size() == 1);
 }
 
 TEST_CASE("the WAL is checkpointed off the committing thread and stays bounded; nothing committed is lost") {

@@ -141,6 +141,32 @@ std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
   return query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? ORDER BY created_at", to_string(status));
 }
 
+// A thread's messages in order: the rows of its span (schema 10). With the span's first rowid known (?1), a scan of
+// the table; without, one lookup in thread_spans first (?1 the thread id), whose base is the last column.
+#define AGENTRT_SPAN_ROWS "FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST " ORDER BY id"
+#define AGENTRT_SPAN_LOOKUP                                                                              \
+  ",s.base FROM thread_spans s JOIN messages m ON m.id BETWEEN s.base * 16777216 AND s.base * 16777216 " \
+  "+ " AGENTRT_SPAN_LAST " WHERE s.thread_id=?1 ORDER BY m.id"
+
+sqlite::Statement SqliteStore::span_rows(std::string_view thread_id, const char* known, const char* lookup,
+                                         int& base_column) {
+  if (auto span = spans_.find(thread_id); span != spans_.end()) {
+    base_column = -1;
+    auto s = stmt(known);
+    s.bind(1, span->second);
+    return s;
+  }
+  auto s = stmt(lookup);
+  base_column = sqlite3_column_count(s.get()) - 1;
+  s.bind(1, thread_id);
+  return s;
+}
+
+void SqliteStore::remember_span(std::string_view thread_id, int64_t base) {
+  if (spans_.size() >= kMaxTails) spans_.clear();
+  spans_.emplace(std::string(thread_id), base);
+}
+
 std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
   if (layout_) return layout_->messages(*this, thread_id);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -148,11 +174,13 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
 }
 
 std::vector<MessageRecord> SqliteStore::read_messages(std::string_view thread_id) {
-  auto s = stmt("SELECT idx,turn_id,run_id,body FROM messages WHERE thread_id=? ORDER BY idx");
-  s.bind(1, thread_id);
+  int base_column = -1;
+  auto s = span_rows(thread_id, "SELECT idx,turn_id,run_id,body " AGENTRT_SPAN_ROWS,
+                     "SELECT m.idx,m.turn_id,m.run_id,m.body" AGENTRT_SPAN_LOOKUP, base_column);
   std::vector<MessageRecord> out;
   out.reserve(16);  // a short thread's messages without growing; each is made where it stays
   while (s.step()) {
+    if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
     MessageRecord& m = out.emplace_back();
     m.thread_id = std::string(thread_id);
     m.index = s.i64(0);
@@ -168,10 +196,12 @@ std::vector<MessageRecord> SqliteStore::read_messages(std::string_view thread_id
 std::vector<Message> SqliteStore::thread_messages(std::string_view thread_id) {
   if (layout_) return Store::thread_messages(thread_id);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT idx,body FROM messages WHERE thread_id=? ORDER BY idx");
-  s.bind(1, thread_id);
+  int base_column = -1;
+  auto s = span_rows(thread_id, "SELECT idx,body " AGENTRT_SPAN_ROWS, "SELECT m.idx,m.body" AGENTRT_SPAN_LOOKUP,
+                     base_column);
   std::vector<Message> out;
   while (s.step()) {
+    if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
     const char* body = reinterpret_cast<const char*>(s.raw(1));
     out.push_back(store_rows::stored_message(
         thread_id, s.i64(0), std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 1)))));

@@ -19,6 +19,10 @@ namespace sqlite {
 // alone.
 #define AGENTRT_ACTIVE "active=1"
 
+// A thread's messages are the rowids base .. base + AGENTRT_SPAN_LAST of `messages`, base a multiple of 2^24 (schema
+// 10; SqliteStore::kSpanMessages).
+#define AGENTRT_SPAN_LAST "16777215"
+
 // AGENTRT_TURN_COLS of `turns` rows with their turn_waits row, when they have one (schema 8: a waiting turn's
 // interrupts and trace context are kept beside its row; none reads as the field's default). A query adds its WHERE.
 #define AGENTRT_SQLITE_SELECT_TURNS                                                                              \

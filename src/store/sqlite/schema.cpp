@@ -106,6 +106,26 @@ ALTER TABLE turns DROP COLUMN trace;
     R"sql(
 SELECT 1;
 )sql",
+    // 10: a thread's messages side by side. Each thread that has messages gets a span of rowids (thread_spans.base
+    // x 2^24, one rowid per message index), so its messages are one range of the table: a history read is one
+    // lookup in thread_spans and one scan of adjacent rows, where the index on (thread_id, idx) cost a search of
+    // the index and then one of the table per message, each message on a page of its own once threads
+    // interleave. A new thread's span is the next rowid of thread_spans (whose index on thread_id holds it). The
+    // table stays a rowid table (a row up to ~4 KB stays on its page; a WITHOUT ROWID table
+    // moves what passes ~1 KB to overflow pages), and the index goes: the rowid is unique per (thread, index).
+    R"sql(
+CREATE TABLE thread_spans(base INTEGER PRIMARY KEY, thread_id TEXT NOT NULL UNIQUE);
+INSERT INTO thread_spans(base, thread_id)
+  SELECT row_number() OVER (ORDER BY min(id)), thread_id FROM messages GROUP BY thread_id;
+CREATE TABLE messages_spanned(
+  id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_id TEXT NOT NULL,
+  run_id TEXT NOT NULL, body TEXT NOT NULL);
+INSERT INTO messages_spanned(id, thread_id, idx, turn_id, run_id, body)
+  SELECT s.base * 16777216 + m.idx, m.thread_id, m.idx, m.turn_id, m.run_id, m.body
+  FROM messages m JOIN thread_spans s ON s.thread_id = m.thread_id ORDER BY s.base, m.idx;
+DROP TABLE messages;
+ALTER TABLE messages_spanned RENAME TO messages;
+)sql",
 };
 
 }  // namespace

@@ -252,7 +252,27 @@ void SqliteStore::remember_tails(const Tails& written) {
   for (const auto& [thread, tail] : written) {
     if (tails_.size() >= kMaxTails) tails_.clear();
     tails_[thread] = tail;
+    if (tail.base) remember_span(thread, *tail.base);
   }
+}
+
+// The first rowid of the thread's span of messages, given it one if it has none (in the open write transaction).
+int64_t SqliteStore::message_span(std::string_view thread_id) {
+  static_assert(kSpanMessages - 1 == 16777215, "AGENTRT_SPAN_LAST names the span's last offset");
+  // A new thread's span is the next rowid; a thread that has one keeps it.
+  stmt("INSERT INTO thread_spans(thread_id) VALUES(?) ON CONFLICT(thread_id) DO NOTHING").bind(1, thread_id).run();
+  int64_t base = 0;
+  if (db_->changes() == 1) {
+    base = sqlite3_last_insert_rowid(db_->get());
+  } else {
+    auto q = stmt("SELECT base FROM thread_spans WHERE thread_id=?");
+    q.bind(1, thread_id);
+    if (!q.step()) throw Error(ErrorCode::internal, fmt::format("thread_spans: thread {} has no span", thread_id));
+    base = q.i64(0);
+  }
+  if (base <= 0 || base > INT64_MAX / kSpanMessages - 1)
+    throw Error(ErrorCode::too_large, fmt::format("thread_spans: no span left for thread {}", thread_id));
+  return base * kSpanMessages;
 }
 
 SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) {
@@ -393,20 +413,30 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     packer_.trim();
   }
   if (!b.messages.empty()) {
+    if (!tail.base) {
+      if (auto span = spans_.find(b.thread_id); span != spans_.end())
+        tail.base = span->second;
+      else
+        tail.base = message_span(b.thread_id);
+    }
     int64_t idx = -1;
     if (tail.idx) {
       idx = *tail.idx;
     } else {
-      auto q = stmt("SELECT idx FROM messages WHERE thread_id=? ORDER BY idx DESC LIMIT 1");
-      q.bind(1, b.thread_id);
+      auto q =
+          stmt("SELECT idx FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST " ORDER BY id DESC LIMIT 1");
+      q.bind(1, *tail.base);
       if (q.step()) idx = q.i64(0);
     }
+    if (idx + static_cast<int64_t>(b.messages.size()) >= kSpanMessages)
+      throw Error(ErrorCode::too_large,
+                  fmt::format("thread {} cannot hold more than {} messages", b.thread_id, kSpanMessages));
     for (auto& m : b.messages) {
       m.index = ++idx;
       m.thread_id = b.thread_id;
-      auto ins = stmt("INSERT INTO messages(thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?)");
-      ins.bind(1, b.thread_id).bind(2, m.index).bind(3, m.turn_id).bind(4, m.run_id);
-      ins.bind(5, to_json_string(m.message)).run();
+      auto ins = stmt("INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?,?)");
+      ins.bind(1, *tail.base + m.index).bind(2, b.thread_id).bind(3, m.index).bind(4, m.turn_id).bind(5, m.run_id);
+      ins.bind(6, to_json_string(m.message)).run();
     }
     tail.idx = idx;
   }

@@ -29,6 +29,7 @@ class Statement {
  public:
   Statement(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
   ~Statement() {
+    if (!s_) return;  // moved from
     sqlite3_reset(s_);
     sqlite3_clear_bindings(s_);
   }
