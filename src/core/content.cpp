@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -177,20 +178,18 @@ class DomSource {
       : where_(where), depth_(depth), max_depth_(max_depth) {
     if (e.get_object().get(object_) != simdjson::SUCCESS)
       throw Error(ErrorCode::invalid_argument, fmt::format("{} must be a JSON object", where_));
-    // The members walked once; a decoder asks for each of its keys in turn.
+    // The members walked once, each key a decoder asks for set aside (the last of repeated keys, as nlohmann's
+    // parser keeps it): a decoder asks for about ten keys of an object that has four or five.
     for (auto field : object_) {
-      if (count_ == kKept) {
-        count_ = kKept + 1;  // more than kept: find() walks the object itself
-        break;
-      }
-      fields_[count_++] = {field.key, field.value};
+      const int k = known_key(field.key);
+      if (k < 0) continue;
+      known_[k] = field.value;
+      present_ |= 1u << k;
     }
   }
-  // The last of repeated keys, as nlohmann's parser keeps it.
   Value find(std::string_view key) const {
-    if (count_ <= kKept) {
-      for (size_t i = count_; i-- > 0;)
-        if (fields_[i].first == key) return fields_[i].second;
+    if (const int k = known_key(key); k >= 0) {
+      if (present_ & (1u << k)) return known_[k];
       return std::nullopt;
     }
     Value found;
@@ -233,10 +232,29 @@ class DomSource {
   json member_json(const Value& v) const { return dom_to_json(*v, depth_, max_depth_); }
 
  private:
-  static constexpr size_t kKept = 12;  // a message's or a tool call's members, and some to spare
+  // The keys of a message, a tool call and its function: their place in known_, or -1. (Each compare is of a size
+  // known here, which the compiler makes a compare of integers.)
+  template <size_t N>
+  static bool is(std::string_view key, const char (&name)[N]) {
+    return std::memcmp(key.data(), name, N - 1) == 0;
+  }
+  static int known_key(std::string_view k) {
+    switch (k.size()) {
+      case 2: return is(k, "id") ? 0 : -1;
+      case 4: return is(k, "role") ? 1 : is(k, "name") ? 2 : is(k, "type") ? 3 : -1;
+      case 5: return is(k, "error") ? 4 : -1;
+      case 7: return is(k, "content") ? 5 : -1;
+      case 8: return is(k, "metadata") ? 6 : is(k, "function") ? 7 : -1;
+      case 9: return is(k, "toolCalls") ? 8 : is(k, "arguments") ? 9 : -1;
+      case 10: return is(k, "toolCallId") ? 10 : -1;
+      case 14: return is(k, "encryptedValue") ? 11 : -1;
+      default: return -1;
+    }
+  }
+  static constexpr int kKnownKeys = 12;
   simdjson::dom::object object_;
-  std::array<std::pair<std::string_view, simdjson::dom::element>, kKept> fields_;
-  size_t count_ = 0;
+  std::array<simdjson::dom::element, kKnownKeys> known_;
+  uint32_t present_ = 0;
   std::string_view where_;
   size_t depth_, max_depth_;
 };

@@ -50,7 +50,10 @@ TEST_CASE("a message read from its text is the message read from its parsed valu
       R"({"id":"msg_10","role":"user","content":[{"type":"binary","mimeType":"image/png","data":"AAAA","filename":"a.png"}]})",
       // Repeated keys: nlohmann keeps the last.
       R"({"id":"first","id":"last","role":"user","content":"a","content":"b","metadata":{"x":1},"metadata":{"y":2}})",
-      // Repeated keys among exactly 12 members, and among more (the DOM reader keeps up to 12 at hand).
+      // Keys of a known key's size that are not it, in any case (the DOM reader sorts keys by size, then bytes).
+      R"({"id":"m","rolE":"x","role":"user","nam":"q","name":"n","content":"c","toolcalls":5,"Metadata":[1],"ID":2})",
+      R"({"id":"m","role":"assistant","toolCalls":[{"id":"c","type":"x","typo":1,"function":{"name":"f","arguments":"{}","argument5":1},"functioN":2}]})",
+      // Repeated keys among exactly 12 members, and among more.
       R"({"id":"a","role":"user","content":"x","e1":1,"e2":2,"e3":3,"e4":4,"e5":5,"e6":6,"e7":7,"e8":8,"id":"z"})",
       R"({"id":"a","role":"user","content":"x","e1":1,"e2":2,"e3":3,"e4":4,"e5":5,"e6":6,"e7":7,"e8":8,"e9":9,"id":"z","content":"y"})",
       R"({"e1":1,"e2":2,"e3":3,"e4":4,"e5":5,"e6":6,"e7":7,"e8":8,"e9":9,"e10":10,"e11":11,"e12":12,"e13":13,"id":"m","role":"tool","content":"c"})",
