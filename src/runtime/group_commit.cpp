@@ -53,15 +53,18 @@ void GroupCommit::loop() {
       busy_at_ = std::chrono::steady_clock::now();
     }
     if (cv_.wait_for(lock, interval_ / 2 + std::chrono::milliseconds(1), [&] { return stop_; })) return;
-    std::vector<std::shared_ptr<RunEmitter>> due;
-    const auto now = std::chrono::steady_clock::now();
+    // The emitters are asked what they hold with this lock released: an emitter's own lock is held through its
+    // commit (a checkpoint's fsyncs, milliseconds), and watch() (every run's start) must not wait behind that.
+    std::vector<std::shared_ptr<RunEmitter>> live;
+    live.reserve(live_.size());
     for (const auto& w : live_)
-      if (auto em = w.lock(); em && em->has_pending() && now - em->pending_since() >= interval_)
-        due.push_back(std::move(em));
+      if (auto em = w.lock()) live.push_back(std::move(em));
     lock.unlock();
+    const auto now = std::chrono::steady_clock::now();
     // flush_in_background() is noexcept: a failure stays with the emitter and its run.
-    for (auto& em : due) em->flush_in_background();
-    due.clear();
+    for (auto& em : live)
+      if (em->has_pending() && now - em->pending_since() >= interval_) em->flush_in_background();
+    live.clear();
     lock.lock();
   }
 }

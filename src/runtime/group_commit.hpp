@@ -32,7 +32,7 @@ class GroupCommit {
   void drop_expired();  // under mutex_
 
   const std::chrono::milliseconds interval_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // never held while an emitter's lock is taken
   std::condition_variable cv_;
   std::vector<std::weak_ptr<RunEmitter>> live_;      // under mutex_
   bool stop_ = false;                                // under mutex_
