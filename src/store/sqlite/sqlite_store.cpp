@@ -48,10 +48,14 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
   // The reads every turn makes (a history, a waiting turn's snapshot), run once on an id no row has: their
   // statements are compiled here, not in the first turn's time (a first history read took ~0.1 ms more).
   if (!layout_) {
-    thread_messages("");
+    for (bool known : {false, true}) {  // a thread's messages by its span looked up, then by its span known
+      if (known) remember_span("", 0);  // rowids 0 .. 2^24 - 1: no thread's (spans start at 1)
+      thread_messages("");
+      read_messages("");
+    }
+    spans_.clear();
     read_turn_row("");
     read_ledger("");
-    read_messages("");
     read_thread_state("");
   }
   const char* file = sqlite3_db_filename(db_->get(), "main");
