@@ -144,9 +144,9 @@ std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
 // A thread's messages in order: the rows of its span (schema 10). With the span's first rowid known (?1), a scan of
 // the table; without, one lookup in thread_spans first (?1 the thread id), whose base is the last column.
 #define AGENTRT_SPAN_ROWS "FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST " ORDER BY id"
-#define AGENTRT_SPAN_LOOKUP                                                                              \
-  ",s.base FROM thread_spans s JOIN messages m ON m.id BETWEEN s.base * 16777216 AND s.base * 16777216 " \
-  "+ " AGENTRT_SPAN_LAST " WHERE s.thread_id=?1 ORDER BY m.id"
+#define AGENTRT_SPAN_LOOKUP                                                                 \
+  ",s.base FROM thread_spans s JOIN messages m ON m.id BETWEEN s.base * " AGENTRT_SPAN_SIZE \
+  " AND s.base * " AGENTRT_SPAN_SIZE " + " AGENTRT_SPAN_LAST " WHERE s.thread_id=?1 ORDER BY m.id"
 
 sqlite::Statement SqliteStore::span_rows(std::string_view thread_id, const char* known, const char* lookup,
                                          int& base_column) {

@@ -19,8 +19,9 @@ namespace sqlite {
 // alone.
 #define AGENTRT_ACTIVE "active=1"
 
-// A thread's messages are the rowids base .. base + AGENTRT_SPAN_LAST of `messages`, base a multiple of 2^24 (schema
-// 10; SqliteStore::kSpanMessages).
+// A thread's messages are the rowids base .. base + AGENTRT_SPAN_LAST of `messages`, base thread_spans.base x
+// AGENTRT_SPAN_SIZE (schema 10; SqliteStore::kSpanMessages, checked against both).
+#define AGENTRT_SPAN_SIZE "16777216"
 #define AGENTRT_SPAN_LAST "16777215"
 
 // AGENTRT_TURN_COLS of `turns` rows with their turn_waits row, when they have one (schema 8: a waiting turn's

@@ -262,7 +262,9 @@ void SqliteStore::remember_tails(const Tails& written) {
 
 // The first rowid of the thread's span of messages, given it one if it has none (in the open write transaction).
 int64_t SqliteStore::message_span(std::string_view thread_id) {
-  static_assert(kSpanMessages - 1 == 16777215, "AGENTRT_SPAN_LAST names the span's last offset");
+  static_assert(kSpanMessages == 16777216 && std::string_view(AGENTRT_SPAN_SIZE) == "16777216" &&
+                    std::string_view(AGENTRT_SPAN_LAST) == "16777215",
+                "AGENTRT_SPAN_SIZE and AGENTRT_SPAN_LAST name the span's size and last offset");
   // A new thread's span is the next rowid; a thread that has one keeps it.
   stmt("INSERT INTO thread_spans(thread_id) VALUES(?) ON CONFLICT(thread_id) DO NOTHING").bind(1, thread_id).run();
   int64_t base = 0;
