@@ -148,6 +148,9 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
       return e;
     }
     if (catching_up_) continue;
+    // A poll (a zero timeout, as a drain after on_ready) answers at once: a wait with its deadline already past
+    // still sleeps in the kernel until its timer fires (a context switch per drain).
+    if (timeout.count() <= 0) return std::nullopt;
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && live_.empty() && !catching_up_ && !closed_)
       return std::nullopt;
   }
