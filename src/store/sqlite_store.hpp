@@ -40,9 +40,10 @@ struct SqliteStoreOptions {
   bool group_commit = true;
 };
 
-// Thread-safe: one connection behind one mutex (SQLite serialises writers anyway); commits handed in while one
-// is under way are committed together (group commit, see commit_rows). Several processes may open the same file;
-// writers then wait on each other up to busy_timeout_ms.
+// Thread-safe: one connection for writes behind one mutex (SQLite serialises writers anyway); commits handed in
+// while one is under way are committed together (group commit, see commit_rows). A read runs on that connection
+// when no one holds it, else on a reader of its own (see Read), so reads do not queue behind commits. Several
+// processes may open the same file; writers then wait on each other up to busy_timeout_ms.
 class SqliteStore final : public Store {
  public:
   // `messages`: where history messages are kept; nullptr keeps them as rows of the messages table, written
@@ -92,6 +93,8 @@ class SqliteStore final : public Store {
   // The group commit's queue (tests, stats): batches waiting for a commit, and whether one is under way.
   size_t commits_waiting();
   bool commit_under_way();
+  // Reader connections open (tests, stats): reads that found the store's own connection held ran on them.
+  size_t readers_open();
 
   // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
   void checkpoint();
@@ -111,12 +114,36 @@ class SqliteStore final : public Store {
   void commit_alone(Pending& p);
   void require_idle(std::string_view thread_id);
   void write_job(JobWrite& w, int64_t now);
-  std::vector<TurnRecord> query_turns(const char* sql, std::string_view a, std::string_view b = {});
-  // The reads behind get_turn, ledger, messages and thread_state, under mutex_ (turn_snapshot makes them one).
-  std::optional<TurnRecord> read_turn_row(std::string_view turn_id);
-  std::vector<LedgerEntry> read_ledger(std::string_view turn_id);
-  std::vector<MessageRecord> read_messages(std::string_view thread_id);
-  std::optional<std::string> read_thread_state(std::string_view thread_id);
+  // The connection a read runs on, held for the Read's life: the store's own when no one holds it (its page cache
+  // is the warmest), else an idle reader, a connection of its own opened on demand (at most kMaxReaders) that WAL
+  // lets read beside a commit and other reads, and sees every commit that returned before the read began. Past
+  // kMaxReaders, for a database in memory (a connection of its own would be another database) or when a reader
+  // cannot be opened, the read waits for the store's own connection as before.
+  class Read {
+   public:
+    explicit Read(SqliteStore& s);
+    ~Read();
+    Read(const Read&) = delete;
+    Read& operator=(const Read&) = delete;
+    sqlite::Connection& db() { return *c_; }
+
+   private:
+    std::unique_ptr<sqlite::Connection> open_reader();
+    SqliteStore& s_;
+    std::unique_lock<std::mutex> main_;
+    std::unique_ptr<sqlite::Connection> reader_;
+    sqlite::Connection* c_ = nullptr;
+  };
+  static constexpr size_t kMaxReaders = 4;
+  void warm_reads(sqlite::Connection& c);
+  std::vector<TurnRecord> query_turns(sqlite::Connection& c, const char* sql, std::string_view a,
+                                      std::string_view b = {});
+  // The reads behind get_turn, ledger, messages and thread_state, on `c` (turn_snapshot makes them one).
+  std::optional<TurnRecord> read_turn_row(sqlite::Connection& c, std::string_view turn_id);
+  std::vector<LedgerEntry> read_ledger(sqlite::Connection& c, std::string_view turn_id);
+  std::vector<MessageRecord> read_messages(sqlite::Connection& c, std::string_view thread_id);
+  std::vector<Message> read_thread_messages(sqlite::Connection& c, std::string_view thread_id);
+  std::optional<std::string> read_thread_state(sqlite::Connection& c, std::string_view thread_id);
 
   SqliteStoreOptions options_;
   std::unique_ptr<MessageLayout> layout_;
@@ -142,18 +169,26 @@ class SqliteStore final : public Store {
   Tail write_rows(CommitBatch& b, const Tails& written);
   static constexpr int64_t kSpanMessages = int64_t{1} << 24;  // a thread's messages at most (AGENTRT_SPAN_LAST + 1)
   int64_t message_span(std::string_view thread_id);
-  // Per thread, the first rowid of its messages' span, as committed: a span never moves, so what this connection has
+  // Per thread, the first rowid of its messages' span, as committed: a span never moves, so what any connection has
   // seen stays true whatever other connections write (at most kMaxTails, then forgotten all at once).
+  std::mutex spans_mutex_;  // spans_ only; taken under mutex_ or alone
   std::map<std::string, int64_t, std::less<>> spans_;
   void remember_span(std::string_view thread_id, int64_t base);
-  // The statement reading a thread's messages: `known` when spans_ has its span, else `lookup`, whose last
+  std::optional<int64_t> known_span(std::string_view thread_id);
+  // The statement reading a thread's messages on `c`: `known` when spans_ has its span, else `lookup`, whose last
   // column (base_column, else -1) is the span's base.
-  sqlite::Statement span_rows(std::string_view thread_id, const char* known, const char* lookup, int& base_column);
+  sqlite::Statement span_rows(sqlite::Connection& c, std::string_view thread_id, const char* known, const char* lookup,
+                              int& base_column);
   void remember_tails(const Tails& written);
   // The batches waiting for a commit (each thread on its own Pending), and whether one is under way.
   std::mutex queue_mutex_;
   std::vector<Pending*> queue_;
   bool committing_ = false;
+  // The idle readers (see Read); declared after db_ so that they close before it.
+  std::mutex readers_mutex_;
+  std::vector<std::unique_ptr<sqlite::Connection>> idle_readers_;
+  size_t readers_open_ = 0;
+  bool readers_allowed_ = false;  // a database in a file; false after a reader failed to open
 };
 
 }  // namespace v1

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,4 +221,40 @@ TEST_CASE("a committing thread hands the queue over after its rounds, and every 
     events += evs.size();
   }
   CHECK(events == batches.size());
+}
+
+TEST_CASE("reads do not queue behind a commit: while one waits for the write lock, reads answer from a reader") {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  SqliteStore s(options_for(path, false));
+  auto first = appended("t", 2);
+  s.commit(first);
+  CHECK(s.readers_open() == 0);  // nothing held the store's own connection yet
+  // Twice: the second time the reader is an idle one, opened before the commit that it must now see.
+  for (size_t committed : {size_t{2}, size_t{5}}) {
+    CAPTURE(committed);
+    WriteLockHolder lock(path);
+    auto next = appended("t", 3);
+    std::thread committer([&] { s.commit(next); });
+    wait_until([&] { return s.commit_under_way(); });
+    // Reads until one has run on a reader (the first may come before the commit takes the store's connection);
+    // each sees what was committed before it began, not the batch that waits.
+    auto reads = std::async(std::launch::async, [&] {
+      for (;;) {
+        auto evs = s.events_after("t", 0, 100);
+        auto msgs = s.messages("t");
+        auto turn = s.get_turn("turn_none");
+        if (evs.size() != committed || msgs.size() != committed || turn) return false;
+        if (s.readers_open() > 0) return true;
+      }
+    });
+    const bool answered = reads.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    lock.release();  // the commit goes on; a read that waited for it returns now
+    committer.join();
+    CHECK_MESSAGE(answered, "a read waited for the commit");
+    CHECK(reads.get());
+    CHECK(s.readers_open() == 1);
+  }
+  CHECK(s.messages("t").size() == 8);
+  CHECK(s.events_after("t", 0, 100).size() == 8);
 }

@@ -57,8 +57,8 @@ void SqliteStore::write_job(JobWrite& w, int64_t now) {
 
 std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
   if (job_id.empty()) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE id=?");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE id=?");
   s.bind(1, job_id);
   if (!s.step()) return std::nullopt;
   return read_job(s);
@@ -66,18 +66,18 @@ std::optional<JobRecord> SqliteStore::get_job(std::string_view job_id) {
 
 std::vector<JobRecord> SqliteStore::thread_jobs(std::string_view thread_id) {
   if (thread_id.empty()) return {};
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE thread_id=? ORDER BY created_at, rowid");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT " AGENTRT_JOB_COLS " FROM jobs WHERE thread_id=? ORDER BY created_at, rowid");
   s.bind(1, thread_id);
   return read_rows(s, read_job);
 }
 
 std::vector<JobRecord> SqliteStore::jobs_due(int64_t now) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT " AGENTRT_JOB_COLS
-                " FROM jobs WHERE delivered=0 AND "
-                "(status IN ('succeeded','failed','cancelled') OR "
-                "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT " AGENTRT_JOB_COLS
+                       " FROM jobs WHERE delivered=0 AND "
+                       "(status IN ('succeeded','failed','cancelled') OR "
+                       "(expires_at > 0 AND expires_at <= ?1 AND confirmation <> 'pending')) ORDER BY created_at");
   s.bind(1, now);
   return read_rows(s, read_job);
 }

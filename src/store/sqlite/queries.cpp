@@ -13,10 +13,10 @@ inline namespace v1 {
 using namespace sqlite;
 
 std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT " AGENTRT_THREAD_COLS
-                ",(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) "
-                "FROM threads WHERE id=?");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT " AGENTRT_THREAD_COLS
+                       ",(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) "
+                       "FROM threads WHERE id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
   ThreadRecord t = read_thread(s);
@@ -25,20 +25,20 @@ std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) 
 }
 
 std::vector<ThreadRecord> SqliteStore::list_threads(std::string_view user_id, bool include_deleted) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT " AGENTRT_THREAD_COLS
-                " FROM threads WHERE user_id=? AND (deleted=0 OR ?) ORDER BY updated_at DESC, id");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT " AGENTRT_THREAD_COLS
+                       " FROM threads WHERE user_id=? AND (deleted=0 OR ?) ORDER BY updated_at DESC, id");
   s.bind(1, user_id).bind(2, include_deleted);
   return read_rows(s, read_thread);
 }
 
 std::optional<std::string> SqliteStore::thread_state(std::string_view thread_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return read_thread_state(thread_id);
+  Read r(*this);
+  return read_thread_state(r.db(), thread_id);
 }
 
-std::optional<std::string> SqliteStore::read_thread_state(std::string_view thread_id) {
-  auto s = stmt("SELECT state FROM thread_states WHERE thread_id=?");
+std::optional<std::string> SqliteStore::read_thread_state(Connection& c, std::string_view thread_id) {
+  auto s = c.stmt("SELECT state FROM thread_states WHERE thread_id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
   return s.text(0);
@@ -79,20 +79,21 @@ void SqliteStore::soft_delete_thread(std::string_view thread_id) {
   }
 }
 
-std::vector<TurnRecord> SqliteStore::query_turns(const char* sql, std::string_view a, std::string_view b) {
-  auto s = stmt(sql);
+std::vector<TurnRecord> SqliteStore::query_turns(Connection& c, const char* sql, std::string_view a,
+                                                 std::string_view b) {
+  auto s = c.stmt(sql);
   s.bind(1, a);
   if (!b.empty()) s.bind(2, b);
   return read_rows(s, read_turn);
 }
 
 std::optional<TurnRecord> SqliteStore::get_turn(std::string_view turn_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return read_turn_row(turn_id);
+  Read r(*this);
+  return read_turn_row(r.db(), turn_id);
 }
 
-std::optional<TurnRecord> SqliteStore::read_turn_row(std::string_view turn_id) {
-  auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE id=?", turn_id);
+std::optional<TurnRecord> SqliteStore::read_turn_row(Connection& c, std::string_view turn_id) {
+  auto v = query_turns(c, AGENTRT_SQLITE_SELECT_TURNS " WHERE id=?", turn_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -100,45 +101,46 @@ std::optional<TurnRecord> SqliteStore::read_turn_row(std::string_view turn_id) {
 std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_view thread_id,
                                                                    std::string_view client_message_id) {
   if (client_message_id.empty()) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND client_message_id=?", thread_id,
+  Read r(*this);
+  auto v = query_turns(r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND client_message_id=?", thread_id,
                        client_message_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
 
 std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto v = query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND " AGENTRT_ACTIVE, thread_id);
+  Read r(*this);
+  auto v = query_turns(r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND " AGENTRT_ACTIVE, thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
 
 std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  Read r(*this);
   auto v = query_turns(
-      AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? ORDER BY created_at DESC, turns.rowid DESC LIMIT 1", thread_id);
+      r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? ORDER BY created_at DESC, turns.rowid DESC LIMIT 1",
+      thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
 
 std::vector<TurnRecord> SqliteStore::turns_expired(int64_t now) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  Read r(*this);
   // The partial index of active turns holds the waiting ones; only the overdue rows are read and parsed.
-  auto s = stmt(AGENTRT_SQLITE_SELECT_TURNS
-                " WHERE (status='WAITING_APPROVAL' OR status='WAITING_CLIENT') AND " AGENTRT_ACTIVE
-                " AND expires_at > 0 AND expires_at <= ? "
-                "ORDER BY created_at");
+  auto s = r.db().stmt(AGENTRT_SQLITE_SELECT_TURNS
+                       " WHERE (status='WAITING_APPROVAL' OR status='WAITING_CLIENT') AND " AGENTRT_ACTIVE
+                       " AND expires_at > 0 AND expires_at <= ? "
+                       "ORDER BY created_at");
   s.bind(1, now);
   return read_rows(s, read_turn);
 }
 
 std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  Read r(*this);
   if (!is_terminal(status))  // the active turns: a scan of the small partial index, not of every turn
-    return query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? AND " AGENTRT_ACTIVE " ORDER BY created_at",
+    return query_turns(r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? AND " AGENTRT_ACTIVE " ORDER BY created_at",
                        to_string(status));
-  return query_turns(AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? ORDER BY created_at", to_string(status));
+  return query_turns(r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE status=? ORDER BY created_at", to_string(status));
 }
 
 // A thread's messages in order: the rows of its span (schema 10). With the span's first rowid known (?1), a scan of
@@ -148,34 +150,42 @@ std::vector<TurnRecord> SqliteStore::turns_in_status(TurnStatus status) {
   ",s.base FROM thread_spans s JOIN messages m ON m.id BETWEEN s.base * " AGENTRT_SPAN_SIZE \
   " AND s.base * " AGENTRT_SPAN_SIZE " + " AGENTRT_SPAN_LAST " WHERE s.thread_id=?1 ORDER BY m.id"
 
-sqlite::Statement SqliteStore::span_rows(std::string_view thread_id, const char* known, const char* lookup,
-                                         int& base_column) {
-  if (auto span = spans_.find(thread_id); span != spans_.end()) {
+sqlite::Statement SqliteStore::span_rows(Connection& c, std::string_view thread_id, const char* known,
+                                         const char* lookup, int& base_column) {
+  if (auto span = known_span(thread_id)) {
     base_column = -1;
-    auto s = stmt(known);
-    s.bind(1, span->second);
+    auto s = c.stmt(known);
+    s.bind(1, *span);
     return s;
   }
-  auto s = stmt(lookup);
+  auto s = c.stmt(lookup);
   base_column = sqlite3_column_count(s.get()) - 1;
   s.bind(1, thread_id);
   return s;
 }
 
 void SqliteStore::remember_span(std::string_view thread_id, int64_t base) {
+  std::lock_guard<std::mutex> lock(spans_mutex_);
   if (spans_.size() >= kMaxTails) spans_.clear();
   spans_.emplace(std::string(thread_id), base);
 }
 
-std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
-  if (layout_) return layout_->messages(*this, thread_id);
-  std::lock_guard<std::mutex> lock(mutex_);
-  return read_messages(thread_id);
+std::optional<int64_t> SqliteStore::known_span(std::string_view thread_id) {
+  std::lock_guard<std::mutex> lock(spans_mutex_);
+  auto span = spans_.find(thread_id);
+  if (span == spans_.end()) return std::nullopt;
+  return span->second;
 }
 
-std::vector<MessageRecord> SqliteStore::read_messages(std::string_view thread_id) {
+std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
+  if (layout_) return layout_->messages(*this, thread_id);
+  Read r(*this);
+  return read_messages(r.db(), thread_id);
+}
+
+std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string_view thread_id) {
   int base_column = -1;
-  auto s = span_rows(thread_id, "SELECT idx,turn_id,run_id,body " AGENTRT_SPAN_ROWS,
+  auto s = span_rows(c, thread_id, "SELECT idx,turn_id,run_id,body " AGENTRT_SPAN_ROWS,
                      "SELECT m.idx,m.turn_id,m.run_id,m.body" AGENTRT_SPAN_LOOKUP, base_column);
   std::vector<MessageRecord> out;
   out.reserve(16);  // a short thread's messages without growing; each is made where it stays
@@ -195,9 +205,13 @@ std::vector<MessageRecord> SqliteStore::read_messages(std::string_view thread_id
 
 std::vector<Message> SqliteStore::thread_messages(std::string_view thread_id) {
   if (layout_) return Store::thread_messages(thread_id);
-  std::lock_guard<std::mutex> lock(mutex_);
+  Read r(*this);
+  return read_thread_messages(r.db(), thread_id);
+}
+
+std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::string_view thread_id) {
   int base_column = -1;
-  auto s = span_rows(thread_id, "SELECT idx,body " AGENTRT_SPAN_ROWS, "SELECT m.idx,m.body" AGENTRT_SPAN_LOOKUP,
+  auto s = span_rows(c, thread_id, "SELECT idx,body " AGENTRT_SPAN_ROWS, "SELECT m.idx,m.body" AGENTRT_SPAN_LOOKUP,
                      base_column);
   std::vector<Message> out;
   while (s.step()) {
@@ -210,9 +224,9 @@ std::vector<Message> SqliteStore::thread_messages(std::string_view thread_id) {
 }
 
 std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  Read r(*this);
   // Start at the row that holds after_seq + 1, then split rows into events.
-  auto s = stmt(
+  auto s = r.db().stmt(
       "SELECT first_seq,run_id,body FROM events WHERE thread_id=?1 AND first_seq >= "
       "(SELECT coalesce(max(first_seq),0) FROM events WHERE thread_id=?1 AND first_seq <= ?2 + 1) ORDER BY first_seq");
   s.bind(1, thread_id).bind(2, after_seq);
@@ -220,7 +234,7 @@ std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, i
   while (out.size() < limit && s.step()) {
     if (s.is_blob(2)) {
       // A packed row decodes to no more than SQLite would have stored as text.
-      const auto max_bytes = static_cast<size_t>(sqlite3_limit(db_->get(), SQLITE_LIMIT_LENGTH, -1));
+      const auto max_bytes = static_cast<size_t>(sqlite3_limit(r.db().get(), SQLITE_LIMIT_LENGTH, -1));
       const std::string text = unpack_events(s.bytes(2), thread_id, s.i64(0), max_bytes);
       store_rows::split_event_row(s.i64(0), s.text(1), text, after_seq, limit, out);
     } else {
@@ -231,12 +245,12 @@ std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, i
 }
 
 std::vector<LedgerEntry> SqliteStore::ledger(std::string_view turn_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return read_ledger(turn_id);
+  Read r(*this);
+  return read_ledger(r.db(), turn_id);
 }
 
-std::vector<LedgerEntry> SqliteStore::read_ledger(std::string_view turn_id) {
-  auto s = stmt("SELECT " AGENTRT_LEDGER_COLS " FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
+std::vector<LedgerEntry> SqliteStore::read_ledger(Connection& c, std::string_view turn_id) {
+  auto s = c.stmt("SELECT " AGENTRT_LEDGER_COLS " FROM ledger WHERE turn_id=? ORDER BY run_id, ordinal");
   s.bind(1, turn_id);
   return read_rows(s, read_ledger_entry);
 }
@@ -245,20 +259,21 @@ std::vector<LedgerEntry> SqliteStore::read_ledger(std::string_view turn_id) {
 // fcntl calls) once.
 Store::TurnSnapshot SqliteStore::turn_snapshot(std::string_view turn_id) {
   if (layout_) return Store::turn_snapshot(turn_id);  // the layout reads messages its own way
-  std::lock_guard<std::mutex> lock(mutex_);
-  stmt("BEGIN").run();
+  Read r(*this);
+  Connection& c = r.db();
+  c.stmt("BEGIN").run();
   try {
     TurnSnapshot snap;
-    snap.turn = read_turn_row(turn_id);
+    snap.turn = read_turn_row(c, turn_id);
     if (snap.turn && is_waiting(snap.turn->status)) {
-      snap.ledger = read_ledger(snap.turn->id);
-      snap.history = read_messages(snap.turn->thread_id);
-      snap.thread_state = read_thread_state(snap.turn->thread_id);
+      snap.ledger = read_ledger(c, snap.turn->id);
+      snap.history = read_messages(c, snap.turn->thread_id);
+      snap.thread_state = read_thread_state(c, snap.turn->thread_id);
     }
-    stmt("COMMIT").run();
+    c.stmt("COMMIT").run();
     return snap;
   } catch (...) {
-    db_->rollback();
+    c.rollback();
     throw;
   }
 }
@@ -279,26 +294,27 @@ StoredSpend SqliteStore::spend(std::string_view thread_id, std::string_view user
   const bool thread = !thread_id.empty();
   // Bound as strings: an empty string_view (null data) would bind NULL, and `id<>NULL` holds for no row.
   const std::string scope(thread ? thread_id : user_id), except(except_turn_id);
-  std::lock_guard<std::mutex> lock(mutex_);
+  Read r(*this);
   StoredSpend out;
-  auto calls = stmt(thread ? "SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" AGENTRT_SPEND_THREAD_TURNS ")"
-                           : "SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" AGENTRT_SPEND_USER_TURNS ")");
+  auto calls =
+      r.db().stmt(thread ? "SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" AGENTRT_SPEND_THREAD_TURNS ")"
+                         : "SELECT coalesce(sum(steps),0) FROM turns WHERE id IN (" AGENTRT_SPEND_USER_TURNS ")");
   calls.bind(1, scope).bind(2, except);
   if (calls.step()) out.model_calls = calls.i64(0);
-  auto tools = stmt(thread ? "SELECT count(*) FROM ledger WHERE turn_id IN (" AGENTRT_SPEND_THREAD_TURNS ")"
-                           : "SELECT count(*) FROM ledger WHERE turn_id IN (" AGENTRT_SPEND_USER_TURNS ")");
+  auto tools = r.db().stmt(thread ? "SELECT count(*) FROM ledger WHERE turn_id IN (" AGENTRT_SPEND_THREAD_TURNS ")"
+                                  : "SELECT count(*) FROM ledger WHERE turn_id IN (" AGENTRT_SPEND_USER_TURNS ")");
   tools.bind(1, scope).bind(2, except);
   if (tools.step()) out.tool_calls = tools.i64(0);
-  auto usage =
-      stmt(thread ? AGENTRT_SPEND_USAGE(AGENTRT_SPEND_THREAD_TURNS) : AGENTRT_SPEND_USAGE(AGENTRT_SPEND_USER_TURNS));
+  auto usage = r.db().stmt(thread ? AGENTRT_SPEND_USAGE(AGENTRT_SPEND_THREAD_TURNS)
+                                  : AGENTRT_SPEND_USAGE(AGENTRT_SPEND_USER_TURNS));
   usage.bind(1, scope).bind(2, except);
   while (usage.step()) out.usage.push_back(store_rows::usage_columns(usage, 0));
   return out;
 }
 
 std::optional<ApprovalRecord> SqliteStore::get_approval(std::string_view id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=?");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT id,turn_id,thread_id,decisions,answer,created_at FROM approvals WHERE id=?");
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
   return ApprovalRecord{
@@ -320,8 +336,8 @@ void SqliteStore::remove_instance(std::string_view instance_id) {
 }
 
 std::optional<int64_t> SqliteStore::instance_heartbeat(std::string_view instance_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto s = stmt("SELECT heartbeat FROM instances WHERE id=?");
+  Read r(*this);
+  auto s = r.db().stmt("SELECT heartbeat FROM instances WHERE id=?");
   s.bind(1, instance_id);
   if (!s.step()) return std::nullopt;
   return s.i64(0);

@@ -47,18 +47,9 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
   migrate();
   // The reads every turn makes (a history, a waiting turn's snapshot), run once on an id no row has: their
   // statements are compiled here, not in the first turn's time (a first history read took ~0.1 ms more).
-  if (!layout_) {
-    for (bool known : {false, true}) {  // a thread's messages by its span looked up, then by its span known
-      if (known) remember_span("", 0);  // rowids 0 .. 2^24 - 1: no thread's (spans start at 1)
-      thread_messages("");
-      read_messages("");
-    }
-    spans_.clear();
-    read_turn_row("");
-    read_ledger("");
-    read_thread_state("");
-  }
+  if (!layout_) warm_reads(*db_);
   const char* file = sqlite3_db_filename(db_->get(), "main");
+  readers_allowed_ = file && *file;
   if (options_.wal_autocheckpoint > 0 && file && *file) {
     try {
       checkpointer_ = std::make_unique<Checkpointer>(file, options_);
@@ -74,6 +65,77 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
 SqliteStore::~SqliteStore() = default;
 
 Statement SqliteStore::stmt(const char* sql) { return db_->stmt(sql); }
+
+// The reads every turn makes (a history, a waiting turn's snapshot), run once on an id no row has: their
+// statements are compiled when a connection opens, not in the first read's time (a first history read took
+// ~0.1 ms more).
+void SqliteStore::warm_reads(Connection& c) {
+  for (bool known : {false, true}) {  // a thread's messages by its span looked up, then by its span known
+    if (known) remember_span("", 0);  // rowids 0 .. 2^24 - 1: no thread's (spans start at 1)
+    read_messages(c, "");
+    read_thread_messages(c, "");
+  }
+  {
+    std::lock_guard<std::mutex> lock(spans_mutex_);
+    spans_.erase(std::string());
+  }
+  read_turn_row(c, "");
+  read_ledger(c, "");
+  read_thread_state(c, "");
+}
+
+SqliteStore::Read::Read(SqliteStore& s) : s_(s), main_(s.mutex_, std::try_to_lock) {
+  if (main_.owns_lock()) {
+    c_ = s.db_.get();
+    return;
+  }
+  bool open = false;
+  {
+    std::lock_guard<std::mutex> lock(s.readers_mutex_);
+    if (!s.idle_readers_.empty()) {
+      reader_ = std::move(s.idle_readers_.back());
+      s.idle_readers_.pop_back();
+    } else if (s.readers_allowed_ && s.readers_open_ < kMaxReaders) {
+      ++s.readers_open_;
+      open = true;
+    }
+  }
+  if (open) reader_ = open_reader();
+  if (reader_) {
+    c_ = reader_.get();
+    return;
+  }
+  main_.lock();
+  c_ = s.db_.get();
+}
+
+// A new reader (readers_open_ already counts it), or null when it cannot be opened: then no more are tried.
+std::unique_ptr<Connection> SqliteStore::Read::open_reader() {
+  try {
+    const char* file = sqlite3_db_filename(s_.db_->get(), "main");
+    auto c = std::make_unique<Connection>(file, s_.options_.busy_timeout_ms, false, s_.options_.vfs);
+    c->exec("PRAGMA query_only=1");
+    c->exec("PRAGMA temp_store=MEMORY");
+    if (!s_.layout_) s_.warm_reads(*c);
+    return c;
+  } catch (const std::exception&) {
+    std::lock_guard<std::mutex> lock(s_.readers_mutex_);
+    --s_.readers_open_;
+    s_.readers_allowed_ = false;  // no file handles left, or no access: the store's own connection serves
+    return nullptr;
+  }
+}
+
+size_t SqliteStore::readers_open() {
+  std::lock_guard<std::mutex> lock(readers_mutex_);
+  return readers_open_;
+}
+
+SqliteStore::Read::~Read() {
+  if (!reader_) return;
+  std::lock_guard<std::mutex> lock(s_.readers_mutex_);
+  s_.idle_readers_.push_back(std::move(reader_));
+}
 
 void SqliteStore::begin_write() {
   stmt("BEGIN IMMEDIATE").run();
@@ -420,8 +482,8 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
   }
   if (!b.messages.empty()) {
     if (!tail.base) {
-      if (auto span = spans_.find(b.thread_id); span != spans_.end())
-        tail.base = span->second;
+      if (auto span = known_span(b.thread_id))
+        tail.base = span;
       else
         tail.base = message_span(b.thread_id);
     }
