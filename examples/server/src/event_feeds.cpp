@@ -135,6 +135,13 @@ std::shared_ptr<EventFeeds::Feed> EventFeeds::open_feed_locked(const std::string
   f->base = f->last = after;
   f->sub = rt_.subscribe(internal_id, after);
   feeds_[internal_id] = f;
+  return f;
+}
+
+// Called with no lock held: on_ready calls at once, and its call hands a pump to a work thread (a wake-up, which
+// may run the woken thread in this one's place: under the map's lock, every join and leave would wait for it).
+// Until then the feed's commits only queue in its subscription.
+void EventFeeds::arm(const std::shared_ptr<Feed>& f) {
   std::weak_ptr<Feed> w = f;
   f->sub->on_ready([this, wake = f->wake, w] {
     if (wake->scheduled.exchange(true)) return;
@@ -142,7 +149,6 @@ std::shared_ptr<EventFeeds::Feed> EventFeeds::open_feed_locked(const std::string
       if (auto feed = w.lock()) pump(feed);
     });
   });
-  return f;
 }
 
 void EventFeeds::attach_locked(const std::shared_ptr<Feed>& f, const std::shared_ptr<Member>& m, int64_t after) {
@@ -166,24 +172,29 @@ std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal
     const auto thread = rt_.thread(internal_id);
     live = thread ? thread->last_seq : 0;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = feeds_.find(internal_id);
-  if (it == feeds_.end() && (after >= live || live - after <= kNearLive)) {
-    auto f = open_feed_locked(internal_id, client_id, after);
-    std::lock_guard<std::mutex> fl(f->mutex);
-    attach_locked(f, m, after);
-    return m;
-  }
-  if (it == feeds_.end()) {
-    open_feed_locked(internal_id, client_id, live);  // at the live end; this stream catches up to it
-  } else {
-    auto f = it->second;
-    std::lock_guard<std::mutex> fl(f->mutex);
-    if (after >= f->base) {
-      attach_locked(f, m, after);
-      return m;
+  std::shared_ptr<Feed> opened;  // armed once the map's lock is released
+  bool attached = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = feeds_.find(internal_id);
+    if (it == feeds_.end() && (after >= live || live - after <= kNearLive)) {
+      opened = open_feed_locked(internal_id, client_id, after);
+      std::lock_guard<std::mutex> fl(opened->mutex);
+      attach_locked(opened, m, after);
+      attached = true;
+    } else if (it == feeds_.end()) {
+      opened = open_feed_locked(internal_id, client_id, live);  // at the live end; this stream catches up to it
+    } else {
+      auto f = it->second;
+      std::lock_guard<std::mutex> fl(f->mutex);
+      if (after >= f->base) {
+        attach_locked(f, m, after);
+        return m;
+      }
     }
   }
+  if (opened) arm(opened);
+  if (attached) return m;  // to the feed it opened
   // Behind the cache: read the store on a subscription of its own until it reaches the feed.
   auto c = std::make_shared<CatchUp>();
   c->member = m;
@@ -204,18 +215,25 @@ std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal
 }
 
 bool EventFeeds::try_attach(const std::shared_ptr<Member>& m, int64_t after) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = feeds_.find(m->internal_id);
-  std::shared_ptr<Feed> f;
-  if (it == feeds_.end()) {
-    f = open_feed_locked(m->internal_id, m->client_id, after);
-  } else {
-    f = it->second;
+  std::shared_ptr<Feed> opened;
+  bool attached = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = feeds_.find(m->internal_id);
+    std::shared_ptr<Feed> f;
+    if (it == feeds_.end()) {
+      f = opened = open_feed_locked(m->internal_id, m->client_id, after);
+    } else {
+      f = it->second;
+    }
+    std::lock_guard<std::mutex> fl(f->mutex);
+    if (after >= f->base) {
+      attach_locked(f, m, after);
+      attached = true;
+    }
   }
-  std::lock_guard<std::mutex> fl(f->mutex);
-  if (after < f->base) return false;
-  attach_locked(f, m, after);
-  return true;
+  if (opened) arm(opened);
+  return attached;
 }
 
 void EventFeeds::leave(const std::shared_ptr<Member>& m) {
