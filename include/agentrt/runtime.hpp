@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -313,6 +314,17 @@ class Runtime {
   // Error(conflict) when the thread has an active turn; a repeated client message id returns the first
   // turn (existing = true). Error(not_found) when the thread belongs to another user.
   TurnHandle start_turn(const TurnInput& input);
+
+  // start_turn without waiting for the start's commit: the start rides on the run's first commit, as run_turn's
+  // does (the run's first pause or end, a tool's start, or the group-commit flusher's within flush_interval), so
+  // a short turn is one commit instead of two. `started` is called exactly once: with the handle once the start is
+  // durable (first_seq set), or with what refused it, nothing of the turn stored (Error conflict, not_found,
+  // too_large or io, as start_turn throws them; cancelled when the runtime stops before the run begins). A
+  // repeated client message id calls it before this returns (existing = true, as start_turn answers). It runs on
+  // the thread that committed the start (a worker, the flusher): it must be quick and must not call the runtime
+  // (post the work). The input's checks throw here, before anything runs, as start_turn's do.
+  using Started = std::function<void(const TurnHandle& handle, std::exception_ptr error)>;
+  void start_turn_async(const TurnInput& input, Started started);
 
   // Answers a paused turn's open interrupts (every one of them). Returns {status:"accepted", turnId,
   // runId, approvalRequestId} at once; the continuation runs as a new run. The same approval request id

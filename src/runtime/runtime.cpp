@@ -1,7 +1,9 @@
 #include "agentrt/runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -124,15 +126,21 @@ void Runtime::Impl::log(LogLevel level, std::string_view component, std::string_
 
 std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& thread_id, const std::string& run_id,
                                                         int64_t turn_version, bool live,
-                                                        const std::shared_ptr<RunHandle>& run) {
+                                                        const std::shared_ptr<RunHandle>& run,
+                                                        RunEmitter::Committed committed) {
   RunEmitter::Failed failed;
   if (run)
     failed = [weak = std::weak_ptr<RunHandle>(run)] {
       if (auto h = weak.lock()) h->cancel.cancel();
     };
-  auto em = std::make_shared<RunEmitter>(
-      *cfg.store, hub, thread_id, run_id, [this](const CommitBatch& b) { on_commit(b); },
-      CommitRetry{cfg.commit_retries, cfg.commit_retry_backoff}, std::move(failed));
+  RunEmitter::Committed on_committed = [this](const CommitBatch& b) { on_commit(b); };
+  if (committed)
+    on_committed = [this, committed = std::move(committed)](const CommitBatch& b) {
+      committed(b);  // before the turn's waiters wake: what a start's callback is told comes first
+      on_commit(b);
+    };
+  auto em = std::make_shared<RunEmitter>(*cfg.store, hub, thread_id, run_id, std::move(on_committed),
+                                         CommitRetry{cfg.commit_retries, cfg.commit_retry_backoff}, std::move(failed));
   em->set_turn_version(turn_version);
   if (live) group_commit->watch(em);
   return em;
@@ -142,7 +150,47 @@ void Runtime::Impl::on_commit(const CommitBatch& b) {
   if (b.turn) runs.turn_changed();
 }
 
-TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_run) {
+namespace {
+
+// start_turn_async's callback, called once (see Runtime::start_turn_async): by the start's commit, by the run that
+// could not commit it, or, when nothing ran and nothing committed it (the runtime stopped first), as the last
+// owner lets it go.
+struct AsyncStart {
+  Runtime::Started started;
+  TurnHandle handle;
+  std::atomic<bool> fired{false};
+  void fire(const TurnHandle& h, std::exception_ptr error) noexcept {
+    if (fired.exchange(true)) return;
+    try {
+      started(h, std::move(error));
+    } catch (...) {
+      // The host's callback threw: nothing to tell it with.
+    }
+  }
+  ~AsyncStart() {
+    fire(handle,
+         std::make_exception_ptr(
+             Error(ErrorCode::cancelled, fmt::format("turn {} was not started: the runtime stopped", handle.turn_id))));
+  }
+};
+
+}  // namespace
+
+std::optional<TurnHandle> Runtime::Impl::refused_start(const Error& e, const std::string& thread_id,
+                                                       const std::string& user_id, const std::string& client_id) {
+  if (e.code() != ErrorCode::conflict) return std::nullopt;
+  // A concurrent start with the same client message id won the race: answer with its turn.
+  if (!client_id.empty())
+    if (auto t = cfg.store->find_turn_by_client_message(thread_id, client_id)) return repeated_start(*t);
+  if (!cfg.store->active_turn(thread_id)) {
+    const auto t = cfg.store->get_thread(thread_id);
+    if (t && (t->user_id != user_id || t->deleted))
+      throw Error(ErrorCode::not_found, fmt::format("thread {} not found", thread_id));
+  }
+  return std::nullopt;
+}
+
+TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_run, Runtime::Started* async) {
   require_id(input.thread_id, "thread id");
   require_id(input.user_id, "user id");
   if (input.message.role != Role::user)
@@ -187,8 +235,18 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   const auto thread = cfg.store->get_thread(input.thread_id);
   owner_check(thread);
   if (!client_id.empty()) {
-    if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
+    if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) {
+      TurnHandle h = repeated_start(*t);
+      if (async) (*async)(h, nullptr);
+      return h;
+    }
   }
+  // An async start is refused at its commit too, but only after its run has begun (its first model call): a
+  // thread with an active turn refuses it here, before anything runs (a start racing it is refused by the commit).
+  if (async && thread)
+    if (auto active = cfg.store->active_turn(input.thread_id))
+      throw Error(ErrorCode::conflict,
+                  fmt::format("thread {} already has an active turn ({})", input.thread_id, active->id));
   std::vector<std::string> uploads;  // inline data stored for this message: removed if the start is not stored
   msg = attachments.store_input_parts(input.user_id, input.thread_id, std::move(msg), uploads);
 
@@ -203,8 +261,9 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   turn.owner = cfg.instance_id;
 
   MessageRecord user{turn.thread_id, 0, turn.id, turn.run_id, msg};
-  DeferredStart deferred;
-  if (inline_run) {
+  auto deferred_at = std::make_shared<DeferredStart>();
+  DeferredStart& deferred = *deferred_at;
+  if (inline_run || async) {
     // The run's history, read before its start is staged where the group-commit flusher can commit it. A
     // thread that does not exist has none (its row is written with its first message).
     std::vector<MessageRecord> history;
@@ -223,8 +282,29 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   handle->traceparent = input.traceparent;
   handle->state = input.state;
   handle->client_tools = std::move(client_tools);
-  // run_turn's start may ride on a group commit (live); start_turn's is committed here, before it returns.
-  auto em = make_emitter(turn.thread_id, turn.run_id, -1, inline_run != nullptr, handle);
+  // run_turn's and start_turn_async's start may ride on a group commit (live); start_turn's is committed here,
+  // before it returns. start_turn_async's callback is told by the first commit (the start's, with what follows it).
+  std::shared_ptr<AsyncStart> told;
+  RunEmitter::Committed tell;
+  if (async) {
+    told = std::make_shared<AsyncStart>();
+    told->started = std::move(*async);
+    told->handle = TurnHandle{turn.thread_id, turn.id, turn.run_id, false, 0, {}};
+    tell = [told](const CommitBatch& b) {
+      TurnHandle h = told->handle;
+      h.first_seq = b.events.empty() ? 0 : b.events.front().seq;
+      told->fire(h, nullptr);
+    };
+  }
+  auto em = make_emitter(turn.thread_id, turn.run_id, -1, inline_run != nullptr, handle, std::move(tell));
+  // Until its run is queued, an async start is the caller's to fail (it throws; the callback stays silent), and
+  // nothing commits it (its emitter is watched by the flusher only then).
+  struct Disarm {
+    AsyncStart* start;
+    ~Disarm() {
+      if (start) start->fired = true;
+    }
+  } disarm{told.get()};
   ThreadRecord th;
   th.id = turn.thread_id;
   th.user_id = turn.user_id;
@@ -235,15 +315,33 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   };
   stage_start(*em);
   for (const auto& key : uploads) em->add_compensation([objects = cfg.objects, key] { objects->remove(key); });
-  auto refused = [&](const Error& e) -> std::optional<TurnHandle> {
-    if (e.code() == ErrorCode::conflict) {
-      // A concurrent start with the same client message id won the race: answer with its turn.
-      if (!client_id.empty())
-        if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) return repeated_start(*t);
-      if (!cfg.store->active_turn(input.thread_id)) owner_check(cfg.store->get_thread(input.thread_id));
-    }
-    return std::nullopt;
-  };
+  auto refused = [&](const Error& e) { return refused_start(e, input.thread_id, input.user_id, client_id); };
+  if (async) {
+    // The run starts on a worker with its start staged; whoever commits the start tells the callback, and a start
+    // the store refuses is told by the run, which then stores nothing.
+    runs_started.fetch_add(1, std::memory_order_relaxed);
+    deferred.em = em;
+    group_commit->watch(em);
+    disarm.start = nullptr;
+    enqueue([this, handle, turn, deferred_at, told, client_id] {
+      run_fresh(handle, turn, deferred_at.get());
+      if (!deferred_at->error) return;
+      runs_started.fetch_sub(1, std::memory_order_relaxed);
+      try {
+        std::rethrow_exception(deferred_at->error);
+      } catch (const Error& e) {
+        try {
+          if (auto h = refused_start(e, turn.thread_id, turn.user_id, client_id)) return told->fire(*h, nullptr);
+        } catch (...) {
+          return told->fire(told->handle, std::current_exception());
+        }
+        told->fire(told->handle, deferred_at->error);
+      } catch (...) {
+        told->fire(told->handle, deferred_at->error);
+      }
+    });
+    return told->handle;
+  }
   if (inline_run) {
     // run_turn: the caller holds no handle until the run pauses or ends, so the start need not be a commit
     // of its own. It rides on the run's first commit: the next pause or end, a `started` tool record, or
@@ -340,6 +438,10 @@ McpToolInfo Runtime::approve_mcp_tool(std::string_view name) {
   return impl_->mcp->approve(name);
 }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
+void Runtime::start_turn_async(const TurnInput& input, Started started) {
+  if (!started) throw Error(ErrorCode::invalid_argument, "start_turn_async: a callback is required");
+  impl_->start_turn(input, nullptr, &started);
+}
 namespace {
 ResumeInput resume_input(std::string_view turn_id, std::string_view approval_request_id,
                          const std::vector<Decision>& decisions, std::string_view run_id,

@@ -129,15 +129,22 @@ struct Runtime::Impl {
   }
   // `live`: the group-commit flusher commits what it stages in time. `run`: the run it writes for, cancelled
   // when a commit fails for good (so that the run ends at once, not at its next commit).
+  // `committed`: called after each of its commits too (under the emitter's lock, as RunEmitter::Committed).
   std::shared_ptr<RunEmitter> make_emitter(const std::string& thread_id, const std::string& run_id,
                                            int64_t turn_version, bool live,
-                                           const std::shared_ptr<RunHandle>& run = nullptr);
+                                           const std::shared_ptr<RunHandle>& run = nullptr,
+                                           RunEmitter::Committed committed = {});
   void on_commit(const CommitBatch& b);
   std::shared_ptr<RunHandle> register_run(const std::string& turn_id) { return runs.add(turn_id); }
   void unregister_run(const std::string& turn_id) { runs.remove(turn_id); }
 
   // `inline_run`: when set, the run executes on the calling thread and its final record lands there.
-  TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr);
+  // `inline_run`: run_turn's (the run on this thread, its record there); `async`: start_turn_async's callback.
+  TurnHandle start_turn(const TurnInput& input, TurnRecord* inline_run = nullptr, Runtime::Started* async = nullptr);
+  // A start refused at commit time (`e`): the turn a concurrent start with the same client message id won the race
+  // with, or nullopt (the error stands); Error(not_found) when the thread turned out not to be the user's.
+  std::optional<TurnHandle> refused_start(const Error& e, const std::string& thread_id, const std::string& user_id,
+                                          const std::string& client_id);
   // A run's client tools, checked (the limits, no clash with a registered tool) and their schemas compiled.
   std::vector<ClientToolOffer> offer_client_tools(const std::vector<ToolDefinition>& offered);
   TurnHandle repeated_start(const TurnRecord& t);           // a start whose client message id is known

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "support/condition.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/runtime_fixture.hpp"
 
 using namespace agentrt;
@@ -135,6 +136,158 @@ TEST_CASE("start_turn's handle and resume's 'accepted' are committed when the ca
   release.notify();
   CHECK(rt.wait(t.id, kLongWait).status == TurnStatus::completed);
   CHECK(runs == 1);
+}
+
+// What start_turn_async's callback was told: how often, the last handle and error.
+struct Told {
+  Condition calls;
+  std::mutex mutex;
+  int count = 0;
+  TurnHandle handle;
+  std::exception_ptr error;
+  Runtime::Started callback() {
+    return [this](const TurnHandle& h, std::exception_ptr e) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++count;
+        handle = h;
+        error = e;
+      }
+      calls.notify();
+    };
+  }
+  int told() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return count;
+  }
+};
+
+ErrorCode code_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    return err.code();
+  } catch (...) {
+    return ErrorCode::internal;
+  }
+}
+
+TEST_CASE("start_turn_async: a short turn is one commit, and the callback is told once, after its start is durable") {
+  TempDir dir;
+  const std::string path = dir.file("db.sqlite");
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path});
+  Runtime rt(
+      quiet_config(store, std::make_shared<ScriptedModel>([](const ModelRequest&) { return text_result("hi"); })));
+  Told told;
+  // Told when the start commits: the run's end, here (no pause, no tool, no timed group commit before it).
+  rt.start_turn(turn_input("t-warm", user_message("hello")));  // the thread's first turn: its own commits
+  REQUIRE(rt.wait(rt.last_turn("t-warm")->id, kLongWait).status == TurnStatus::completed);
+  const int64_t tx0 = store->write_transactions();
+  TurnInput in = turn_input("t-warm", user_message("again"));
+  in.run_id = "run-async-1";
+  rt.start_turn_async(in, told.callback());
+  REQUIRE(told.calls.wait());
+  TurnHandle h;
+  {
+    std::lock_guard<std::mutex> lock(told.mutex);
+    REQUIRE_FALSE(told.error);
+    h = told.handle;
+  }
+  CHECK(h.thread_id == "t-warm");
+  CHECK(h.run_id == "run-async-1");
+  CHECK_FALSE(h.existing);
+  // Durable when told: another connection reads the turn, and the run's RUN_STARTED at first_seq.
+  {
+    auto other = other_connection(path);
+    REQUIRE(other->get_turn(h.turn_id).has_value());
+    auto evs = other->events_after("t-warm", h.first_seq - 1, 1);
+    REQUIRE(evs.size() == 1);
+    CHECK(evs[0].seq == h.first_seq);
+    CHECK(evs[0].run_id == "run-async-1");
+    CHECK(evs[0].json.find("\"RUN_STARTED\"") != std::string::npos);
+  }
+  CHECK(rt.wait(h.turn_id, kLongWait).status == TurnStatus::completed);
+  CHECK(store->write_transactions() - tx0 == 1);  // start and end in one commit
+  CHECK(told.told() == 1);
+  auto msgs = store->messages("t-warm");
+  REQUIRE(msgs.size() == 4);
+  CHECK(msgs[2].message.content == "again");
+  CHECK(msgs[3].message.content == "hi");
+}
+
+TEST_CASE(
+    "start_turn_async: an active turn refuses at once; a start refused at its commit is told and stores nothing") {
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  // A store that does not see the active turn before the commit: the start gets as far as a concurrent one would.
+  struct Blind final : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::atomic<bool> blind{false};
+    std::optional<TurnRecord> active_turn(std::string_view t) override {
+      if (blind) return std::nullopt;
+      return inner->active_turn(t);
+    }
+  };
+  auto blind = std::make_shared<Blind>(store);
+  std::atomic<int> runs{0};
+  Runtime rt(quiet_config(blind, std::make_shared<ScriptedModel>(booking_script)));
+  rt.tools().add(counting_book_room(runs));
+  auto first = rt.run_turn(turn_input("t-busy", user_message("book a room")));
+  REQUIRE(first.status == TurnStatus::waiting_approval);
+  const auto events_before = store->events_after("t-busy", 0, 1000).size();
+  Told told;
+  try {
+    rt.start_turn_async(turn_input("t-busy", user_message("book another")), told.callback());
+    FAIL("a second active turn was started");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::conflict);
+  }
+  CHECK(told.told() == 0);
+  blind->blind = true;
+  rt.start_turn_async(turn_input("t-busy", user_message("book another")), told.callback());
+  REQUIRE(told.calls.wait());
+  CHECK(told.told() == 1);
+  CHECK(code_of(told.error) == ErrorCode::conflict);
+  blind->blind = false;
+  CHECK(store->messages("t-busy").size() == 2);
+  CHECK(store->events_after("t-busy", 0, 1000).size() == events_before);
+  CHECK(store->active_turn("t-busy")->id == first.id);
+  CHECK(runs == 0);
+}
+
+TEST_CASE("start_turn_async: a repeated message id is answered before it returns; bad input throws, never told") {
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  Runtime rt(
+      quiet_config(store, std::make_shared<ScriptedModel>([](const ModelRequest&) { return text_result("hi"); })));
+  TurnInput in = turn_input("t-rep", user_message("hello"));
+  in.client_message_id = "msg-1";
+  auto first = rt.run_turn(in);
+  REQUIRE(first.status == TurnStatus::completed);
+  const int64_t tx0 = store->write_transactions();
+  Told told;
+  rt.start_turn_async(in, told.callback());
+  REQUIRE(told.told() == 1);  // before it returned
+  CHECK_FALSE(told.error);
+  CHECK(told.handle.existing);
+  CHECK(told.handle.turn_id == first.id);
+  REQUIRE(told.handle.delta_messages.size() == 2);
+  CHECK(told.handle.delta_messages[1].content == "hi");
+  CHECK(store->write_transactions() == tx0);
+
+  Told bad;
+  CHECK_THROWS_AS(rt.start_turn_async(turn_input("t-rep", user_message("")), bad.callback()), Error);
+  TurnInput other = turn_input("t-rep", user_message("hello"), "u2");  // another user's thread
+  try {
+    rt.start_turn_async(other, bad.callback());
+    FAIL("started on another user's thread");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::not_found);
+  }
+  CHECK_THROWS_AS(rt.start_turn_async(turn_input("t-new", user_message("hi")), nullptr), Error);
+  CHECK(bad.told() == 0);
+  CHECK_FALSE(store->get_thread("t-new").has_value());
+  CHECK(store->write_transactions() == tx0);
 }
 
 TEST_CASE("a run_turn refused at its first commit stores nothing and reports the conflict") {

@@ -42,8 +42,9 @@ json parse_json_body(const HttpRequest& req, size_t max_body_bytes);
 
 // One request being answered: the caller (once authenticated), the thread it names (the client's id and the
 // runtime's, for translating answers back) and the headers every answer carries (CORS). Not thread-safe: one
-// work thread handles a call at a time.
-struct ApiCall {
+// work thread handles a call at a time (a handler that answers later hands it on: shared_from_this). Made by
+// std::make_shared.
+struct ApiCall : std::enable_shared_from_this<ApiCall> {
   HttpRequest req;
   std::shared_ptr<HttpResponder> out;
   RouteMatch match;

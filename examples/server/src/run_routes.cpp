@@ -43,35 +43,100 @@ bool prefers_json(std::string_view accept) {
   return json_q > 0 && json_q > sse_q;
 }
 
-TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in, std::string* message_id = nullptr) {
+// Why a start was refused, in the API's words: a thread waiting for client tool answers or for decisions is 409
+// pending_tool_calls / pending_interrupts; anything else is the runtime's error as it is.
+[[noreturn]] void throw_refused_start(ServerContext& s, ApiCall& c, const Error& e) {
+  auto active = e.code() == ErrorCode::conflict ? s.rt->active_turn(c.internal_thread) : std::nullopt;
+  if (active && active->status == TurnStatus::waiting_client) {
+    std::string ids;
+    size_t n = 0;
+    for (const auto& l : s.rt->tool_calls(active->id))
+      if (l.awaits_client()) ids += (n++ ? ", " : "") + l.tool_call_id;
+    throw ApiError{409, "pending_tool_calls",
+                   fmt::format("thread {} has {} client tool call(s) waiting for their answer (a role \"tool\" "
+                               "message each): {}",
+                               c.client_thread, n, ids)};
+  }
+  if (!active || active->status != TurnStatus::waiting_approval) throw e;
+  std::string ids;
+  for (const auto& i : active->interrupts) ids += (ids.empty() ? "" : ", ") + i.value("id", std::string());
+  throw ApiError{409, "pending_interrupts",
+                 fmt::format("thread {} has {} pending interrupt(s) not addressed by resume: {}", c.client_thread,
+                             active->interrupts.size(), ids)};
+}
+
+TurnInput run_input(ServerContext& s, ApiCall& c, const json& in) {
   // Media parts are the runtime's business: it accepts only this server's own signed upload URLs (and
   // upload ids, inline data) for the same user and thread, stores them as bucket/path, and never fetches.
   TurnInput input = turn_input_from_agui(in, c.user, input_limits(s.rt->config()));
   input.traceparent = c.req.header("traceparent");  // the caller's trace: the run's span joins it
-  if (message_id) *message_id = input.client_message_id;
+  return input;
+}
+
+TurnHandle start_run(ServerContext& s, ApiCall& c, const json& in) {
+  const TurnInput input = run_input(s, c, in);
   s.rate_limit(c);
   try {
     TurnHandle h = s.rt->start_turn(input);  // a repeated message id answers with its turn (existing), even paused
     if (!h.existing) s.recent_turns.note(h.turn_id);
     return h;
   } catch (const Error& e) {
-    auto active = e.code() == ErrorCode::conflict ? s.rt->active_turn(c.internal_thread) : std::nullopt;
-    if (active && active->status == TurnStatus::waiting_client) {
-      std::string ids;
-      size_t n = 0;
-      for (const auto& l : s.rt->tool_calls(active->id))
-        if (l.awaits_client()) ids += (n++ ? ", " : "") + l.tool_call_id;
-      throw ApiError{409, "pending_tool_calls",
-                     fmt::format("thread {} has {} client tool call(s) waiting for their answer (a role \"tool\" "
-                                 "message each): {}",
-                                 c.client_thread, n, ids)};
+    throw_refused_start(s, c, e);
+  }
+}
+
+// What a streamed start needs once its start is durable.
+struct StreamedStart {
+  std::string run_id;
+  std::string message_id;
+  bool cancel_on_disconnect = false;
+  bool pre_1_0 = false;
+};
+
+// The stream of a run whose start has been stored (`h`), or the start's refusal (`error`), on a work thread.
+void answer_streamed_start(ServerContext& s, ApiCall& c, StreamSlot& slot, const StreamedStart& st, const TurnHandle& h,
+                           const std::exception_ptr& error) {
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      throw_refused_start(s, c, e);
     }
-    if (!active || active->status != TurnStatus::waiting_approval) throw;
-    std::string ids;
-    for (const auto& i : active->interrupts) ids += (ids.empty() ? "" : ", ") + i.value("id", std::string());
-    throw ApiError{409, "pending_interrupts",
-                   fmt::format("thread {} has {} pending interrupt(s) not addressed by resume: {}", c.client_thread,
-                               active->interrupts.size(), ids)};
+  }
+  if (!h.existing) s.recent_turns.note(h.turn_id);
+  if (h.existing && h.run_id != st.run_id)
+    throw ApiError{409, "already_answered",
+                   fmt::format("message {} was already answered by run {}; send a new user message (or ask "
+                               "with 'Accept: application/json' for the messages of that turn)",
+                               st.message_id, h.run_id)};
+  // A repeat replays its run from the start (only that run's events: one_run filters by run id).
+  open_sse_stream(s, c, slot, SseStream::Mode::one_run, st.run_id,
+                  h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1),
+                  SseOptions{st.cancel_on_disconnect ? h.turn_id : "", {}, st.pre_1_0, !h.existing});
+}
+
+// A new run answered with its stream: the start rides on the run's first commit (Runtime::start_turn_async), so a
+// short turn is one commit. No thread waits for it: the runtime's callback hands the answer to a work thread,
+// which gives it as a start that waited would have (the stream once the start is stored; the refusal as JSON).
+void start_streamed_run(ServerContext& s, ApiCall& c, const json& in, StreamedStart st) {
+  auto slot = std::make_shared<StreamSlot>(s.stream_slots.take(c.user));  // a free stream slot before anything
+  const TurnInput input = run_input(s, c, in);
+  st.message_id = input.client_message_id;
+  s.rate_limit(c);
+  auto call = c.shared_from_this();
+  auto started = [&s, call, slot, st = std::move(st)](const TurnHandle& h, std::exception_ptr error) {
+    s.pool->post([&s, call, slot, st, h, error] {
+      try {
+        answer_streamed_start(s, *call, *slot, st, h, error);
+      } catch (...) {
+        s.answer_failure(*call, std::current_exception());
+      }
+    });
+  };
+  try {
+    s.rt->start_turn_async(input, std::move(started));
+  } catch (const Error& e) {
+    throw_refused_start(s, c, e);
   }
 }
 
@@ -207,17 +272,7 @@ void post_run(ServerContext& s, ApiCall& c) {
     c.send_json(h.existing ? 200 : 202, out);
     return;
   }
-  auto slot = s.stream_slots.take(c.user);  // a free stream slot before anything starts
-  std::string message_id;
-  const TurnHandle h = start_run(s, c, in, &message_id);
-  if (h.existing && h.run_id != run_id)
-    throw ApiError{409, "already_answered",
-                   fmt::format("message {} was already answered by run {}; send a new user message (or ask "
-                               "with 'Accept: application/json' for the messages of that turn)",
-                               message_id, h.run_id)};
-  // A repeat replays its run from the start (only that run's events: one_run filters by run id).
-  open_sse_stream(s, c, slot, SseStream::Mode::one_run, run_id, h.existing ? 0 : std::max<int64_t>(0, h.first_seq - 1),
-                  SseOptions{cancel_on_disconnect ? h.turn_id : "", {}, speaks_pre_1_0(in), !h.existing});
+  start_streamed_run(s, c, in, StreamedStart{run_id, {}, cancel_on_disconnect, speaks_pre_1_0(in)});
 }
 
 // POST /agent/runs/{threadId}/resume {approvalRequestId, decisions, runId?} -> 202 {status:"accepted", ...}

@@ -9,6 +9,61 @@
 
 namespace agentrt::server {
 
+namespace {
+
+int status_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::invalid_argument: return 422;
+    case ErrorCode::not_found: return 404;
+    case ErrorCode::conflict:
+    case ErrorCode::expired:
+    case ErrorCode::invalid_state:
+    case ErrorCode::cancelled: return 409;
+    case ErrorCode::too_large: return 413;
+    case ErrorCode::unauthorized: return 401;
+    case ErrorCode::unsupported: return 501;
+    case ErrorCode::model: return 502;
+    default: return 500;
+  }
+}
+
+// What a client is told of a failure on our side: what failed, in words it can use. The details (SQL, paths,
+// errno texts) go to the log only.
+std::string_view public_message(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::io: return "the server could not read or write its data; retry later";
+    case ErrorCode::timeout: return "the server took too long; retry later";
+    case ErrorCode::model: return "the model provider failed";
+    default: return "internal error";
+  }
+}
+
+}  // namespace
+
+void ServerContext::answer_failure(ApiCall& c, std::exception_ptr failure) const {
+  try {
+    std::rethrow_exception(std::move(failure));
+  } catch (const ApiError& e) {
+    c.send_error(e.status, e.code, e.message, e.headers);
+  } catch (const Error& e) {
+    const int status = status_for(e.code());
+    if (status >= 500) {
+      log(LogLevel::error, fmt::format("{} {}: {}: {}", c.req.method, c.req.path, to_string(e.code()), e.message()));
+      c.send_error(status, status == 502 ? "upstream_error" : "internal", std::string(public_message(e.code())));
+    } else {
+      c.send_error(status, to_string(e.code()), e.message());
+    }
+  } catch (const json::exception& e) {
+    c.send_error(422, "invalid_argument", e.what());
+  } catch (const std::exception& e) {
+    log(LogLevel::error, fmt::format("{} {}: {}", c.req.method, c.req.path, e.what()));
+    c.send_error(500, "internal", "internal error");
+  } catch (...) {
+    log(LogLevel::error, fmt::format("{} {}: a non-standard exception", c.req.method, c.req.path));
+    c.send_error(500, "internal", "internal error");
+  }
+}
+
 void ServerContext::log(LogLevel level, std::string_view message) const {
   if (log_threshold == LogLevel::off || level < log_threshold) return;
   std::cerr << fmt::format("agentrt-server [{}] {}\n", to_string(level), message) << std::flush;

@@ -2,6 +2,7 @@
 // limiter, stream slots, the event feeds and the work pools, the turns to let settle at shutdown, the log.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,6 +58,9 @@ struct ServerContext {
   void usable_thread(ApiCall& c, const std::string& client_id) const;
   // One run start or resume of the call's token, or 429 rate_limited with Retry-After.
   void rate_limit(const ApiCall& c);
+  // Answers the call with what a handler threw: an ApiError as it says, an agentrt Error by its code (5xx
+  // without internals, which go to the log), anything else 422 (JSON) or 500.
+  void answer_failure(ApiCall& c, std::exception_ptr failure) const;
 };
 
 }  // namespace agentrt::server

@@ -14,6 +14,7 @@ struct StreamSlot {
   StreamSlots* owner = nullptr;
   std::string user;
   StreamSlot(StreamSlots* o, std::string u) : owner(o), user(std::move(u)) {}
+  StreamSlot(StreamSlot&& o) noexcept : owner(o.owner), user(std::move(o.user)) { o.owner = nullptr; }
   StreamSlot(const StreamSlot&) = delete;
   StreamSlot& operator=(const StreamSlot&) = delete;
   ~StreamSlot();

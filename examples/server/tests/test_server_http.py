@@ -1,5 +1,6 @@
 """HTTP tests of agentrt-server: every endpoint, every error status, ownership, reconnect, disconnect, limits."""
 
+import concurrent.futures
 import http.server
 import json
 import subprocess
@@ -738,6 +739,29 @@ class SlowServerTest(ServerCase):
     """The demo model pauses before each streamed chunk: runs last long enough to interrupt them."""
 
     server_flags = ("--demo-delay-ms", "25")
+
+    def test_starts_racing_on_one_thread_one_runs_and_the_others_are_409_before_any_stream(self):
+        # A streamed start is stored with its run's first commit: starts that pass the active-turn check together
+        # are told apart by the store, and each one it refuses is answered 409 (JSON), never a stream.
+        thread = new_id("t")
+        barrier = threading.Barrier(4)
+
+        def post(i):
+            barrier.wait()
+            return self.srv.run(run_input(thread, "race %d: tell me something long" % i))
+
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            results = list(ex.map(post, range(4)))
+        statuses = [r[0] for r in results]
+        self.assertEqual(statuses.count(200), 1, statuses)
+        for st, body, _ in results:
+            if st != 200:
+                self.assertEqual((st, body["error"]["code"]), (409, "conflict"), body)
+        events = next(r[1] for r in results if r[0] == 200)
+        self.assertEqual(events[0][1]["type"], "RUN_STARTED")
+        self.assertEqual(events[-1][1]["type"], "RUN_FINISHED")
+        _, _, _, hist = self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+        self.assertEqual([m["role"] for m in hist["messages"]], ["user", "assistant"])
 
     def test_reconnect_with_last_event_id_mid_answer_misses_nothing_and_repeats_nothing(self):
         thread = new_id("t")
