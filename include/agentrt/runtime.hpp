@@ -322,9 +322,10 @@ class Runtime {
   // too_large or io, as start_turn throws them; cancelled when the runtime stops before the run begins). A
   // repeated client message id calls it before this returns (existing = true, as start_turn answers). It runs on
   // the thread that committed the start (a worker, the flusher): it must be quick and must not call the runtime
-  // (post the work). The input's checks throw here, before anything runs, as start_turn's do.
+  // (post the work). The input's checks throw here, before anything runs, as start_turn's do. Returns the turn's
+  // ids (first_seq 0: the start is not stored yet; a repeat's handle as `started` is told it).
   using Started = std::function<void(const TurnHandle& handle, std::exception_ptr error)>;
-  void start_turn_async(const TurnInput& input, Started started);
+  TurnHandle start_turn_async(const TurnInput& input, Started started);
 
   // Answers a paused turn's open interrupts (every one of them). Returns {status:"accepted", turnId,
   // runId, approvalRequestId} at once; the continuation runs as a new run. The same approval request id

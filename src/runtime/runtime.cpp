@@ -166,6 +166,7 @@ struct AsyncStart {
     } catch (...) {
       // The host's callback threw: nothing to tell it with.
     }
+    started = nullptr;  // what it holds (a host's request) goes now, not with the run
   }
   ~AsyncStart() {
     fire(handle,
@@ -438,9 +439,9 @@ McpToolInfo Runtime::approve_mcp_tool(std::string_view name) {
   return impl_->mcp->approve(name);
 }
 TurnHandle Runtime::start_turn(const TurnInput& input) { return impl_->start_turn(input); }
-void Runtime::start_turn_async(const TurnInput& input, Started started) {
+TurnHandle Runtime::start_turn_async(const TurnInput& input, Started started) {
   if (!started) throw Error(ErrorCode::invalid_argument, "start_turn_async: a callback is required");
-  impl_->start_turn(input, nullptr, &started);
+  return impl_->start_turn(input, nullptr, &started);
 }
 namespace {
 ResumeInput resume_input(std::string_view turn_id, std::string_view approval_request_id,

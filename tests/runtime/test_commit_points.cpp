@@ -185,7 +185,7 @@ TEST_CASE("start_turn_async: a short turn is one commit, and the callback is tol
   const int64_t tx0 = store->write_transactions();
   TurnInput in = turn_input("t-warm", user_message("again"));
   in.run_id = "run-async-1";
-  rt.start_turn_async(in, told.callback());
+  const TurnHandle ids = rt.start_turn_async(in, told.callback());
   REQUIRE(told.calls.wait());
   TurnHandle h;
   {
@@ -193,6 +193,8 @@ TEST_CASE("start_turn_async: a short turn is one commit, and the callback is tol
     REQUIRE_FALSE(told.error);
     h = told.handle;
   }
+  CHECK(h.turn_id == ids.turn_id);
+  CHECK(ids.first_seq == 0);
   CHECK(h.thread_id == "t-warm");
   CHECK(h.run_id == "run-async-1");
   CHECK_FALSE(h.existing);

@@ -103,7 +103,6 @@ void answer_streamed_start(ServerContext& s, ApiCall& c, StreamSlot& slot, const
       throw_refused_start(s, c, e);
     }
   }
-  if (!h.existing) s.recent_turns.note(h.turn_id);
   if (h.existing && h.run_id != st.run_id)
     throw ApiError{409, "already_answered",
                    fmt::format("message {} was already answered by run {}; send a new user message (or ask "
@@ -134,7 +133,8 @@ void start_streamed_run(ServerContext& s, ApiCall& c, const json& in, StreamedSt
     });
   };
   try {
-    s.rt->start_turn_async(input, std::move(started));
+    const TurnHandle h = s.rt->start_turn_async(input, std::move(started));
+    if (!h.existing) s.recent_turns.note(h.turn_id);  // a shutdown lets it reach its next commit
   } catch (const Error& e) {
     throw_refused_start(s, c, e);
   }
