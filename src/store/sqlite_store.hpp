@@ -93,8 +93,10 @@ class SqliteStore final : public Store {
   // The group commit's queue (tests, stats): batches waiting for a commit, and whether one is under way.
   size_t commits_waiting();
   bool commit_under_way();
-  // Reader connections open (tests, stats): reads that found the store's own connection held ran on them.
+  // Reader connections open (one from the start, on a file), and the reads that ran on them because the store's
+  // own connection was held (tests, stats).
   size_t readers_open();
+  int64_t reader_reads() const;
 
   // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
   void checkpoint();
@@ -128,7 +130,6 @@ class SqliteStore final : public Store {
     sqlite::Connection& db() { return *c_; }
 
    private:
-    std::unique_ptr<sqlite::Connection> open_reader();
     SqliteStore& s_;
     std::unique_lock<std::mutex> main_;
     std::unique_ptr<sqlite::Connection> reader_;
@@ -136,6 +137,8 @@ class SqliteStore final : public Store {
   };
   static constexpr size_t kMaxReaders = 4;
   void warm_reads(sqlite::Connection& c);
+  // A new reader (readers_open_ already counts it), or null when it cannot be opened: then no more are tried.
+  std::unique_ptr<sqlite::Connection> open_reader();
   std::vector<TurnRecord> query_turns(sqlite::Connection& c, const char* sql, std::string_view a,
                                       std::string_view b = {});
   // The reads behind get_turn, ledger, messages and thread_state, on `c` (turn_snapshot makes them one).
@@ -188,6 +191,7 @@ class SqliteStore final : public Store {
   std::mutex readers_mutex_;
   std::vector<std::unique_ptr<sqlite::Connection>> idle_readers_;
   size_t readers_open_ = 0;
+  std::atomic<int64_t> reader_reads_{0};
   bool readers_allowed_ = false;  // a database in a file; false after a reader failed to open
 };
 

@@ -454,6 +454,19 @@ bool run_one(Path path, const Fault& f, Outcome* counts = nullptr) {
   return o.fired;
 }
 
+// A clean run's I/O counts, the fewest of three: its reads vary a little (a read that finds the store's connection
+// held by a commit runs on a reader connection, whose page cache that commit emptied), and a fault past the last
+// I/O of a run is never reached.
+Outcome clean_run(Path path, const Fault& none = {}) {
+  Outcome best;
+  for (int i = 0; i < 3; ++i) {
+    Outcome o;
+    run_one(path, none, &o);
+    if (i == 0 || o.total < best.total) best = o;
+  }
+  return best;
+}
+
 // Every I/O of a clean run, each failing once (and the process going on), with and without retries.
 Campaign sweep_failures(Path path, const Outcome& clean) {
   Campaign c;
@@ -499,8 +512,7 @@ std::string scratch_note(const char* what, const Outcome& clean, const Campaign&
 }  // namespace
 
 TEST_CASE("fault sweep: every write, sync and read of golden path B failing once keeps every promise") {
-  Outcome clean;
-  run_one(Path::booking, Fault{}, &clean);
+  const Outcome clean = clean_run(Path::booking);
   REQUIRE(clean.writes > 5);
   auto c = sweep_failures(Path::booking, clean);
   MESSAGE(scratch_note("golden path B, failed I/O", clean, c));
@@ -508,8 +520,7 @@ TEST_CASE("fault sweep: every write, sync and read of golden path B failing once
 }
 
 TEST_CASE("fault sweep: golden path B killed after each of its I/Os recovers without loss or double runs") {
-  Outcome clean;
-  run_one(Path::booking, Fault{}, &clean);
+  const Outcome clean = clean_run(Path::booking);
   auto c = sweep_crashes(Path::booking, clean, Fault::Mode::crash, "NORMAL");
   MESSAGE(scratch_note("golden path B, crash", clean, c));
   CHECK(c.fired * 10 >= c.runs * 9);
@@ -518,23 +529,20 @@ TEST_CASE("fault sweep: golden path B killed after each of its I/Os recovers wit
 TEST_CASE("fault sweep: a power loss after each I/O of golden path B (synchronous=FULL) loses nothing answered") {
   Fault none;
   none.sync = "FULL";
-  Outcome clean;
-  run_one(Path::booking, none, &clean);
+  const Outcome clean = clean_run(Path::booking, none);
   auto c = sweep_crashes(Path::booking, clean, Fault::Mode::power_loss, "FULL");
   MESSAGE(scratch_note("golden path B, power loss, FULL", clean, c));
   CHECK(c.fired * 10 >= c.runs * 9);
 }
 
 TEST_CASE("fault sweep: a power loss with synchronous=NORMAL leaves a consistent prefix") {
-  Outcome clean;
-  run_one(Path::booking, Fault{}, &clean);
+  const Outcome clean = clean_run(Path::booking);
   auto c = sweep_crashes(Path::booking, clean, Fault::Mode::power_loss, "NORMAL");
   MESSAGE(scratch_note("golden path B, power loss, NORMAL", clean, c));
 }
 
 TEST_CASE("fault sweep: a job's life under every failed I/O and every crash point") {
-  Outcome clean;
-  run_one(Path::job, Fault{}, &clean);
+  const Outcome clean = clean_run(Path::job);
   REQUIRE(clean.writes > 3);
   auto failed = sweep_failures(Path::job, clean);
   MESSAGE(scratch_note("job, failed I/O", clean, failed));

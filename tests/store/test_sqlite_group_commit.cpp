@@ -229,9 +229,11 @@ TEST_CASE("reads do not queue behind a commit: while one waits for the write loc
   SqliteStore s(options_for(path, false));
   auto first = appended("t", 2);
   s.commit(first);
-  CHECK(s.readers_open() == 0);  // nothing held the store's own connection yet
-  // Twice: the second time the reader is an idle one, opened before the commit that it must now see.
+  CHECK(s.readers_open() == 1);  // one from the start
+  CHECK(s.reader_reads() == 0);  // nothing held the store's own connection yet
+  // Twice: each time the reader is an idle one, opened before a commit that it must now see.
   for (size_t committed : {size_t{2}, size_t{5}}) {
+    const int64_t on_readers = s.reader_reads();
     CAPTURE(committed);
     WriteLockHolder lock(path);
     auto next = appended("t", 3);
@@ -245,7 +247,7 @@ TEST_CASE("reads do not queue behind a commit: while one waits for the write loc
         auto msgs = s.messages("t");
         auto turn = s.get_turn("turn_none");
         if (evs.size() != committed || msgs.size() != committed || turn) return false;
-        if (s.readers_open() > 0) return true;
+        if (s.reader_reads() > on_readers) return true;
       }
     });
     const bool answered = reads.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
@@ -257,4 +259,7 @@ TEST_CASE("reads do not queue behind a commit: while one waits for the write loc
   }
   CHECK(s.messages("t").size() == 8);
   CHECK(s.events_after("t", 0, 100).size() == 8);
+  // A database in memory has no readers: a connection of its own would be another database.
+  SqliteStore memory(SqliteStoreOptions{":memory:"});
+  CHECK(memory.readers_open() == 0);
 }

@@ -50,6 +50,12 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
   if (!layout_) warm_reads(*db_);
   const char* file = sqlite3_db_filename(db_->get(), "main");
   readers_allowed_ = file && *file;
+  if (readers_allowed_) {
+    // One reader from the start, its statements compiled: the first read that finds the connection held does not
+    // pay for opening one (about a millisecond, a dozen reads of the file).
+    readers_open_ = 1;
+    if (auto r = open_reader()) idle_readers_.push_back(std::move(r));
+  }
   if (options_.wal_autocheckpoint > 0 && file && *file) {
     try {
       checkpointer_ = std::make_unique<Checkpointer>(file, options_);
@@ -100,28 +106,28 @@ SqliteStore::Read::Read(SqliteStore& s) : s_(s), main_(s.mutex_, std::try_to_loc
       open = true;
     }
   }
-  if (open) reader_ = open_reader();
+  if (open) reader_ = s.open_reader();
   if (reader_) {
     c_ = reader_.get();
+    s.reader_reads_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   main_.lock();
   c_ = s.db_.get();
 }
 
-// A new reader (readers_open_ already counts it), or null when it cannot be opened: then no more are tried.
-std::unique_ptr<Connection> SqliteStore::Read::open_reader() {
+std::unique_ptr<Connection> SqliteStore::open_reader() {
   try {
-    const char* file = sqlite3_db_filename(s_.db_->get(), "main");
-    auto c = std::make_unique<Connection>(file, s_.options_.busy_timeout_ms, false, s_.options_.vfs);
+    const char* file = sqlite3_db_filename(db_->get(), "main");
+    auto c = std::make_unique<Connection>(file, options_.busy_timeout_ms, false, options_.vfs);
     c->exec("PRAGMA query_only=1");
     c->exec("PRAGMA temp_store=MEMORY");
-    if (!s_.layout_) s_.warm_reads(*c);
+    if (!layout_) warm_reads(*c);
     return c;
   } catch (const std::exception&) {
-    std::lock_guard<std::mutex> lock(s_.readers_mutex_);
-    --s_.readers_open_;
-    s_.readers_allowed_ = false;  // no file handles left, or no access: the store's own connection serves
+    std::lock_guard<std::mutex> lock(readers_mutex_);
+    --readers_open_;
+    readers_allowed_ = false;  // no file handles left, or no access: the store's own connection serves
     return nullptr;
   }
 }
@@ -130,6 +136,8 @@ size_t SqliteStore::readers_open() {
   std::lock_guard<std::mutex> lock(readers_mutex_);
   return readers_open_;
 }
+
+int64_t SqliteStore::reader_reads() const { return reader_reads_.load(std::memory_order_relaxed); }
 
 SqliteStore::Read::~Read() {
   if (!reader_) return;
