@@ -138,17 +138,21 @@ std::shared_ptr<EventFeeds::Feed> EventFeeds::open_feed_locked(const std::string
   return f;
 }
 
-// Called with no lock held: on_ready calls at once, and its call hands a pump to a work thread (a wake-up, which
-// may run the woken thread in this one's place: under the map's lock, every join and leave would wait for it).
-// Until then the feed's commits only queue in its subscription.
-void EventFeeds::arm(const std::shared_ptr<Feed>& f) {
+// Called with no lock held (a callback that hands a pump to a work thread is a wake-up, which may run the woken
+// thread in this one's place: under the map's lock, every join and leave would wait for it). Until then the feed's
+// commits only queue in its subscription. The feed's first pump runs here, on the joining thread, not as a job of
+// its own: the pump marked scheduled before on_ready's first call, that call queues none, and what commits before
+// the pump has drained is drained by it (a commit after that queues the next).
+void EventFeeds::arm_and_pump(const std::shared_ptr<Feed>& f) {
   std::weak_ptr<Feed> w = f;
+  f->wake->scheduled = true;
   f->sub->on_ready([this, wake = f->wake, w] {
     if (wake->scheduled.exchange(true)) return;
     post_([this, w] {
       if (auto feed = w.lock()) pump(feed);
     });
   });
+  pump(f);
 }
 
 void EventFeeds::attach_locked(const std::shared_ptr<Feed>& f, const std::shared_ptr<Member>& m, int64_t after) {
@@ -193,7 +197,7 @@ std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal
       }
     }
   }
-  if (opened) arm(opened);
+  if (opened) arm_and_pump(opened);
   if (attached) return m;  // to the feed it opened
   // Behind the cache: read the store on a subscription of its own until it reaches the feed.
   auto c = std::make_shared<CatchUp>();
@@ -232,7 +236,7 @@ bool EventFeeds::try_attach(const std::shared_ptr<Member>& m, int64_t after) {
       attached = true;
     }
   }
-  if (opened) arm(opened);
+  if (opened) arm_and_pump(opened);
   return attached;
 }
 

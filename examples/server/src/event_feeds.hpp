@@ -66,9 +66,9 @@ class EventFeeds {
   void attach_locked(const std::shared_ptr<Feed>& feed, const std::shared_ptr<Member>& m, int64_t after);
   void pump(const std::shared_ptr<Feed>& feed);
   void pump(const std::shared_ptr<CatchUp>& c);
-  // A new feed in the map, its subscription made but not armed: arm() it once the map's lock is released.
+  // A new feed in the map, its subscription made but not armed: arm_and_pump() it once the map's lock is released.
   std::shared_ptr<Feed> open_feed_locked(const std::string& internal_id, const std::string& client_id, int64_t after);
-  void arm(const std::shared_ptr<Feed>& f);
+  void arm_and_pump(const std::shared_ptr<Feed>& f);
   bool try_attach(const std::shared_ptr<Member>& m, int64_t after);
 
   Runtime& rt_;
