@@ -24,6 +24,11 @@ bool RunRegistry::cancel(std::string_view turn_id) {
   return true;
 }
 
+bool RunRegistry::has(std::string_view turn_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return runs_.find(turn_id) != runs_.end();
+}
+
 void RunRegistry::cancel_all() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [id, h] : runs_) h->cancel.cancel();

@@ -47,6 +47,8 @@ class RunRegistry {
   void remove(const std::string& turn_id);
   // Cancels the run of `turn_id`; false when none is registered.
   bool cancel(std::string_view turn_id);
+  // Whether a run of `turn_id` is registered here (one whose start may not be stored yet: start_turn_async).
+  bool has(std::string_view turn_id);
   void cancel_all();
 
   // A turn's state was committed: wakes wait_for_change().

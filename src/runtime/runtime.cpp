@@ -636,10 +636,16 @@ TurnRecord Runtime::wait(std::string_view turn_id, std::chrono::milliseconds tim
   for (;;) {
     const uint64_t gen = impl_->runs.generation();
     auto t = impl_->cfg.store->get_turn(turn_id);
-    if (!t) throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+    auto now = std::chrono::steady_clock::now();
+    if (!t) {
+      // Not stored, but running here: an async start whose commit is still to come (it wakes this wait).
+      if (!impl_->runs.has(turn_id) || now >= deadline)
+        throw Error(ErrorCode::not_found, fmt::format("turn {} not found", turn_id));
+      impl_->runs.wait_for_change(gen, std::min(deadline, now + std::chrono::milliseconds(50)));
+      continue;
+    }
     if (t->status != TurnStatus::running && t->status != TurnStatus::resuming) return *t;
     // Changes made by another process are not signalled here: look at the store again now and then.
-    auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return *t;
     auto until = std::min(deadline, now + std::chrono::milliseconds(50));
     impl_->runs.wait_for_change(gen, until);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
 #include <thread>
 
 #include "support/condition.hpp"
@@ -215,6 +216,38 @@ TEST_CASE("start_turn_async: a short turn is one commit, and the callback is tol
   REQUIRE(msgs.size() == 4);
   CHECK(msgs[2].message.content == "again");
   CHECK(msgs[3].message.content == "hi");
+}
+
+TEST_CASE("start_turn_async: wait() on the returned ids waits for the start to be stored, then for the turn") {
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  Condition in_model, release, waiting;
+  auto script = [&](const ModelRequest&) {
+    in_model.notify();
+    release.wait();
+    return text_result("hi");
+  };
+  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(script)));  // no timed commit: the end stores all
+  Told told;
+  const TurnHandle ids = rt.start_turn_async(turn_input("t-wait", user_message("hello")), told.callback());
+  REQUIRE(in_model.wait());
+  CHECK_FALSE(store->get_turn(ids.turn_id).has_value());  // the start is not stored yet
+  std::promise<TurnRecord> waited;
+  std::thread waiter([&] {
+    try {
+      waiting.notify();
+      waited.set_value(rt.wait(ids.turn_id, kLongWait));
+    } catch (...) {
+      waited.set_exception(std::current_exception());
+    }
+  });
+  REQUIRE(waiting.wait());
+  release.notify();
+  waiter.join();
+  const TurnRecord t = waited.get_future().get();  // throws not_found when wait() did not wait
+  CHECK(t.status == TurnStatus::completed);
+  CHECK(told.told() == 1);
+  CHECK_THROWS_AS(rt.wait("turn_never_started", std::chrono::milliseconds(0)), Error);  // no run, no row
 }
 
 TEST_CASE(
