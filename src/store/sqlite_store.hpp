@@ -193,6 +193,7 @@ class SqliteStore final : public Store {
   size_t readers_open_ = 0;
   std::atomic<int64_t> reader_reads_{0};
   bool readers_allowed_ = false;  // a database in a file; false after a reader failed to open
+  std::string file_;              // its path as SQLite resolved it (read without the store's connection)
 };
 
 }  // namespace v1

@@ -50,6 +50,7 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
   if (!layout_) warm_reads(*db_);
   const char* file = sqlite3_db_filename(db_->get(), "main");
   readers_allowed_ = file && *file;
+  if (readers_allowed_) file_ = file;
   if (readers_allowed_) {
     // One reader from the start, its statements compiled: the first read that finds the connection held does not
     // pay for opening one (about a millisecond, a dozen reads of the file).
@@ -118,8 +119,7 @@ SqliteStore::Read::Read(SqliteStore& s) : s_(s), main_(s.mutex_, std::try_to_loc
 
 std::unique_ptr<Connection> SqliteStore::open_reader() {
   try {
-    const char* file = sqlite3_db_filename(db_->get(), "main");
-    auto c = std::make_unique<Connection>(file, options_.busy_timeout_ms, false, options_.vfs);
+    auto c = std::make_unique<Connection>(file_, options_.busy_timeout_ms, false, options_.vfs);
     c->exec("PRAGMA query_only=1");
     c->exec("PRAGMA temp_store=MEMORY");
     if (!layout_) warm_reads(*c);
