@@ -169,6 +169,7 @@ struct AsyncStart {
     started = nullptr;  // what it holds (a host's request) goes now, not with the run
   }
   ~AsyncStart() {
+    if (fired.load()) return;
     fire(handle,
          std::make_exception_ptr(
              Error(ErrorCode::cancelled, fmt::format("turn {} was not started: the runtime stopped", handle.turn_id))));
