@@ -177,9 +177,9 @@ TEST_CASE("start_turn_async: a short turn is one commit, and the callback is tol
   TempDir dir;
   const std::string path = dir.file("db.sqlite");
   auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path});
+  Told told;
   Runtime rt(
       quiet_config(store, std::make_shared<ScriptedModel>([](const ModelRequest&) { return text_result("hi"); })));
-  Told told;
   // Told when the start commits: the run's end, here (no pause, no tool, no timed group commit before it).
   rt.start_turn(turn_input("t-warm", user_message("hello")));  // the thread's first turn: its own commits
   REQUIRE(rt.wait(rt.last_turn("t-warm")->id, kLongWait).status == TurnStatus::completed);
@@ -227,8 +227,8 @@ TEST_CASE("start_turn_async: wait() on the returned ids waits for the start to b
     release.wait();
     return text_result("hi");
   };
-  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(script)));  // no timed commit: the end stores all
   Told told;
+  Runtime rt(quiet_config(store, std::make_shared<ScriptedModel>(script)));  // no timed commit: the end stores all
   const TurnHandle ids = rt.start_turn_async(turn_input("t-wait", user_message("hello")), told.callback());
   REQUIRE(in_model.wait());
   CHECK_FALSE(store->get_turn(ids.turn_id).has_value());  // the start is not stored yet
@@ -265,12 +265,12 @@ TEST_CASE(
   };
   auto blind = std::make_shared<Blind>(store);
   std::atomic<int> runs{0};
+  Told told;
   Runtime rt(quiet_config(blind, std::make_shared<ScriptedModel>(booking_script)));
   rt.tools().add(counting_book_room(runs));
   auto first = rt.run_turn(turn_input("t-busy", user_message("book a room")));
   REQUIRE(first.status == TurnStatus::waiting_approval);
   const auto events_before = store->events_after("t-busy", 0, 1000).size();
-  Told told;
   try {
     rt.start_turn_async(turn_input("t-busy", user_message("book another")), told.callback());
     FAIL("a second active turn was started");
@@ -293,6 +293,8 @@ TEST_CASE(
 TEST_CASE("start_turn_async: a repeated message id is answered before it returns; bad input throws, never told") {
   TempDir dir;
   auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  Told told;
+  Told bad;
   Runtime rt(
       quiet_config(store, std::make_shared<ScriptedModel>([](const ModelRequest&) { return text_result("hi"); })));
   TurnInput in = turn_input("t-rep", user_message("hello"));
@@ -300,7 +302,6 @@ TEST_CASE("start_turn_async: a repeated message id is answered before it returns
   auto first = rt.run_turn(in);
   REQUIRE(first.status == TurnStatus::completed);
   const int64_t tx0 = store->write_transactions();
-  Told told;
   rt.start_turn_async(in, told.callback());
   REQUIRE(told.told() == 1);  // before it returned
   CHECK_FALSE(told.error);
@@ -310,7 +311,6 @@ TEST_CASE("start_turn_async: a repeated message id is answered before it returns
   CHECK(told.handle.delta_messages[1].content == "hi");
   CHECK(store->write_transactions() == tx0);
 
-  Told bad;
   CHECK_THROWS_AS(rt.start_turn_async(turn_input("t-rep", user_message("")), bad.callback()), Error);
   TurnInput other = turn_input("t-rep", user_message("hello"), "u2");  // another user's thread
   try {

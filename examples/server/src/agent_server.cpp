@@ -292,12 +292,16 @@ AgentServer::~AgentServer() {
   ServerContext& s = d.ctx;
   const auto deadline = Clock::now() + s.cfg.limits.shutdown_grace;
   d.http.reset();  // no request reaches the pool any more
+  s.close_work();  // nor a streamed start's answer (the runtime's callbacks come until it goes)
   s.pool.reset();  // what is queued runs (answers to closed connections go nowhere)
   s.feed_pool.reset();
   s.feeds.reset();
   // Running turns reach their next commit (or the grace runs out).
   s.recent_turns.settle(*s.rt, deadline, [&s](std::string_view m) { s.log(LogLevel::warn, m); });
   if (s.demo_jobs) s.demo_jobs->stop();  // it reports to the runtime: stop it before the runtime goes
+  // The runtime goes while the rest of the context is there: a start it still tells lets go of what its callback
+  // holds (a stream slot, the request) into a context that is whole.
+  s.rt.reset();
 }
 
 int AgentServer::port() const { return impl_->http->port(); }

@@ -124,7 +124,7 @@ void start_streamed_run(ServerContext& s, ApiCall& c, const json& in, StreamedSt
   s.rate_limit(c);
   auto call = c.shared_from_this();
   auto started = [&s, call, slot, st = std::move(st)](const TurnHandle& h, std::exception_ptr error) {
-    s.pool->post([&s, call, slot, st, h, error] {
+    s.post_work([&s, call, slot, st, h, error] {
       try {
         answer_streamed_start(s, *call, *slot, st, h, error);
       } catch (...) {

@@ -64,6 +64,16 @@ void ServerContext::answer_failure(ApiCall& c, std::exception_ptr failure) const
   }
 }
 
+void ServerContext::post_work(std::function<void()> job) {
+  std::lock_guard<std::mutex> lock(work_mutex);
+  if (!work_closed && pool) pool->post(std::move(job));
+}
+
+void ServerContext::close_work() {
+  std::lock_guard<std::mutex> lock(work_mutex);
+  work_closed = true;
+}
+
 void ServerContext::log(LogLevel level, std::string_view message) const {
   if (log_threshold == LogLevel::off || level < log_threshold) return;
   std::cerr << fmt::format("agentrt-server [{}] {}\n", to_string(level), message) << std::flush;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -47,6 +49,8 @@ struct ServerContext {
   std::unique_ptr<EventFeeds> feeds;
   std::unique_ptr<WorkPool> feed_pool;  // feed pumps only: never behind a request that waits for the store's lock
   std::unique_ptr<WorkPool> pool;       // requests, idle checks, object pieces
+  std::mutex work_mutex;                // post_work against close_work
+  bool work_closed = false;             // under work_mutex
 
   void log(LogLevel level, std::string_view message) const;
 
@@ -58,6 +62,10 @@ struct ServerContext {
   void usable_thread(ApiCall& c, const std::string& client_id) const;
   // One run start or resume of the call's token, or 429 rate_limited with Retry-After.
   void rate_limit(const ApiCall& c);
+  // Hands a job to the work pool from a runtime callback (a streamed start's answer), or drops it once close_work()
+  // was called: the pool goes before the runtime, whose callbacks may come until it is gone.
+  void post_work(std::function<void()> job);
+  void close_work();
   // Answers the call with what a handler threw: an ApiError as it says, an agentrt Error by its code (5xx
   // without internals, which go to the log), anything else 422 (JSON) or 500.
   void answer_failure(ApiCall& c, std::exception_ptr failure) const;

@@ -710,6 +710,39 @@ class ShutdownTest(unittest.TestCase):
             srv.stop()
 
 
+    def test_sigterm_while_streamed_starts_are_on_their_way_exits_cleanly(self):
+        # A streamed start is answered from the runtime's callback once stored: a shutdown can come in between,
+        # and callbacks keep coming until the runtime is gone (after the work pool). With no timed group commit, a
+        # start is stored with its run's end: every run in flight at the signal has its start on its way.
+        srv = Server("--demo-delay-ms", "20", config={"runtime": {"flush_interval_ms": 10000}})
+        stop = threading.Event()
+        done = []
+        some_done = threading.Event()
+
+        def client():
+            while not stop.is_set():
+                try:
+                    srv.run(run_input(new_id("t"), "hello"))
+                except Exception:
+                    return  # the server went
+                done.append(1)
+                if len(done) >= 16:
+                    some_done.set()
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        try:
+            for t in threads:
+                t.start()
+            self.assertTrue(some_done.wait(timeout=60))
+            srv.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(srv.proc.wait(timeout=30), 0)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=30)
+            srv.stop()
+
+
 class ErrorDetailTest(unittest.TestCase):
     def test_a_storage_failure_is_500_without_paths_or_sql(self):
         with Server() as srv:
