@@ -324,7 +324,8 @@ class Runtime {
   // the thread that committed the start (a worker, the flusher): it must be quick and must not call the runtime
   // (post the work). The input's checks throw here, before anything runs, as start_turn's do. Returns the turn's
   // ids (first_seq 0: the start is not stored yet; a repeat's handle as `started` is told it); wait() on them waits
-  // for the start too (not_found once it was refused), other calls naming the turn find it once it is stored.
+  // for the start too (not_found once it was refused; timeout when the timeout passes before the start is stored),
+  // other calls naming the turn find it once it is stored.
   using Started = std::function<void(const TurnHandle& handle, std::exception_ptr error)>;
   TurnHandle start_turn_async(const TurnInput& input, Started started);
 

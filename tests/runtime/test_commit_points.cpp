@@ -232,6 +232,13 @@ TEST_CASE("start_turn_async: wait() on the returned ids waits for the start to b
   const TurnHandle ids = rt.start_turn_async(turn_input("t-wait", user_message("hello")), told.callback());
   REQUIRE(in_model.wait());
   CHECK_FALSE(store->get_turn(ids.turn_id).has_value());  // the start is not stored yet
+  // A timeout that passes first says so: the turn exists, unlike a refused start's (not_found).
+  try {
+    rt.wait(ids.turn_id, std::chrono::milliseconds(0));
+    FAIL("wait() returned a turn that is not stored");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::timeout);
+  }
   std::promise<TurnRecord> waited;
   std::thread waiter([&] {
     try {
@@ -247,7 +254,12 @@ TEST_CASE("start_turn_async: wait() on the returned ids waits for the start to b
   const TurnRecord t = waited.get_future().get();  // throws not_found when wait() did not wait
   CHECK(t.status == TurnStatus::completed);
   CHECK(told.told() == 1);
-  CHECK_THROWS_AS(rt.wait("turn_never_started", std::chrono::milliseconds(0)), Error);  // no run, no row
+  try {
+    rt.wait("turn_never_started", std::chrono::milliseconds(0));  // no run, no row
+    FAIL("wait() returned an unknown turn");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::not_found);
+  }
 }
 
 TEST_CASE(
