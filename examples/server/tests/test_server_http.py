@@ -3,6 +3,7 @@
 import concurrent.futures
 import http.server
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -848,6 +849,32 @@ class CancelOnDisconnectTest(unittest.TestCase):
             self.assertEqual(frames[-1][1]["outcome"], {"type": "success"})
         with self.assertRaises(RuntimeError):
             Server(config={"cancel_on_disconnect": "yes"})
+
+    def test_a_client_gone_before_its_start_is_stored_stops_the_run_too(self):
+        # The stream opens only once the start is stored (with the run's first commit: the group commit within
+        # flush_interval, the model's first chunk being 100 ms away). A client that sent its request and left at
+        # once is gone by then: the stream opens on a closed connection, and the run is stopped all the same.
+        with Server("--demo-delay-ms", "100") as srv:
+            thread = new_id("t")
+            inp = run_input(thread, "a long answer, slowly please")
+            inp["forwardedProps"] = {"cancelOnDisconnect": True}
+            body = json.dumps(inp).encode()
+            sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            sock.sendall(("POST /api/v1/agent/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+                          "Accept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                          % (ALICE, len(body))).encode() + body)
+            sock.close()
+            deadline = time.monotonic() + 10
+            while True:  # the thread exists once the start is stored
+                st, _, _, _ = srv.request("GET", "/api/v1/agent/runs/%s/history" % thread)
+                if st == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            self.assertEqual(st, 200)
+            frames = srv.thread_events(thread)  # until the thread is idle
+            self.assertEqual(frames[-1][1]["type"], "RUN_FINISHED")
+            self.assertEqual(frames[-1][1]["outcome"], {"type": "cancelled"})
+            self.assertNotIn("TEXT_MESSAGE_END", types(frames))  # stopped before its answer was whole
 
     def test_a_client_before_agui_1_0_reads_a_cancelled_run_as_a_plain_end(self):
         # Its RunAgentInput names no protocolVersion: its outcome schema knows no "cancelled" (nor pendingToolCallIds).
