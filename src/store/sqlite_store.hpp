@@ -97,6 +97,9 @@ class SqliteStore final : public Store {
   // own connection was held (tests, stats).
   size_t readers_open();
   int64_t reader_reads() const;
+  // How many times the checkpointer started the WAL's writeback ahead of a checkpoint (tests, stats; see
+  // store/sqlite/checkpointer.hpp): with synchronous=NORMAL on SQLite's own VFS, once per ~1 MiB of WAL.
+  int64_t wal_writebacks() const;
 
   // Runs PRAGMA wal_checkpoint(TRUNCATE) (benchmarks measure the file after it).
   void checkpoint();

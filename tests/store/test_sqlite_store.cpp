@@ -1,6 +1,15 @@
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -255,6 +264,99 @@ TEST_CASE("the WAL is checkpointed off the committing thread and stays bounded; 
   size_t n = 0;
   for (int t = 0; t < 7; ++t) n += again.events_after("t" + std::to_string(t), 0, 1000).size();
   CHECK(n == 400);
+}
+
+namespace {
+
+// The page cache's dirty pages of a file (Linux's cachestat(2), 6.5 and later), or nullopt where the kernel
+// does not have it.
+std::optional<uint64_t> dirty_pages(const std::string& file) {
+  struct Range {
+    uint64_t off = 0, len = 0;  // the whole file
+  } range;
+  struct Stat {
+    uint64_t cache, dirty, writeback, evicted, recently_evicted;
+  } stat{};
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const long rc = ::syscall(451 /* cachestat */, fd, &range, &stat, 0);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) {
+    REQUIRE(error == ENOSYS);
+    return std::nullopt;
+  }
+  return stat.dirty;
+}
+
+// Waits (at most 30 s) until `done` holds; whether it did.
+bool eventually(const std::function<bool()>& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("synchronous=NORMAL: the WAL's writeback starts each ~1 MiB, not all at the checkpoint's sync") {
+  // The checkpoint syncs the WAL before it writes pages back; the thread starts the writeback of what commits
+  // wrote each 256 frames, so that sync finds little left and no core takes megabytes of completions at once.
+  TempDir dir;
+  const std::string path = dir.file("writeback.db");
+  SqliteStoreOptions o{path};
+  o.wal_autocheckpoint = 100000;  // no checkpoint in this test: only the writebacks
+  SqliteStore s(o);
+  auto frames = [&] {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(path + "-wal", ec);
+    return ec || n < 32 ? int64_t{0} : static_cast<int64_t>((n - 32) / (4096 + 24));
+  };
+  const std::string body(3000, 'w');
+  int committed = 0;
+  auto commit_until = [&](int64_t mark) {  // small commits, up to the one that takes the WAL to `mark` frames
+    while (frames() < mark) {
+      CommitBatch b;
+      b.thread_id = "t" + std::to_string(committed % 5);
+      b.events.push_back(StoredEvent{0, "run_1", R"({"type":"CUSTOM","name":")" + body + R"(","value":1})"});
+      s.commit(b);
+      ++committed;
+    }
+  };
+  commit_until(200);
+  CHECK(s.wal_writebacks() == 0);
+  const auto before = dirty_pages(path + "-wal");
+  if (before) CHECK(*before >= 200);  // all of it still dirty
+  commit_until(256);
+  REQUIRE(eventually([&] { return s.wal_writebacks() == 1; }));
+  commit_until(512);
+  REQUIRE(eventually([&] { return s.wal_writebacks() == 2; }));
+  if (const auto after = dirty_pages(path + "-wal")) {
+    // Everything the commits wrote is under write-out or written; a page that a commit wrote to again while
+    // the previous writeback still had it in flight (frames do not end on page boundaries) waits for the next.
+    CHECK(*after <= 2);
+  } else {
+    WARN_MESSAGE(false, "cachestat(2) is not in this kernel: the dirty pages were not counted");
+  }
+  CHECK(s.wal_writebacks() == 2);
+  size_t n = 0;
+  for (int t = 0; t < 5; ++t) n += s.events_after("t" + std::to_string(t), 0, 100000).size();
+  CHECK(n == static_cast<size_t>(committed));
+
+  // With synchronous=FULL every commit syncs the WAL: no writeback of the thread's.
+  SqliteStoreOptions full{dir.file("full.db")};
+  full.wal_autocheckpoint = 100000;
+  full.synchronous = "FULL";
+  SqliteStore f(full);
+  for (int i = 0; i < 300; ++i) {
+    CommitBatch b;
+    b.thread_id = "f";
+    b.events.push_back(StoredEvent{0, "run_1", R"({"type":"CUSTOM","name":")" + body + R"(","value":1})"});
+    f.commit(b);
+  }
+  CHECK(f.wal_writebacks() == 0);
 }
 
 TEST_CASE("a stored message row nested deeper than the stored limit is refused with io, one at the limit is read") {

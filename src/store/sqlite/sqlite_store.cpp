@@ -139,6 +139,10 @@ size_t SqliteStore::readers_open() {
 
 int64_t SqliteStore::reader_reads() const { return reader_reads_.load(std::memory_order_relaxed); }
 
+int64_t SqliteStore::wal_writebacks() const {
+  return checkpointer_ ? checkpointer_->writebacks.load(std::memory_order_relaxed) : 0;
+}
+
 SqliteStore::Read::~Read() {
   if (!reader_) return;
   std::lock_guard<std::mutex> lock(s_.readers_mutex_);
