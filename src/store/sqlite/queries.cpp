@@ -214,7 +214,6 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
   auto s = span_rows(c, thread_id, "SELECT idx,body " AGENTRT_SPAN_ROWS, "SELECT m.idx,m.body" AGENTRT_SPAN_LOOKUP,
                      base_column);
   std::vector<Message> out;
-  out.reserve(8);  // a short thread's in one allocation (grown one by one, 1, 2, 4: three, and two moves)
   while (s.step()) {
     if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
     const char* body = reinterpret_cast<const char*>(s.raw(1));
