@@ -57,6 +57,43 @@ TEST_CASE("SqliteStore migrates a new file to the current schema version and ref
   CHECK_THROWS_AS(SqliteStore(SqliteStoreOptions{"/nonexistent-dir/x/y.db"}), Error);
 }
 
+TEST_CASE("SqliteStore refuses a UTF-16 database file and reads its UTF-8 texts back byte for byte") {
+  TempDir dir;
+  {
+    // A file made elsewhere, UTF-16 from its first table: the readers take stored texts as UTF-8 bytes.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("u16.db").c_str(), &db) == SQLITE_OK);
+    sqlite_exec(db, "PRAGMA encoding='UTF-16le'; CREATE TABLE other(x TEXT)");
+    sqlite3_close(db);
+    try {
+      SqliteStore s(SqliteStoreOptions{dir.file("u16.db")});
+      FAIL("a UTF-16 database was opened");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::unsupported);
+      CHECK(e.message() == "sqlite: '" + dir.file("u16.db") + "' is a UTF-16le database; the store needs UTF-8");
+    }
+  }
+  SqliteStore s(SqliteStoreOptions{dir.file("u8.db")});
+  const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \\ \" \n end";  // é € 😀, escapes
+  CommitBatch b;
+  b.thread_id = "t";
+  Message m;
+  m.id = "m1";
+  m.role = Role::user;
+  m.content = text;
+  m.metadata = json{{"k", text}};
+  b.messages.push_back(MessageRecord{"t", 0, "turn_1", "run_1", m});
+  s.commit(b);
+  const auto records = s.messages("t");
+  REQUIRE(records.size() == 1);
+  CHECK(records[0].message.content == text);
+  CHECK(records[0].message.metadata == json{{"k", text}});
+  const auto history = s.thread_messages("t");
+  REQUIRE(history.size() == 1);
+  CHECK(history[0].content == text);
+  CHECK(history[0].metadata == json{{"k", text}});
+}
+
 TEST_CASE("the database runs in WAL mode with the configured synchronous level") {
   TempDir dir;
   SqliteStore s(SqliteStoreOptions{dir.file("w.db"), "FULL"});

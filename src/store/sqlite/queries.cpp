@@ -196,9 +196,7 @@ std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string
     m.index = s.i64(0);
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
-    const char* body = reinterpret_cast<const char*>(s.raw(3));
-    m.message = store_rows::stored_message(
-        thread_id, m.index, std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 3))));
+    m.message = store_rows::stored_message(thread_id, m.index, s.stored_text(3));
   }
   return out;
 }
@@ -216,9 +214,7 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
   std::vector<Message> out;
   while (s.step()) {
     if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
-    const char* body = reinterpret_cast<const char*>(s.raw(1));
-    out.push_back(store_rows::stored_message(
-        thread_id, s.i64(0), std::string_view(body, static_cast<size_t>(sqlite3_column_bytes(s.get(), 1)))));
+    out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.stored_text(1)));
   }
   return out;
 }

@@ -86,6 +86,13 @@ class Statement {
     return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
              : std::string_view();
   }
+  // A TEXT column's bytes without the terminator, valid until the next step: read as a blob, SQLite hands out the
+  // row's bytes where they lie, where asking for text makes it copy them to add the terminator.
+  std::string_view stored_text(int col) const {
+    const void* p = sqlite3_column_blob(s_, col);
+    return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
+             : std::string_view();
+  }
   sqlite3_stmt* get() const { return s_; }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
   double f64(int col) const { return sqlite3_column_double(s_, col); }
