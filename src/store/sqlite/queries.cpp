@@ -196,7 +196,7 @@ std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string
     m.index = s.i64(0);
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
-    m.message = store_rows::stored_message(thread_id, m.index, s.stored_text(3));
+    m.message = store_rows::stored_message(thread_id, m.index, s.bytes(3));
   }
   return out;
 }
@@ -214,7 +214,7 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
   std::vector<Message> out;
   while (s.step()) {
     if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
-    out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.stored_text(1)));
+    out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.bytes(1)));
   }
   return out;
 }

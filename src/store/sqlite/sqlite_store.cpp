@@ -40,12 +40,14 @@ SqliteStore::SqliteStore(SqliteStoreOptions options, std::unique_ptr<MessageLayo
   create_private_file(options_.path);
   db_ = std::make_unique<Connection>(options_.path, options_.busy_timeout_ms, true, options_.vfs);
   {
-    // The readers take a stored text's bytes as they lie in the row (Statement::stored_text): UTF-8 only, which
+    // The readers take a stored text's bytes as they lie in the row (Statement::bytes): UTF-8 only, which
     // every file this store made is. A file made UTF-16 elsewhere is refused rather than read as bytes.
+    // (Read as text, converted: in a UTF-16 database the pragma's answer is UTF-16 too.)
     auto encoding = db_->stmt("PRAGMA encoding");
-    if (encoding.step() && encoding.text(0) != "UTF-8")
+    const std::string name = encoding.step() ? reinterpret_cast<const char*>(encoding.raw(0)) : "UTF-8";
+    if (name != "UTF-8")
       throw Error(ErrorCode::unsupported,
-                  fmt::format("sqlite: '{}' is a {} database; the store needs UTF-8", options_.path, encoding.text(0)));
+                  fmt::format("sqlite: '{}' is a {} database; the store needs UTF-8", options_.path, name));
   }
   db_->exec("PRAGMA journal_mode=WAL");
   db_->exec(fmt::format("PRAGMA synchronous={}", options_.synchronous).c_str());

@@ -74,21 +74,13 @@ class Statement {
     while (step()) {
     }
   }
-  std::string text(int col) const {
-    auto* p = sqlite3_column_text(s_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s_, col)) : std::string();
-  }
+  std::string text(int col) const { return std::string(bytes(col)); }
   const unsigned char* raw(int col) const { return sqlite3_column_text(s_, col); }
   bool is_blob(int col) const { return sqlite3_column_type(s_, col) == SQLITE_BLOB; }
-  // A column's bytes as they are stored (a BLOB's, or a text's without the terminator), valid until the next step.
+  // A column's bytes as they are stored (a BLOB's, a TEXT's without the terminator, a number as its text, NULL as
+  // ""), valid until the next step. Read as a blob: SQLite hands out the row's bytes where they lie, where asking
+  // for text makes it copy them to add the terminator. UTF-8: the store refuses a database of another encoding.
   std::string_view bytes(int col) const {
-    const void* p = is_blob(col) ? sqlite3_column_blob(s_, col) : sqlite3_column_text(s_, col);
-    return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
-             : std::string_view();
-  }
-  // A TEXT column's bytes without the terminator, valid until the next step: read as a blob, SQLite hands out the
-  // row's bytes where they lie, where asking for text makes it copy them to add the terminator.
-  std::string_view stored_text(int col) const {
     const void* p = sqlite3_column_blob(s_, col);
     return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
              : std::string_view();
