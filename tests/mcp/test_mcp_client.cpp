@@ -19,6 +19,7 @@
 #include "agentrt/config.hpp"
 #include "agentrt/scripted_model.hpp"
 #include "store/fs_object_store.hpp"
+#include "support/condition.hpp"
 #include "support/otlp_receiver.hpp"
 #include "support/runtime_fixture.hpp"
 
@@ -147,16 +148,6 @@ struct McpHarness {
     return std::nullopt;
   }
 };
-
-// Waits (without a fixed sleep) until `done` holds or 20 s pass.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "store/sqlite/event_body.hpp"
 #include "store/sqlite_store.hpp"
 #include "store/store_conformance.hpp"
+#include "support/condition.hpp"
 #include "support/runtime_fixture.hpp"
 #include "support/sqlite_text.hpp"
 #include "util/crypto.hpp"
@@ -324,16 +325,6 @@ std::optional<uint64_t> dirty_pages(const std::string& file) {
     return std::nullopt;
   }
   return stat.dirty;
-}
-
-// Waits (at most 30 s) until `done` holds; whether it did.
-bool eventually(const std::function<bool()>& done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <thread>
 
 namespace agentrt::testing {
 
@@ -54,5 +56,16 @@ class Condition {
   std::condition_variable cv_;
   int count_ = 0;
 };
+
+// For state that nothing reports (another thread's counter, a file, a server's list): true once `done` holds,
+// asked each millisecond (false after `timeout`).
+inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = kLongWait) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 }  // namespace agentrt::testing
