@@ -102,7 +102,9 @@ struct SqliteStore::Checkpointer {
     cv.notify_one();
   }
 
-  // Starts the writeback of the WAL's dirty pages without waiting for it (see above).
+  // Starts the writeback of the WAL's dirty pages without waiting for it (see above). The descriptor is the
+  // thread's own: SQLite holds no POSIX lock on the WAL file (its locks are on the database and -shm files, which
+  // closing a descriptor of theirs would release for the whole process: they are never opened here).
   void start_writeback() {
 #ifdef __linux__
     const int fd = ::open(wal_path.c_str(), O_RDONLY | O_CLOEXEC);
