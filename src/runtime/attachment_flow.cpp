@@ -1,6 +1,8 @@
 // The attachment flow (attachment_flow.hpp).
 #include "runtime/attachment_flow.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "agentrt/attachments.hpp"
@@ -193,7 +195,14 @@ namespace {
 
 // The images of tool results, for the model: after each run of tool messages, a user message that shows them (a
 // tool message carries text only, and nothing may come between the tool messages of one answer).
+bool has_tool_media(const Message& m) {
+  return m.role == Role::tool && m.metadata.is_object() && m.metadata.contains("media") &&
+         m.metadata["media"].is_array();
+}
+
 void show_tool_media(std::vector<Message>& messages) {
+  // Most requests have none: their messages stay where they are (the stage reuses them for its next request).
+  if (std::none_of(messages.begin(), messages.end(), has_tool_media)) return;
   std::vector<Message> out;
   out.reserve(messages.size());
   std::vector<ContentPart> pending;
@@ -209,8 +218,7 @@ void show_tool_media(std::vector<Message>& messages) {
   };
   for (auto& m : messages) {
     if (m.role != Role::tool) flush();
-    if (m.role == Role::tool && m.metadata.is_object() && m.metadata.contains("media") &&
-        m.metadata["media"].is_array()) {
+    if (has_tool_media(m)) {
       const std::string tool = m.metadata.value("tool_name", "");
       for (const auto& e : m.metadata["media"]) {
         if (!e.is_object() || !e.contains("storage_path") || e.value("type", "") != "image") continue;

@@ -18,12 +18,19 @@ std::string context_section(const std::vector<ContextEntry>& context) {
   return out;
 }
 
-size_t context_size(const Message& m) {
-  size_t n = 16 + m.content.size();
-  for (const auto& p : m.parts) n += p.text.size() + (p.source ? 64 : 0);
-  for (const auto& c : m.tool_calls) n += c.name.size() + c.arguments.size() + c.id.size();
+namespace {
+// The size the budget counts for a message of this much text, these parts and tool calls (null: none).
+size_t size_of(size_t content_chars, const std::vector<ContentPart>* parts, const std::vector<ToolCall>* calls) {
+  size_t n = 16 + content_chars;
+  if (parts)
+    for (const auto& p : *parts) n += p.text.size() + (p.source ? 64 : 0);
+  if (calls)
+    for (const auto& c : *calls) n += c.name.size() + c.arguments.size() + c.id.size();
   return n;
 }
+}  // namespace
+
+size_t context_size(const Message& m) { return size_of(m.content.size(), &m.parts, &m.tool_calls); }
 
 std::string model_result_text(const ToolAgentOutput& out) {
   if (out.error) {
@@ -51,15 +58,23 @@ bool is_job_note(const Message& m) {
 
 bool is_tool_result(const Message& m) { return m.role == Role::tool && !is_job_note(m); }
 
-// The message without its metadata: providers never send metadata, and copying it is most of the cost.
-Message for_model(const Message& m) {
-  Message out;
+// The message as a model reads it, written over `out`: without its metadata (providers never send metadata,
+// and copying it is most of the cost). Every field is set, so `out` may hold any message before; its strings and
+// lists keep their room (a stage's requests are rebuilt in the same messages call after call).
+void assign_for_model(Message& out, const Message& m) {
   out.id = m.id;
+  out.metadata = nullptr;
   if (is_job_note(m)) {
     out.role = Role::system;
     out.content = m.content;
+    out.parts.clear();
     out.has_content = true;
-    return out;
+    out.tool_calls.clear();
+    out.tool_call_id.clear();
+    out.name.clear();
+    out.error.clear();
+    out.encrypted_value.clear();
+    return;
   }
   out.role = m.role;
   out.content = m.content;
@@ -74,23 +89,11 @@ Message for_model(const Message& m) {
   if (m.role == Role::tool && m.metadata.is_object())
     if (auto media = m.metadata.find("media"); media != m.metadata.end())
       out.metadata = json{{"media", *media}, {"tool_name", m.metadata.value("tool_name", "")}};
-  return out;
 }
 }  // namespace
 
-std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
-                                   const std::map<std::string, std::string>& full_results) {
-  std::vector<Message> out;
-  Message sys;
-  sys.id = "system";
-  sys.role = Role::system;
-  sys.content = in.system_prompt;
-  for (const auto& n : in.system_notes) {
-    if (!sys.content.empty()) sys.content += "\n\n";
-    sys.content += n;
-  }
-  size_t used = context_size(sys);
-
+void build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
+                   const std::map<std::string, std::string>& full_results, std::vector<Message>& out) {
   // The current turn starts at its first message; everything from there on is always sent.
   size_t first_current = history.size();
   for (size_t i = 0; i < history.size(); ++i)
@@ -98,50 +101,81 @@ std::vector<Message> build_context(const ContextInput& in, const std::vector<Mes
       first_current = i;
       break;
     }
-  std::vector<Message> current;
-  current.reserve(history.size() - first_current);
+  // The text a current tool message is sent with: its result in full, from the ledger (null: its own).
+  auto full_result = [&](size_t i) -> const std::string* {
+    const Message& m = history[i].message;
+    if (!is_tool_result(m) || history[i].turn_id != in.turn_id) return nullptr;
+    auto it = full_results.find(m.tool_call_id);
+    return it == full_results.end() ? nullptr : &it->second;
+  };
+  size_t system_chars = in.system_prompt.size();  // the system message's text: the prompt, then the notes
+  for (const auto& n : in.system_notes) system_chars += (system_chars ? 2 : 0) + n.size();
+  size_t used = size_of(system_chars, nullptr, nullptr);
+  // The current messages' sizes as the model reads them (a job note without its parts and calls, a full result
+  // without the summary's parts): they decide how much older history fits.
   for (size_t i = first_current; i < history.size(); ++i) {
-    Message m = for_model(history[i].message);
-    if (m.role == Role::tool && history[i].turn_id == in.turn_id) {  // (job notes are system messages now)
-      auto it = full_results.find(m.tool_call_id);
-      if (it != full_results.end()) {
-        m.content = it->second;
-        m.parts.clear();
-      }
-    }
-    used += context_size(m);
-    current.push_back(std::move(m));
+    const Message& m = history[i].message;
+    const std::string* full = full_result(i);
+    used += is_job_note(m) ? size_of(m.content.size(), nullptr, nullptr)
+                           : size_of((full ? *full : m.content).size(), full ? nullptr : &m.parts, &m.tool_calls);
   }
 
   // Older history in groups, newest first: a group is a message, or an assistant message with tool calls
-  // together with the tool results that follow it.
-  std::vector<std::vector<const Message*>> groups;
-  size_t i = first_current;
-  while (i > 0) {
-    std::vector<const Message*> g;
+  // together with the tool results that follow it. The kept ones are the history from `first_kept` on.
+  size_t first_kept = first_current;
+  for (size_t i = first_current; i > 0;) {
     size_t j = i;
     while (j > 0 && is_tool_result(history[j - 1].message)) --j;
     if (j < i && j > 0 && history[j - 1].message.role == Role::assistant && !history[j - 1].message.tool_calls.empty())
       --j;
     if (j == i) --j;  // a single message
-    for (size_t k = j; k < i; ++k) g.push_back(&history[k].message);
-    groups.push_back(std::move(g));
-    i = j;
-  }
-  std::vector<const Message*> kept;
-  for (const auto& g : groups) {
     size_t size = 0;
-    for (const auto* m : g) size += context_size(*m);
+    for (size_t k = j; k < i; ++k) size += context_size(history[k].message);
     if (used + size > in.budget_chars) break;
     // Tool results without their assistant call (cut history) would confuse a model: skip such groups.
-    if (is_tool_result(*g.front())) break;
+    if (is_tool_result(history[j].message)) break;
     used += size;
-    kept.insert(kept.begin(), g.begin(), g.end());
+    first_kept = j;
+    i = j;
   }
-  out.reserve(1 + kept.size() + current.size());
-  out.push_back(std::move(sys));
-  for (const auto* m : kept) out.push_back(for_model(*m));
-  for (auto& m : current) out.push_back(std::move(m));
+
+  // System prompt, kept history, current turn: each message written over the one `out` holds there.
+  const size_t count = 1 + history.size() - first_kept;
+  // A list that grows (a stage's next call) gets room for a few more calls; a new one only what it holds (one of
+  // 1 KiB or more costs glibc far more to allocate than a smaller one).
+  if (out.capacity() < count) out.reserve(out.empty() ? count : count + count / 2 + 4);
+  out.resize(count);
+  Message& sys = out[0];
+  sys.id = "system";
+  sys.role = Role::system;
+  sys.content = in.system_prompt;
+  for (const auto& n : in.system_notes) {
+    if (!sys.content.empty()) sys.content += "\n\n";
+    sys.content += n;
+  }
+  sys.parts.clear();
+  sys.has_content = true;
+  sys.tool_calls.clear();
+  sys.tool_call_id.clear();
+  sys.name.clear();
+  sys.error.clear();
+  sys.encrypted_value.clear();
+  sys.metadata = nullptr;
+  for (size_t i = first_kept; i < history.size(); ++i) {
+    Message& m = out[1 + i - first_kept];
+    assign_for_model(m, history[i].message);
+    if (i < first_current) continue;
+    if (const std::string* full = full_result(i)) {
+      m.content = *full;
+      m.parts.clear();
+    }
+  }
+}
+
+std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
+                                   const std::map<std::string, std::string>& full_results) {
+  std::vector<Message> out;
+  build_context(in, history, full_results, out);
   return out;
 }
 

@@ -27,6 +27,11 @@ struct ContextInput {
 // `full_results`: the current turn's tool results as the model reads them, by tool call id.
 std::vector<Message> build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
                                    const std::map<std::string, std::string>& full_results);
+// The same, written over `out` (whatever it held: every message of it is set whole). Its messages keep their
+// strings' room, so a stage that rebuilds its request for each model call reuses the same memory instead of
+// freeing and allocating every message again.
+void build_context(const ContextInput& in, const std::vector<MessageRecord>& history,
+                   const std::map<std::string, std::string>& full_results, std::vector<Message>& out);
 
 // The system message's section that gives the model a run's context (AG-UI Context entries): a heading line
 // (kRunContextHeading, model.hpp), then one line per entry, "- <description>: <value>" (line breaks kept).

@@ -14,7 +14,7 @@ inline namespace v1 {
 
 using namespace turn;
 
-ModelRequest TurnRunner::build_request(Stage stage, const StagePolicy& policy, std::vector<ToolDefinition> defs) {
+void TurnRunner::build_request(Stage stage, const StagePolicy& policy, ModelRequest& req) {
   ContextInput in;
   in.system_prompt = policy.system_prompt;
   if (stage != Stage::intent && !ctx_.turn.intent.empty())
@@ -23,17 +23,15 @@ ModelRequest TurnRunner::build_request(Stage stage, const StagePolicy& policy, s
   if (ctx_.handle && !ctx_.handle->context.empty()) in.system_notes.push_back(context_section(ctx_.handle->context));
   in.turn_id = ctx_.turn.id;
   in.budget_chars = rt_.cfg.context_budget_chars;
-  ModelRequest req;
-  req.messages = build_context(in, ctx_.history, ctx_.full_results);
+  build_context(in, ctx_.history, ctx_.full_results, req.messages);
   rt_.attachments.media_for_model(req.messages, ctx_.media_cache);
   req.stage = to_string(stage);
   req.model = policy.model;
   req.params = policy.params;
-  req.tools = std::move(defs);
   req.thread_id = ctx_.turn.thread_id;
   req.turn_id = ctx_.turn.id;
   req.run_id = ctx_.turn.run_id;
-  return req;
+  req.traceparent.clear();  // the model call's span sets it when tracing
 }
 
 std::string TurnRunner::unique_call_id(std::string_view proposed) {

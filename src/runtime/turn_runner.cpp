@@ -136,9 +136,9 @@ void TurnRunner::end_facts(Event& e) {
 
 bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
                             std::string& final_text) {
-  // The stage's tools, copied out of the registry again only when it has changed: each model call of the stage
-  // offers the same ones (their schemas were copied into every request).
-  std::vector<ToolDefinition> defs;
+  // One request for all of the stage's model calls, rebuilt before each in the same memory (build_context). Its
+  // tools are copied out of the registry again only when it has changed: each call offers the same ones.
+  ModelRequest req;
   std::optional<uint64_t> defs_generation;
   for (;;) {
     check_cancel();
@@ -148,16 +148,15 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
     if (rt_.mcp) report_changed_mcp_tools(stage);
     const uint64_t generation = rt_.tools.generation();  // read first: a change after it is seen next time
     if (defs_generation != generation) {
-      defs = rt_.tools.definitions(to_string(stage), policy.tools);
+      req.tools = rt_.tools.definitions(to_string(stage), policy.tools);
       if (stage == Stage::execution && ctx_.handle)
-        for (const auto& c : ctx_.handle->client_tools) defs.push_back(c.definition);
+        for (const auto& c : ctx_.handle->client_tools) req.tools.push_back(c.definition);
       defs_generation = generation;
     }
-    ModelRequest req = build_request(stage, policy, std::move(defs));
+    build_request(stage, policy, req);
     check_budgets(1);
     trace::ModelCallSpan chat(rt_.tracer, ctx_.span, req, *rt_.cfg.model);  // sets req.traceparent
     Answer answer = chat.run([&] { return call_model(stage, req, vis, final_candidate); });
-    defs = std::move(req.tools);  // a provider takes the request as const: the same definitions
     if (answer.result.tool_calls.empty()) {
       final_text = answer.result.text;
       return true;

@@ -121,7 +121,9 @@ class TurnRunner {
   // The model/tool loop of one stage. Returns false when the run paused for approval.
   bool stage_loop(Stage stage, const StagePolicy& policy, Visibility vis, bool final_candidate,
                   std::string& final_text);
-  ModelRequest build_request(Stage stage, const StagePolicy& policy, std::vector<ToolDefinition> defs);
+  // The stage's request for its next model call, written over `req` (all but its tools, which the stage loop
+  // keeps).
+  void build_request(Stage stage, const StagePolicy& policy, ModelRequest& req);
   // CUSTOM agentrt.mcp_tool_changed for each MCP tool of the stage held back for a changed definition (once a run).
   void report_changed_mcp_tools(Stage stage);
   std::string unique_call_id(std::string_view proposed);

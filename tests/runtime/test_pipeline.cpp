@@ -109,6 +109,155 @@ TEST_CASE("the context keeps system prompt and new input, then the newest histor
   CHECK(ctx[1].content == "the new question");
 }
 
+namespace {
+
+// Every field of a message the model is sent, as text (two requests are the same when these are).
+std::string model_view(const Message& m) {
+  json parts = json::array();
+  for (const auto& p : m.parts) parts.push_back(json(p));
+  json calls = json::array();
+  for (const auto& c : m.tool_calls) calls.push_back({c.id, c.name, c.arguments});
+  return json{m.id,   to_string(m.role), m.content,         parts,     m.has_content, calls, m.tool_call_id,
+              m.name, m.error,           m.encrypted_value, m.metadata}
+      .dump();
+}
+
+}  // namespace
+
+TEST_CASE("the context written over a request's old messages is the context made afresh, field for field") {
+  std::vector<MessageRecord> hist;
+  auto add = [&](Message m, std::string turn) {
+    m.id = "m" + std::to_string(hist.size());
+    hist.push_back(MessageRecord{"t", static_cast<int64_t>(hist.size()), std::move(turn), "r", std::move(m)});
+  };
+  Message user;
+  user.role = Role::user;
+  user.parts = {
+      ContentPart::make_text("look at this"),
+      ContentPart{"image", "", PartSource{"url", "https://x/i.png", "image/png", ""}, "p1", json{{"ref", "img_1"}}}};
+  user.content = "";
+  user.metadata = json{{"client", "web"}};
+  add(user, "old");
+  Message call;
+  call.role = Role::assistant;
+  call.has_content = false;
+  call.tool_calls = {ToolCall{"c1", "lookup", R"({"q":"x"})"}};
+  call.encrypted_value = "sig-1";
+  add(call, "old");
+  Message result;
+  result.role = Role::tool;
+  result.tool_call_id = "c1";
+  result.name = "lookup";
+  result.content = "summary of c1";
+  result.error = "partial";
+  result.metadata = json{{"media", json::array({json{{"type", "image"}, {"storage_path", "p"}}})},
+                         {"tool_name", "lookup"},
+                         {"run_id", "r"}};
+  add(result, "old");
+  Message note;
+  note.role = Role::tool;
+  note.tool_call_id = "c1";
+  note.content = "job J finished";
+  note.parts = {ContentPart::make_text("a part a note loses")};
+  note.metadata = json{{"job_id", "J"}};
+  add(note, "now");
+  Message question;
+  question.role = Role::user;
+  question.content = "and now?";
+  add(question, "now");
+  Message now_call = call;
+  now_call.tool_calls = {ToolCall{"c2", "lookup", "{}"}};
+  now_call.encrypted_value.clear();
+  add(now_call, "now");
+  Message now_result = result;
+  now_result.tool_call_id = "c2";
+  now_result.content = "summary of c2";
+  add(now_result, "now");
+  const std::map<std::string, std::string> full{{"c2", "the whole result of c2"}};
+
+  ContextInput in;
+  in.system_prompt = "SYS";
+  in.system_notes = {"note one", "note two"};
+  in.turn_id = "now";
+  for (size_t budget : {size_t{10}, size_t{200}, size_t{100000}}) {
+    CAPTURE(budget);
+    in.budget_chars = budget;
+    const auto fresh = build_context(in, hist, full);
+    // A request's messages from before: longer and shorter lists, every field of every message set.
+    for (size_t junk_count : {size_t{0}, size_t{2}, fresh.size(), fresh.size() + 3}) {
+      CAPTURE(junk_count);
+      std::vector<Message> out;
+      for (size_t k = 0; k < junk_count; ++k) {
+        Message j = hist[k % hist.size()].message;
+        j.id = "junk" + std::to_string(k);
+        j.role = Role::assistant;
+        j.content = std::string(40, 'j');
+        j.parts = user.parts;
+        j.has_content = false;
+        j.tool_calls = call.tool_calls;
+        j.tool_call_id = "junk";
+        j.name = "junk";
+        j.error = "junk";
+        j.encrypted_value = "junk";
+        j.metadata = json{{"junk", true}};
+        out.push_back(std::move(j));
+      }
+      build_context(in, hist, full, out);
+      REQUIRE(out.size() == fresh.size());
+      for (size_t k = 0; k < out.size(); ++k) CHECK(model_view(out[k]) == model_view(fresh[k]));
+    }
+  }
+  // What the model reads: the system prompt with its notes, a job note as a system message without its parts, a
+  // current tool result in full (without the summary's parts), an older one as it is.
+  in.budget_chars = 100000;
+  const auto all = build_context(in, hist, full);
+  REQUIRE(all.size() == 8);
+  CHECK(all[0].content == "SYS\n\nnote one\n\nnote two");
+  CHECK(all[3].content == "summary of c1");
+  CHECK(all[3].metadata == json{{"media", result.metadata["media"]}, {"tool_name", "lookup"}});
+  CHECK(all[4].role == Role::system);
+  CHECK(all[4].parts.empty());
+  CHECK(all[4].metadata.is_null());
+  CHECK(all[7].content == "the whole result of c2");
+  CHECK(all[1].metadata.is_null());
+}
+
+TEST_CASE("the context's budget counts the system text as sent and a current tool result at its full size") {
+  std::vector<MessageRecord> hist;
+  auto add = [&](Role role, std::string text, std::string turn, std::string tcid = {}) {
+    Message m;
+    m.id = "m" + std::to_string(hist.size());
+    m.role = role;
+    m.content = std::move(text);
+    m.tool_call_id = std::move(tcid);
+    if (role == Role::assistant && !m.tool_call_id.empty()) {
+      m.tool_calls = {ToolCall{m.tool_call_id, "f", "{}"}};
+      m.tool_call_id.clear();
+    }
+    hist.push_back(MessageRecord{"t", static_cast<int64_t>(hist.size()), std::move(turn), "r", m});
+  };
+  add(Role::user, std::string(10, 'x'), "old");  // 16 + 10 = 26
+  add(Role::user, "q", "now");                   // 17
+  ContextInput in;
+  in.system_notes = {"N1", "N2"};  // no prompt: "N1\n\nN2", 16 + 6 = 22
+  in.turn_id = "now";
+  in.budget_chars = 22 + 17 + 26;
+  CHECK(build_context(in, hist, {}).size() == 3);  // the old message fits exactly
+  in.budget_chars -= 1;
+  CHECK(build_context(in, hist, {}).size() == 2);
+
+  // A current tool result counts as the model reads it: in full.
+  add(Role::assistant, "", "now", "c1");  // 16 + 1 + 2 + 2 = 21
+  add(Role::tool, "s", "now", "c1");      // 16 + 1 as stored, 16 + 30 in full
+  const std::map<std::string, std::string> full{{"c1", std::string(30, 'r')}};
+  in.budget_chars = 22 + 17 + 21 + 46 + 26;
+  auto ctx = build_context(in, hist, full);
+  REQUIRE(ctx.size() == 5);
+  CHECK(ctx[4].content == std::string(30, 'r'));
+  in.budget_chars -= 1;
+  CHECK(build_context(in, hist, full).size() == 4);
+}
+
 TEST_CASE("the host's log sink gets records; usage is summed per run and per turn; reasoning is streamed") {
   std::vector<std::string> logs;
   std::mutex m;

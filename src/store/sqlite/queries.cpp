@@ -188,9 +188,13 @@ std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string
   auto s = span_rows(c, thread_id, "SELECT idx,turn_id,run_id,body " AGENTRT_SPAN_ROWS,
                      "SELECT m.idx,m.turn_id,m.run_id,m.body" AGENTRT_SPAN_LOOKUP, base_column);
   std::vector<MessageRecord> out;
-  out.reserve(16);  // a short thread's messages without growing; each is made where it stays
   while (s.step()) {
-    if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
+    if (out.empty()) {
+      // A short thread's messages without growing; each is made where it stays. (Only once there is one: a new
+      // thread's empty list allocates nothing.)
+      out.reserve(16);
+      if (base_column >= 0) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
+    }
     MessageRecord& m = out.emplace_back();
     m.thread_id = std::string(thread_id);
     m.index = s.i64(0);
