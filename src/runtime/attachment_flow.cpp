@@ -193,13 +193,14 @@ void AttachmentFlow::resign_media(Message& m) const {
 
 namespace {
 
-// The images of tool results, for the model: after each run of tool messages, a user message that shows them (a
-// tool message carries text only, and nothing may come between the tool messages of one answer).
+// Whether a tool message lists files of its tool's result (metadata.media).
 bool has_tool_media(const Message& m) {
   return m.role == Role::tool && m.metadata.is_object() && m.metadata.contains("media") &&
          m.metadata["media"].is_array();
 }
 
+// The images of tool results, for the model: after each run of tool messages, a user message that shows them (a
+// tool message carries text only, and nothing may come between the tool messages of one answer).
 void show_tool_media(std::vector<Message>& messages) {
   // Most requests have none: their messages stay where they are (the stage reuses them for its next request).
   if (std::none_of(messages.begin(), messages.end(), has_tool_media)) return;
