@@ -126,11 +126,11 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
   std::vector<std::string> confirm;
   for (auto& r : running) {
     LedgerEntry* l = ctx_.find_ledger(r.id);
+    if (!wait_for(r, *l)) cancelled = true;  // (a call abandoned there is told its arguments: still r.args)
     ToolAgentOutput out;
     out.tool_call_id = r.id;
     out.tool_name = l->tool_name;
-    out.args = r.args;
-    if (!wait_for(r, *l)) cancelled = true;
+    out.args = std::move(r.args);  // the call is over: what it was asked goes with its outcome
     auto oc = r.completion.take_outcome();
     if (oc.ok && oc.input) {
       if (auto problem = invalid_input_request(*oc.input, rt_.cfg.max_json_depth)) {
@@ -187,8 +187,15 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
                             oc.job->message.empty() ? "" : ". " + oc.job->message);
     } else if (oc.ok) {
       out.status = ToolStatus::succeeded;
-      out.result = oc.result.result;  // its depth is checked above; end_confirmed_job reads it too
-      out.ui = oc.result.ui;
+      // Its depth is checked above. Taken, not copied, unless a confirmed job ends with it (end_confirmed_job
+      // reads it too).
+      if (r.job_confirmed) {
+        out.result = oc.result.result;
+        out.ui = oc.result.ui;
+      } else {
+        out.result = std::move(oc.result.result);
+        out.ui = std::move(oc.result.ui);
+      }
       if (!oc.result.media.empty()) {
         // Stored before the result commits; removed again if that commit is lost.
         std::vector<std::string> written, pointers;
@@ -451,7 +458,13 @@ void ToolExecutor::record(const std::string& id, ToolAgentOutput out, const std:
       !summary.empty() ? summary
                        : rt_.cfg.summarizer->summarize(out.tool_name, out.args, out.result, out.error ? &err : nullptr);
   out.summary_version = kSummaryVersion;
-  ctx_.recorded[id] = out;
+  // The outcome is the run's from here on, whatever happens below (recorded: what a run whose batch was lost writes
+  // again). It moves into its place as this returns or throws (a move cannot throw), instead of being copied now.
+  struct Keep {
+    ToolAgentOutput& to;
+    ToolAgentOutput& from;
+    ~Keep() { to = std::move(from); }
+  } keep{ctx_.recorded[id], out};
   std::string out_str = to_json_string(out);
   // Filled key by key: an initializer list builds every pair twice (as arrays, then as members).
   json index = json::object();

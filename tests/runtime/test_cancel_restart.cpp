@@ -119,14 +119,18 @@ TEST_CASE("cancel of a turn waiting for approval ends it cancelled without runni
 TEST_CASE("cancel while an async tool runs ends the run cancelled and records the call interrupted") {
   Harness h([](const ModelRequest& req) -> ModelResult {
     if (req.stage == "intent") return text_result("x");
-    if (tool_results_since_last_user(req) == 0) return tool_call_result("c1", "hang", "{}");
+    if (tool_results_since_last_user(req) == 0) return tool_call_result("c1", "hang", R"({"n":1})");
     return text_result("never");
   });
   std::vector<ToolCompletion> kept;
+  std::vector<json> abandoned;  // what on_abandon was told, once per call
   Condition started;
   ToolSpec hang;
   hang.name = "hang";
   hang.handler = [&](const ToolCallContext&, ToolCompletion c) { started.update([&] { kept.push_back(c); }); };
+  hang.on_abandon = [&](const ToolCallContext& call, std::string_view reason) {
+    started.update([&] { abandoned.push_back({call.tool_call_id, call.args, std::string(reason)}); });
+  };
   h.rt->tools().add(hang);
   auto a = h.start("t-ct", "go");
   REQUIRE(started.wait_until([&] { return !kept.empty(); }));
@@ -135,6 +139,9 @@ TEST_CASE("cancel while an async tool runs ends the run cancelled and records th
   auto ledger = h.store->ledger(a.turn_id);
   REQUIRE(ledger.size() == 1);
   CHECK(ledger[0].status == LedgerStatus::interrupted);
+  // The tool is told it was abandoned, with its call's arguments, once.
+  CHECK(started.wait_until([&] { return !abandoned.empty(); }));
+  started.update([&] { CHECK(abandoned == std::vector<json>{json{"c1", json{{"n", 1}}, "cancelled"}}); });
   check_agui(h.events("t-ct"));
 }
 

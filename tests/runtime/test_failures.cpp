@@ -123,10 +123,11 @@ TEST_CASE("the step limit ends a turn whose model never stops calling tools") {
 TEST_CASE("a tool that does not complete in time fails with a timeout and the turn goes on") {
   Harness h([](const ModelRequest& req) -> ModelResult {
     if (req.stage == "intent") return text_result("x");
-    if (tool_results_since_last_user(req) == 0) return tool_call_result("c1", "slow", "{}");
+    if (tool_results_since_last_user(req) == 0) return tool_call_result("c1", "slow", R"({"q":"x"})");
     return text_result("went on");
   });
   std::vector<ToolCompletion> kept;
+  std::vector<json> abandoned;  // what on_abandon was told, once per call
   std::mutex m;
   ToolSpec slow;
   slow.name = "slow";
@@ -135,6 +136,10 @@ TEST_CASE("a tool that does not complete in time fails with a timeout and the tu
     std::lock_guard<std::mutex> lock(m);
     kept.push_back(c);  // never completed
   };
+  slow.on_abandon = [&](const ToolCallContext& call, std::string_view reason) {
+    std::lock_guard<std::mutex> lock(m);
+    abandoned.push_back({call.tool_call_id, call.tool_name, call.args, std::string(reason)});
+  };
   h.rt->tools().add(slow);
   auto a = h.start("t-slow", "go");
   CHECK(h.wait(a.turn_id).status == TurnStatus::completed);
@@ -142,6 +147,12 @@ TEST_CASE("a tool that does not complete in time fails with a timeout and the tu
   const json* res = find_event(evs, "TOOL_CALL_RESULT");
   REQUIRE(res);
   CHECK((*res)["metadata"]["tool_agent_output"]["error"]["code"] == "timeout");
+  CHECK((*res)["metadata"]["tool_agent_output"]["args"] == json{{"q", "x"}});
+  {
+    // The tool is told it was abandoned, with the call it was given, once.
+    std::lock_guard<std::mutex> lock(m);
+    CHECK(abandoned == std::vector<json>{json{"c1", "slow", json{{"q", "x"}}, "timeout"}});
+  }
   // A late completion is refused: the outcome is already recorded.
   REQUIRE(kept.size() == 1);
   CHECK_FALSE(kept[0].complete(ToolResult{json(1), std::nullopt, nullptr}));
