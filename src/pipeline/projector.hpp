@@ -88,6 +88,7 @@ class Projector {
   void seed_ledger(const std::vector<LedgerEntry>& entries);
   // The entries changed since the last call, each once (the emitter stages them).
   std::vector<LedgerEntry> take_ledger_changes();
+  void drop_ledger_changes() noexcept { changed_.clear(); }  // the batch they were for is gone
   // The approval record a decision made, once (the emitter stages it).
   std::optional<ApprovalRecord> take_approval();
   // The turn's row: committed before (a continuing run's), unless known; the row to stage when its status

@@ -1,6 +1,5 @@
 #include "pipeline/run_emitter.hpp"
 
-#include <algorithm>
 #include <thread>
 
 #include "agentrt/clock.hpp"
@@ -32,15 +31,8 @@ void RunEmitter::stage_event(std::string body) {
 }
 
 void RunEmitter::project(std::optional<MessageRecord> m) {
-  for (auto& l : projector_.take_ledger_changes()) {
-    auto same = std::find_if(batch_->ledger.begin(), batch_->ledger.end(), [&](const LedgerEntry& x) {
-      return x.tool_call_id == l.tool_call_id && x.turn_id == l.turn_id;
-    });
-    if (same != batch_->ledger.end())
-      *same = std::move(l);
-    else
-      batch_->ledger.push_back(std::move(l));
-  }
+  // The ledger entries the events changed are copied once, as the batch commits (an entry moves several times in
+  // one batch: requested, approved, started, finished), like the turn's row below.
   if (auto a = projector_.take_approval()) batch_->approval = std::move(*a);
   for (auto& w : projector_.take_job_writes()) batch_->jobs.push_back(std::move(w));
   if (auto s = projector_.take_state()) batch_->thread_state = std::move(*s);
@@ -238,6 +230,7 @@ void RunEmitter::drop_batch() {
   batch_->thread_id = thread_id_;
   projected_turn_ = false;
   projector_.drop_turn_change();
+  projector_.drop_ledger_changes();
 }
 
 namespace {
@@ -254,6 +247,7 @@ CommitBatch RunEmitter::commit_locked() {
     if (auto t = projector_.take_turn()) batch_->turn = std::move(*t);
     projected_turn_ = false;
   }
+  batch_->ledger = projector_.take_ledger_changes();  // each entry the batch's events changed, as it is now
   CommitBatch out;
   out.thread_id = thread_id_;
   if (batch_->empty()) {
