@@ -54,7 +54,9 @@ std::vector<std::string> ToolExecutor::execute(const std::vector<std::string>& i
     Running r;
     r.id = id;
     r.entry = rt_.tools.find(l->tool_name);
-    r.args = parse_args(l->arguments);
+    // (A call a person approved, or one that runs again after a confirmation: its arguments as the ledger has them.)
+    auto checked = checked_args_.extract(id);
+    r.args = checked ? std::move(checked.mapped()) : parse_args(l->arguments);
     if (!r.entry) {
       ToolAgentOutput out;
       out.tool_call_id = id;

@@ -29,6 +29,9 @@ class ToolExecutor {
   // Runs approved calls. Returns the calls whose tool asked for a job confirmation (they wait for the
   // person, like calls that need approval). Throws Error(cancelled) when the turn was cancelled while they ran.
   std::vector<std::string> execute(const std::vector<std::string>& ids);
+  // The arguments of a call about to run as the model's answer was checked with them (parsed and validated
+  // against its tool's schema): execute takes them instead of parsing the ledger's text again.
+  void checked_args(const std::string& id, json args) { checked_args_[id] = std::move(args); }
 
   // Writes a tool call's outcome: payload object, TOOL_CALL_RESULT, tool message, ledger. `summary`: the
   // result's summary when the runtime writes it itself (a started job), else the summarizer's.
@@ -96,7 +99,8 @@ class ToolExecutor {
   TurnRunner& runner_;
   Runtime::Impl& rt_;
   RunCtx& ctx_;
-  std::map<std::string, json> media_;  // the stored files of results about to be recorded (metadata.media)
+  std::map<std::string, json> media_;         // the stored files of results about to be recorded (metadata.media)
+  std::map<std::string, json> checked_args_;  // by call id, until execute takes them
 };
 
 }  // namespace v1

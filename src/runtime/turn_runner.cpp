@@ -260,6 +260,7 @@ bool TurnRunner::process_tool_calls(std::vector<Requested> calls) {
       need_approval.push_back(l.tool_call_id);
     } else {
       run_now.push_back(l.tool_call_id);
+      tools_.checked_args(l.tool_call_id, std::move(r.args));
     }
   }
   // The calls count once the model has made them: a batch that would pass a limit runs none of its calls (the
