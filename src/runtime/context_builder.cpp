@@ -58,24 +58,29 @@ bool is_job_note(const Message& m) {
 
 bool is_tool_result(const Message& m) { return m.role == Role::tool && !is_job_note(m); }
 
+// `out` (whatever it held) made a system message of its id and text alone, its text set by `text`.
+template <class Text>
+void make_system(Message& out, std::string_view id, Text&& text) {
+  out.id = id;
+  out.role = Role::system;
+  text(out.content);
+  out.parts.clear();
+  out.has_content = true;
+  out.tool_calls.clear();
+  out.tool_call_id.clear();
+  out.name.clear();
+  out.error.clear();
+  out.encrypted_value.clear();
+  out.metadata = nullptr;
+}
+
 // The message as a model reads it, written over `out`: without its metadata (providers never send metadata,
 // and copying it is most of the cost). Every field is set, so `out` may hold any message before; its strings and
 // lists keep their room (a stage's requests are rebuilt in the same messages call after call).
 void assign_for_model(Message& out, const Message& m) {
+  if (is_job_note(m)) return make_system(out, m.id, [&](std::string& content) { content = m.content; });
   out.id = m.id;
   out.metadata = nullptr;
-  if (is_job_note(m)) {
-    out.role = Role::system;
-    out.content = m.content;
-    out.parts.clear();
-    out.has_content = true;
-    out.tool_calls.clear();
-    out.tool_call_id.clear();
-    out.name.clear();
-    out.error.clear();
-    out.encrypted_value.clear();
-    return;
-  }
   out.role = m.role;
   out.content = m.content;
   out.parts = m.parts;
@@ -145,22 +150,13 @@ void build_context(const ContextInput& in, const std::vector<MessageRecord>& his
   // 1 KiB or more costs glibc far more to allocate than a smaller one).
   if (out.capacity() < count) out.reserve(out.empty() ? count : count + count / 2 + 4);
   out.resize(count);
-  Message& sys = out[0];
-  sys.id = "system";
-  sys.role = Role::system;
-  sys.content = in.system_prompt;
-  for (const auto& n : in.system_notes) {
-    if (!sys.content.empty()) sys.content += "\n\n";
-    sys.content += n;
-  }
-  sys.parts.clear();
-  sys.has_content = true;
-  sys.tool_calls.clear();
-  sys.tool_call_id.clear();
-  sys.name.clear();
-  sys.error.clear();
-  sys.encrypted_value.clear();
-  sys.metadata = nullptr;
+  make_system(out[0], "system", [&](std::string& content) {
+    content = in.system_prompt;
+    for (const auto& n : in.system_notes) {
+      if (!content.empty()) content += "\n\n";
+      content += n;
+    }
+  });
   for (size_t i = first_kept; i < history.size(); ++i) {
     Message& m = out[1 + i - first_kept];
     assign_for_model(m, history[i].message);
