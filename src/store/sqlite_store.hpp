@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,7 +54,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
   // The group commit: batches in one transaction, and groups one committing thread commits before it hands
   // the queue to the first batch still waiting.
   static constexpr size_t kMaxGroup = 64;
@@ -162,7 +163,7 @@ class SqliteStore final : public Store {
   // is the pager's: no other connection has committed since).
   struct Tail {
     std::optional<int64_t> seq, idx;
-    std::optional<int64_t> base;  // the first rowid of the thread's messages (schema.cpp, migration 10)
+    std::optional<int64_t> base;  // the thread's span (thread_spans.base; schema.cpp, migrations 10 and 11)
   };
   using Tails = std::map<std::string, Tail, std::less<>>;
   static constexpr size_t kMaxTails = 4096;
@@ -173,16 +174,20 @@ class SqliteStore final : public Store {
   // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the
   // tails of the batches this transaction has written so far (looked at before tails_).
   Tail write_rows(CommitBatch& b, const Tails& written);
+  // A thread's span: its messages are the rowids base x kSpanMessages + index of `messages`, its event rows base x
+  // kSpanEvents + first_seq of `events` (rows.hpp).
   static constexpr int64_t kSpanMessages = int64_t{1} << 24;  // a thread's messages at most (AGENTRT_SPAN_LAST + 1)
-  int64_t message_span(std::string_view thread_id);
-  // Per thread, the first rowid of its messages' span, as committed: a span never moves, so what any connection has
-  // seen stays true whatever other connections write (at most kMaxTails, then forgotten all at once).
+  static constexpr int64_t kSpanEvents = int64_t{1} << 32;    // a thread's events at most (AGENTRT_EVENT_SPAN_LAST + 1)
+  static constexpr int64_t kMaxSpan = INT64_MAX / kSpanEvents;  // the last base a thread may take
+  int64_t thread_span(std::string_view thread_id, bool& is_new);
+  // Per thread, its span's base, as committed: a span never moves, so what any connection has seen stays true
+  // whatever other connections write (at most kMaxTails, then forgotten all at once).
   std::mutex spans_mutex_;  // spans_ only; taken under mutex_ or alone
   std::map<std::string, int64_t, std::less<>> spans_;
   void remember_span(std::string_view thread_id, int64_t base);
   std::optional<int64_t> known_span(std::string_view thread_id);
-  // The statement reading a thread's messages on `c`: `known` when spans_ has its span, else `lookup`, whose last
-  // column (base_column, else -1) is the span's base.
+  // The statement reading a thread's messages on `c`: `known` (?1 the span's first rowid of `messages`) when spans_
+  // has its span, else `lookup` (?1 the thread id), whose last column (base_column, else -1) is the span's base.
   sqlite::Statement span_rows(sqlite::Connection& c, std::string_view thread_id, const char* known, const char* lookup,
                               int& base_column);
   void remember_tails(const Tails& written);

@@ -213,6 +213,108 @@ TEST_CASE("a version-9 file's messages move into one span of rowids per thread, 
   CHECK(s.messages("t1").size() == 3);
 }
 
+TEST_CASE("a version-10 file's event rows move into their threads' spans; threads with events alone get spans after") {
+  TempDir dir;
+  const std::string path = dir.file("v10.db");
+  auto batch = [](const std::string& thread, int events, int messages, bool create) {
+    CommitBatch b;
+    b.thread_id = thread;
+    if (create) b.create_thread = ThreadRecord{thread, "u", "", false, 0, 0, 0};
+    for (int i = 0; i < events; ++i)
+      b.events.push_back(StoredEvent{0, "run_" + thread, fmt::format(R"({{"thread":"{}","i":{}}})", thread, i)});
+    for (int i = 0; i < messages; ++i) {
+      Message m;
+      m.role = Role::user;
+      m.content = fmt::format("{} #{}", thread, i);
+      b.messages.push_back(MessageRecord{thread, 0, "turn_1", "run_1", m});
+    }
+    return b;
+  };
+  std::map<std::string, std::vector<StoredEvent>> before;
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    for (auto b : {batch("t1", 2, 1, true), batch("t2", 3, 0, true), batch("t1", 1, 1, false), batch("t3", 0, 2, true),
+                   batch("t2", 2, 0, false), batch("t4", 1, 0, false)})
+      s.commit(b);
+    for (const char* t : {"t1", "t2", "t3", "t4"}) before[t] = s.events_after(t, 0, 100);
+  }
+  CHECK(before["t1"].size() == 3);
+  CHECK(before["t2"].size() == 5);
+  CHECK(before["t4"].size() == 1);
+  // Back to schema 10: thread_spans a rowid table of the threads with messages; the event rows in the order they
+  // were written, found by the index on (thread_id, first_seq).
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite_exec(db,
+              "CREATE TABLE spans10(base INTEGER PRIMARY KEY, thread_id TEXT NOT NULL UNIQUE); "
+              "INSERT INTO spans10 SELECT base, thread_id FROM thread_spans WHERE thread_id IN "
+              "(SELECT thread_id FROM messages); DROP TABLE thread_spans; ALTER TABLE spans10 RENAME TO thread_spans; "
+              "CREATE TABLE events10(id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, first_seq INTEGER NOT NULL, "
+              "last_seq INTEGER NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL); "
+              "INSERT INTO events10(thread_id, first_seq, last_seq, run_id, body) "
+              "SELECT thread_id, first_seq, last_seq, run_id, body FROM events ORDER BY first_seq, id; "
+              "DROP TABLE events; ALTER TABLE events10 RENAME TO events; "
+              "CREATE UNIQUE INDEX events_by_thread ON events(thread_id, first_seq); PRAGMA user_version=10;");
+  CHECK(sqlite_text(db, "SELECT base, thread_id FROM thread_spans ORDER BY base") == "1|t1|\n3|t3|\n");
+  sqlite3_close(db);
+
+  SqliteStore s(SqliteStoreOptions{path});
+  CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
+  for (const auto& [thread, events] : before) {
+    CAPTURE(thread);
+    const auto got = s.events_after(thread, 0, 100);
+    REQUIRE(got.size() == events.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].seq == events[i].seq);
+      CHECK(got[i].run_id == events[i].run_id);
+      CHECK(got[i].json == events[i].json);
+    }
+  }
+  CHECK(s.get_thread("t1")->last_seq == 3);
+  CHECK(s.get_thread("t2")->last_seq == 5);
+  CHECK(s.get_thread("t3")->last_seq == 0);
+  CHECK(s.thread_messages("t3").size() == 2);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  // The spans with messages keep their bases; t2 and t4 follow, in the order of their first events.
+  CHECK(sqlite_text(db, "SELECT base, thread_id FROM thread_spans ORDER BY base") == "1|t1|\n3|t3|\n4|t2|\n5|t4|\n");
+  CHECK(sqlite_text(db,
+                    "SELECT count(*) FROM events e JOIN thread_spans s ON s.thread_id = e.thread_id "
+                    "WHERE e.id <> s.base * 4294967296 + e.first_seq") == "0|\n");
+  CHECK(sqlite_text(db, "SELECT count(*) FROM events") == "5|\n");  // a row a commit that had events
+  CHECK(sqlite_text(db,
+                    "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('events', "
+                    "'thread_spans')") == "0|\n");
+  CHECK(sqlite_text(db, "PRAGMA integrity_check") == "ok|\n");
+  sqlite3_close(db);
+  // New rows follow: t2's seqs go on, a new thread's span is the next.
+  auto more = batch("t2", 1, 0, false);
+  s.commit(more);
+  CHECK(more.events[0].seq == 6);
+  auto fresh = batch("t5", 1, 1, true);
+  s.commit(fresh);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT base FROM thread_spans WHERE thread_id = 't5'") == "6|\n");
+  sqlite3_close(db);
+  CHECK(s.events_after("t2", 5, 100).size() == 1);
+  CHECK(s.get_thread("t5")->last_seq == 1);
+}
+
+TEST_CASE("the event reads search a thread's span by rowid: no scan, no temporary b-tree") {
+  TempDir dir;
+  SqliteStore s(SqliteStoreOptions{dir.file("plan.db")});
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(dir.file("plan.db").c_str(), &db) == SQLITE_OK);
+  for (const char* sql : {AGENTRT_EVENTS_FROM, "SELECT id, " AGENTRT_THREAD_LAST_SEQ " FROM threads WHERE id='t'"}) {
+    const std::string plan = sqlite_text(db, std::string("EXPLAIN QUERY PLAN ") + sql);
+    CAPTURE(plan);
+    CHECK(plan.find("SCAN") == std::string::npos);
+    CHECK(plan.find("TEMP B-TREE") == std::string::npos);
+    CHECK(plan.find("SEARCH e USING INTEGER PRIMARY KEY") + plan.find("SEARCH events USING INTEGER PRIMARY KEY") !=
+          2 * std::string::npos);
+  }
+  sqlite3_close(db);
+}
+
 TEST_CASE("a turn's wait lives in turn_waits while it waits: ended waits leave no empty room in the turns table") {
   TempDir dir;
   const std::string path = dir.file("waits.db");

@@ -268,6 +268,75 @@ TEST_CASE("a thread holds at most 2^24 messages: the commit past that is refused
   CHECK(s.messages("u").size() == 1);
 }
 
+TEST_CASE("a thread's event rows are its span's rowids; a thread holds at most 2^32 - 1 events, then too_large") {
+  TempDir dir;
+  const std::string path = dir.file("events.db");
+  auto events = [](const std::string& thread, int n, const std::string& run) {
+    CommitBatch b;
+    b.thread_id = thread;
+    for (int i = 0; i < n; ++i) b.events.push_back(StoredEvent{0, run, fmt::format(R"({{"n":{}}})", i)});
+    return b;
+  };
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    auto a = events("e1", 2, "r1");  // events and no messages: the thread gets a span all the same
+    s.commit(a);
+    auto m = thread_batch("m1", {"hello"});
+    m.create_thread = ThreadRecord{"m1", "u", "", false, 0, 0, 0};
+    s.commit(m);
+    auto b = events("e1", 3, "r2");
+    s.commit(b);
+    auto c = events("m1", 1, "r3");
+    s.commit(c);
+    CHECK(s.events_after("e1", 0, 100).size() == 5);
+    CHECK(s.events_after("e1", 2, 100).size() == 3);
+    CHECK(s.events_after("e1", 3, 100).front().seq == 4);
+    CHECK(s.events_after("e1", 5, 100).empty());
+    CHECK(s.events_after("e1", -7, 100).size() == 5);
+    CHECK(s.events_after("e1", INT64_MAX, 100).empty());
+    CHECK(s.events_after("nobody", 0, 100).empty());
+    CHECK_FALSE(s.get_thread("e1"));  // events alone make no thread row
+    auto m1 = s.get_thread("m1");
+    REQUIRE(m1);
+    CHECK(m1->last_seq == 1);
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT base, thread_id FROM thread_spans ORDER BY base") == "1|e1|\n2|m1|\n");
+  CHECK(sqlite_text(db,
+                    "SELECT id - 4294967296 * (SELECT base FROM thread_spans s WHERE s.thread_id = e.thread_id), "
+                    "first_seq, last_seq FROM events e ORDER BY id") == "1|1|2|\n3|3|5|\n1|1|1|\n");
+  CHECK(sqlite_text(db,
+                    "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('events', "
+                    "'thread_spans')") == "0|\n");
+  // The span's last event, as a thread of 2^32 - 1 events would have it.
+  sqlite_exec(db,
+              "INSERT INTO events(id,thread_id,first_seq,last_seq,run_id,body) SELECT base*4294967296+4294967295,'e1',"
+              "4294967295,4294967295,'r9','{\"n\":9}' FROM thread_spans WHERE thread_id='e1'");
+  sqlite3_close(db);
+  SqliteStore s(SqliteStoreOptions{path});
+  auto more = events("e1", 1, "r10");
+  try {
+    s.commit(more);
+    FAIL("an event past the span was committed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::too_large);
+    CHECK(std::string(e.what()) == "thread e1 cannot hold more than 4294967295 events");
+  }
+  const auto got = s.events_after("e1", 4, 100);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].seq == 5);
+  CHECK(got[1].seq == 4294967295);
+  CHECK(got[1].json == R"({"n":9})");
+  // A new thread's span is one past the highest any row uses.
+  auto next = events("e2", 1, "r11");
+  s.commit(next);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT base FROM thread_spans WHERE thread_id = 'e2'") == "3|\n");
+  sqlite3_close(db);
+  CHECK(s.events_after("e2", 0, 10).size() == 1);
+}
+
 TEST_CASE("the WAL is checkpointed off the committing thread and stays bounded; nothing committed is lost") {
   TempDir dir;
   const std::string path = dir.file("ckpt.db");
@@ -583,8 +652,9 @@ TEST_CASE("event rows stored as text (schema 8, or when packing saves nothing) r
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   CHECK(sqlite_text(db, "SELECT first_seq, typeof(body) FROM events ORDER BY first_seq") == "1|blob|\n3|text|\n");
   // A row as schema 8 wrote it.
-  sqlite_exec(
-      db, "INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES('t',4,5,'r3','{\"a\":1}\n{\"b\":2}')");
+  sqlite_exec(db,
+              "INSERT INTO events(id,thread_id,first_seq,last_seq,run_id,body) SELECT base*4294967296+4,'t',4,5,'r3',"
+              "'{\"a\":1}\n{\"b\":2}' FROM thread_spans WHERE thread_id='t'");
   sqlite3_close(db);
   {
     SqliteStore s(SqliteStoreOptions{path});

@@ -1,5 +1,7 @@
 // The SQLite store's reads (threads, turns, messages, events, ledger, approvals, instances) and the
 // thread writes outside a batch (title, soft delete).
+#include <algorithm>
+
 #include "agentrt/clock.hpp"
 #include "store/record_rows.hpp"
 #include "store/sqlite/connection.hpp"
@@ -14,8 +16,8 @@ using namespace sqlite;
 
 std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
   Read r(*this);
-  auto s = r.db().stmt("SELECT " AGENTRT_THREAD_COLS
-                       ",(SELECT last_seq FROM events WHERE thread_id=threads.id ORDER BY first_seq DESC LIMIT 1) "
+  auto s = r.db().stmt("SELECT " AGENTRT_THREAD_COLS "," AGENTRT_THREAD_LAST_SEQ
+                       " "
                        "FROM threads WHERE id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
@@ -155,7 +157,7 @@ sqlite::Statement SqliteStore::span_rows(Connection& c, std::string_view thread_
   if (auto span = known_span(thread_id)) {
     base_column = -1;
     auto s = c.stmt(known);
-    s.bind(1, *span);
+    s.bind(1, *span * kSpanMessages);
     return s;
   }
   auto s = c.stmt(lookup);
@@ -193,7 +195,7 @@ std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string
       // A short thread's messages without growing; each is made where it stays. (Only once there is one: a new
       // thread's empty list allocates nothing.)
       out.reserve(16);
-      if (base_column >= 0) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
+      if (base_column >= 0) remember_span(thread_id, s.i64(base_column));
     }
     MessageRecord& m = out.emplace_back();
     m.thread_id = std::string(thread_id);
@@ -217,7 +219,7 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
                      base_column);
   std::vector<Message> out;
   while (s.step()) {
-    if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column) * kSpanMessages);
+    if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column));
     out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.bytes(1)));
   }
   return out;
@@ -225,12 +227,19 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
 
 std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
   Read r(*this);
-  // Start at the row that holds after_seq + 1, then split rows into events.
-  auto s = r.db().stmt(
-      "SELECT first_seq,run_id,body FROM events WHERE thread_id=?1 AND first_seq >= "
-      "(SELECT coalesce(max(first_seq),0) FROM events WHERE thread_id=?1 AND first_seq <= ?2 + 1) ORDER BY first_seq");
-  s.bind(1, thread_id).bind(2, after_seq);
   std::vector<StoredEvent> out;
+  std::optional<int64_t> span = known_span(thread_id);
+  if (!span) {
+    auto q = r.db().stmt("SELECT base FROM thread_spans WHERE thread_id=?");
+    q.bind(1, thread_id);
+    if (!q.step()) return out;  // no span: no events
+    span = q.i64(0);
+    remember_span(thread_id, *span);
+  }
+  // The thread's rows from the one that holds after_seq + 1 (its rowid the greatest at or below that seq's), then
+  // split into events.
+  auto s = r.db().stmt(AGENTRT_EVENTS_FROM);
+  s.bind(1, *span * kSpanEvents).bind(2, std::clamp<int64_t>(after_seq, -1, kSpanEvents - 2) + 1);
   while (out.size() < limit && s.step()) {
     if (s.is_blob(2)) {
       // A packed row decodes to no more than SQLite would have stored as text.

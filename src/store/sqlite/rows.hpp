@@ -19,10 +19,27 @@ namespace sqlite {
 // alone.
 #define AGENTRT_ACTIVE "active=1"
 
-// A thread's messages are the rowids base .. base + AGENTRT_SPAN_LAST of `messages`, base thread_spans.base x
-// AGENTRT_SPAN_SIZE (schema 10; SqliteStore::kSpanMessages, checked against both).
+// A thread's messages are the rowids first .. first + AGENTRT_SPAN_LAST of `messages`, first thread_spans.base x
+// AGENTRT_SPAN_SIZE (schema 10; SqliteStore::kSpanMessages, checked against both); its event rows the rowids first ..
+// first + AGENTRT_EVENT_SPAN_LAST of `events`, first thread_spans.base x AGENTRT_EVENT_SPAN_SIZE (schema 11;
+// SqliteStore::kSpanEvents), each row's rowid its first + first_seq.
 #define AGENTRT_SPAN_SIZE "16777216"
 #define AGENTRT_SPAN_LAST "16777215"
+#define AGENTRT_EVENT_SPAN_SIZE "4294967296"
+#define AGENTRT_EVENT_SPAN_LAST "4294967295"
+
+// A thread's event rows from the one that holds the seq after ?2 - 1 (its rowid the greatest at or below that seq's)
+// to the span's end; ?1 the span's first rowid.
+#define AGENTRT_EVENTS_FROM                                                                                     \
+  "SELECT first_seq,run_id,body FROM events WHERE id BETWEEN "                                                  \
+  "(SELECT coalesce(max(id),?1) FROM events WHERE id BETWEEN ?1 AND ?1 + ?2) AND ?1 + " AGENTRT_EVENT_SPAN_LAST \
+  " ORDER BY id"
+// The last event seq of the thread `threads.id` (a correlated subquery of a threads query), NULL when it has none.
+#define AGENTRT_THREAD_LAST_SEQ                                                                            \
+  "(SELECT e.last_seq FROM thread_spans s JOIN events e ON e.id BETWEEN s.base * " AGENTRT_EVENT_SPAN_SIZE \
+  " AND s.base * " AGENTRT_EVENT_SPAN_SIZE " + " AGENTRT_EVENT_SPAN_LAST                                   \
+  " WHERE s.thread_id=threads.id ORDER BY "                                                                \
+  "e.id DESC LIMIT 1)"
 
 // AGENTRT_TURN_COLS of `turns` rows with their turn_waits row, when they have one (schema 8: a waiting turn's
 // interrupts and trace context are kept beside its row; none reads as the field's default). A query adds its WHERE.

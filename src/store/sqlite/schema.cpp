@@ -126,6 +126,29 @@ INSERT INTO messages_spanned(id, thread_id, idx, turn_id, run_id, body)
 DROP TABLE messages;
 ALTER TABLE messages_spanned RENAME TO messages;
 )sql",
+    // 11: a thread's event rows in its span too (rowid base x 2^32 + first_seq), so the index on (thread_id,
+    // first_seq) goes; and thread_spans keyed by thread id alone (WITHOUT ROWID), so its index goes. A commit that
+    // starts a thread wrote both indexes and the two b-trees of thread_spans; every commit wrote events_by_thread, a
+    // page at a random place once threads interleave. A new thread's base is one past the highest span any row uses
+    // (a span is given only as its first row is written, in that transaction: SqliteStore::thread_span). Threads
+    // with events and no messages get theirs here, after the others, in the order their events came.
+    R"sql(
+CREATE TABLE spans(thread_id TEXT PRIMARY KEY, base INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO spans(thread_id, base) SELECT thread_id, base FROM thread_spans;
+INSERT INTO spans(thread_id, base)
+  SELECT thread_id, (SELECT coalesce(max(base), 0) FROM thread_spans) + row_number() OVER (ORDER BY min(id))
+  FROM events WHERE thread_id NOT IN (SELECT thread_id FROM thread_spans) GROUP BY thread_id;
+DROP TABLE thread_spans;
+ALTER TABLE spans RENAME TO thread_spans;
+CREATE TABLE events_spanned(
+  id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+  run_id TEXT NOT NULL, body TEXT NOT NULL);
+INSERT INTO events_spanned(id, thread_id, first_seq, last_seq, run_id, body)
+  SELECT s.base * 4294967296 + e.first_seq, e.thread_id, e.first_seq, e.last_seq, e.run_id, e.body
+  FROM events e JOIN thread_spans s ON s.thread_id = e.thread_id ORDER BY s.base, e.first_seq;
+DROP TABLE events;
+ALTER TABLE events_spanned RENAME TO events;
+)sql",
 };
 
 }  // namespace

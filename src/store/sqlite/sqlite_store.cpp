@@ -344,25 +344,31 @@ void SqliteStore::remember_tails(const Tails& written) {
   }
 }
 
-// The first rowid of the thread's span of messages, given it one if it has none (in the open write transaction).
-int64_t SqliteStore::message_span(std::string_view thread_id) {
+// The thread's span, given it one if it has none (in the open write transaction; is_new says so). A new span is one
+// past the highest any row uses: the caller writes the thread's first row in it before this transaction gives
+// another thread one (a span no row uses yet is never left behind: the transaction ends with its row or not at all).
+int64_t SqliteStore::thread_span(std::string_view thread_id, bool& is_new) {
   static_assert(kSpanMessages == 16777216 && std::string_view(AGENTRT_SPAN_SIZE) == "16777216" &&
-                    std::string_view(AGENTRT_SPAN_LAST) == "16777215",
-                "AGENTRT_SPAN_SIZE and AGENTRT_SPAN_LAST name the span's size and last offset");
-  // A new thread's span is the next rowid; a thread that has one keeps it.
-  stmt("INSERT INTO thread_spans(thread_id) VALUES(?) ON CONFLICT(thread_id) DO NOTHING").bind(1, thread_id).run();
+                    std::string_view(AGENTRT_SPAN_LAST) == "16777215" && kSpanEvents == 4294967296 &&
+                    std::string_view(AGENTRT_EVENT_SPAN_SIZE) == "4294967296" &&
+                    std::string_view(AGENTRT_EVENT_SPAN_LAST) == "4294967295",
+                "AGENTRT_*SPAN_SIZE and AGENTRT_*SPAN_LAST name the spans' sizes and last offsets");
+  auto q = stmt("SELECT base FROM thread_spans WHERE thread_id=?");
+  q.bind(1, thread_id);
+  is_new = !q.step();
   int64_t base = 0;
-  if (db_->changes() == 1) {
-    base = sqlite3_last_insert_rowid(db_->get());
-  } else {
-    auto q = stmt("SELECT base FROM thread_spans WHERE thread_id=?");
-    q.bind(1, thread_id);
-    if (!q.step()) throw Error(ErrorCode::internal, fmt::format("thread_spans: thread {} has no span", thread_id));
+  if (!is_new) {
     base = q.i64(0);
+  } else {
+    auto top = stmt("SELECT max(coalesce((SELECT max(id) FROM messages), 0) / " AGENTRT_SPAN_SIZE
+                    ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE ") + 1");
+    if (top.step()) base = top.i64(0);
+    if (base > 0 && base <= kMaxSpan)
+      stmt("INSERT INTO thread_spans(thread_id, base) VALUES(?,?)").bind(1, thread_id).bind(2, base).run();
   }
-  if (base <= 0 || base > INT64_MAX / kSpanMessages - 1)
+  if (base <= 0 || base > kMaxSpan)
     throw Error(ErrorCode::too_large, fmt::format("thread_spans: no span left for thread {}", thread_id));
-  return base * kSpanMessages;
+  return base;
 }
 
 SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) {
@@ -476,25 +482,39 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
   } else if (auto known = tails_.find(b.thread_id); known != tails_.end()) {
     tail = known->second;
   }
+  // The thread's span, known, read, or given now (a new span holds no rows yet: nothing to read in it).
+  bool new_span = false;
+  if (!tail.base && (!b.events.empty() || !b.messages.empty())) {
+    if (auto span = known_span(b.thread_id))
+      tail.base = span;
+    else
+      tail.base = thread_span(b.thread_id, new_span);
+  }
   if (!b.events.empty()) {
+    const int64_t first = *tail.base * kSpanEvents;
     int64_t seq = 0;
     if (tail.seq) {
       seq = *tail.seq;
-    } else {
-      auto q = stmt("SELECT last_seq FROM events WHERE thread_id=? ORDER BY first_seq DESC LIMIT 1");
-      q.bind(1, b.thread_id);
+    } else if (!new_span) {
+      auto q = stmt("SELECT last_seq FROM events WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_EVENT_SPAN_LAST
+                    " ORDER BY id DESC LIMIT 1");
+      q.bind(1, first);
       if (q.step()) seq = q.i64(0);
     }
-    // A run's events of the commit are one row, packed (W1's to a third of their text): one statement and one
-    // index entry a commit, and rows small enough for several to share a page. A row is text only when packing
-    // does not shorten it (events are JSON, whose keys repeat: only a fault in the encoder leaves one so).
+    if (seq + static_cast<int64_t>(b.events.size()) >= kSpanEvents)
+      throw Error(ErrorCode::too_large,
+                  fmt::format("thread {} cannot hold more than {} events", b.thread_id, kSpanEvents - 1));
+    // A run's events of the commit are one row, packed (W1's to a third of their text): one statement a commit, and
+    // rows small enough for several to share a page. A row is text only when packing does not shorten it (events
+    // are JSON, whose keys repeat: only a fault in the encoder leaves one so).
     for (const auto& row : store_rows::event_rows(b.events, seq)) {
-      auto ins = stmt("INSERT INTO events(thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?)");
-      ins.bind(1, b.thread_id).bind(2, row.first_seq).bind(3, row.last_seq).bind(4, row.run_id);
+      auto ins = stmt("INSERT INTO events(id,thread_id,first_seq,last_seq,run_id,body) VALUES(?,?,?,?,?,?)");
+      ins.bind(1, first + row.first_seq).bind(2, b.thread_id).bind(3, row.first_seq).bind(4, row.last_seq);
+      ins.bind(5, row.run_id);
       if (const auto packed = packer_.pack(row.body)) {
-        ins.bind_blob(5, *packed);
+        ins.bind_blob(6, *packed);
       } else {
-        ins.bind(5, row.body);
+        ins.bind(6, row.body);
       }
       ins.run();
       seq = row.last_seq;
@@ -503,19 +523,14 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     packer_.trim();
   }
   if (!b.messages.empty()) {
-    if (!tail.base) {
-      if (auto span = known_span(b.thread_id))
-        tail.base = span;
-      else
-        tail.base = message_span(b.thread_id);
-    }
+    const int64_t first = *tail.base * kSpanMessages;
     int64_t idx = -1;
     if (tail.idx) {
       idx = *tail.idx;
-    } else {
+    } else if (!new_span) {
       auto q =
           stmt("SELECT idx FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST " ORDER BY id DESC LIMIT 1");
-      q.bind(1, *tail.base);
+      q.bind(1, first);
       if (q.step()) idx = q.i64(0);
     }
     if (idx + static_cast<int64_t>(b.messages.size()) >= kSpanMessages)
@@ -525,7 +540,7 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
       m.index = ++idx;
       m.thread_id = b.thread_id;
       auto ins = stmt("INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?,?)");
-      ins.bind(1, *tail.base + m.index).bind(2, b.thread_id).bind(3, m.index).bind(4, m.turn_id).bind(5, m.run_id);
+      ins.bind(1, first + m.index).bind(2, b.thread_id).bind(3, m.index).bind(4, m.turn_id).bind(5, m.run_id);
       ins.bind(6, to_json_string(m.message)).run();
     }
     tail.idx = idx;
