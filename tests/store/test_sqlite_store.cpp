@@ -19,6 +19,7 @@
 #include "store/sqlite_store.hpp"
 #include "store/store_conformance.hpp"
 #include "support/condition.hpp"
+#include "support/error_of.hpp"
 #include "support/fault_vfs.hpp"
 #include "support/runtime_fixture.hpp"
 #include "support/sqlite_text.hpp"
@@ -49,12 +50,8 @@ TEST_CASE("SqliteStore migrates a new file to the current schema version and ref
   sqlite3_open(dir.file("v.db").c_str(), &db);
   sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
   sqlite3_close(db);
-  try {
-    SqliteStore newer(SqliteStoreOptions{dir.file("v.db")});
-    FAIL("a newer schema was opened");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::unsupported);
-  }
+  CHECK(error_of([&] { SqliteStore newer(SqliteStoreOptions{dir.file("v.db")}); }, "a newer schema").code() ==
+        ErrorCode::unsupported);
   CHECK_THROWS_AS(SqliteStore(SqliteStoreOptions{dir.file("x.db"), "SOMETIMES"}), Error);
   CHECK_THROWS_AS(SqliteStore(SqliteStoreOptions{"/nonexistent-dir/x/y.db"}), Error);
 }
@@ -67,13 +64,9 @@ TEST_CASE("SqliteStore refuses a UTF-16 database file and reads its UTF-8 texts 
     REQUIRE(sqlite3_open(dir.file("u16.db").c_str(), &db) == SQLITE_OK);
     sqlite_exec(db, "PRAGMA encoding='UTF-16le'; CREATE TABLE other(x TEXT)");
     sqlite3_close(db);
-    try {
-      SqliteStore s(SqliteStoreOptions{dir.file("u16.db")});
-      FAIL("a UTF-16 database was opened");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::unsupported);
-      CHECK(e.message() == "sqlite: '" + dir.file("u16.db") + "' is a UTF-16le database; the store needs UTF-8");
-    }
+    const Error e = error_of([&] { SqliteStore s(SqliteStoreOptions{dir.file("u16.db")}); }, "a UTF-16 database");
+    CHECK(e.code() == ErrorCode::unsupported);
+    CHECK(e.message() == "sqlite: '" + dir.file("u16.db") + "' is a UTF-16le database; the store needs UTF-8");
   }
   SqliteStore s(SqliteStoreOptions{dir.file("u8.db")});
   const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \\ \" \n end";  // é € 😀, escapes
@@ -250,13 +243,9 @@ TEST_CASE("a thread holds at most 2^24 messages: the commit past that is refused
   sqlite3_close(db);
   SqliteStore s(SqliteStoreOptions{path});
   auto more = thread_batch("t", {"one too many"});
-  try {
-    s.commit(more);
-    FAIL("a message past the span was committed");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::too_large);
-    CHECK(std::string(e.what()) == "thread t cannot hold more than 16777216 messages");
-  }
+  const Error e = error_of([&] { s.commit(more); }, "a message past the span");
+  CHECK(e.code() == ErrorCode::too_large);
+  CHECK(e.message() == "thread t cannot hold more than 16777216 messages");
   auto got = s.messages("t");
   REQUIRE(got.size() == 2);
   CHECK(got[0].message.content == "first");
@@ -316,13 +305,9 @@ TEST_CASE("a thread's event rows are its span's rowids; a thread holds at most 2
   sqlite3_close(db);
   SqliteStore s(SqliteStoreOptions{path});
   auto more = events("e1", 1, "r10");
-  try {
-    s.commit(more);
-    FAIL("an event past the span was committed");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::too_large);
-    CHECK(std::string(e.what()) == "thread e1 cannot hold more than 4294967295 events");
-  }
+  const Error e = error_of([&] { s.commit(more); }, "an event past the span");
+  CHECK(e.code() == ErrorCode::too_large);
+  CHECK(e.message() == "thread e1 cannot hold more than 4294967295 events");
   const auto got = s.events_after("e1", 4, 100);
   REQUIRE(got.size() == 2);
   CHECK(got[0].seq == 5);
@@ -502,23 +487,16 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
   for (const auto& read : readers) {
     for (size_t arrays : {size_t{200000}, kMaxStoredJsonDepth - 1}) {
       set_body(body(arrays));
-      try {
-        read();
-        FAIL("a message row " << arrays + 2 << " levels deep was read");
-      } catch (const Error& e) {
-        CHECK(e.code() == ErrorCode::io);
-        CHECK(e.message() == "thread th1: stored message 0 is unreadable: JSON text is nested deeper than 512 levels");
-      }
+      CAPTURE(arrays);
+      const Error e = error_of(read, "reading a message row nested too deep");
+      CHECK(e.code() == ErrorCode::io);
+      CHECK(e.message() == "thread th1: stored message 0 is unreadable: JSON text is nested deeper than 512 levels");
     }
     // A row that is JSON but not a message is unreadable too (io: the store's fault, not the caller's).
     set_body(R"({"id":5,"role":"user","content":"hi"})");
-    try {
-      read();
-      FAIL("a message row with a numeric id was read");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::io);
-      CHECK(e.message() == "thread th1: stored message 0 is unreadable: message: 'id' must be a string");
-    }
+    const Error e = error_of(read, "reading a message row with a numeric id");
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(e.message() == "thread th1: stored message 0 is unreadable: message: 'id' must be a string");
   }
   set_body(body(kMaxStoredJsonDepth - 2));
   auto msgs = store->messages("th1");
@@ -675,13 +653,9 @@ TEST_CASE("event rows stored as text (schema 8, or when packing saves nothing) r
     sqlite_exec(db, std::string("UPDATE events SET body=") + body + " WHERE first_seq=1");
     sqlite3_close(db);
     SqliteStore s(SqliteStoreOptions{path});
-    try {
-      s.events_after("t", 0, 10);
-      FAIL("read a damaged row");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::io);
-      CHECK(std::string(e.what()).find("thread t: the stored events from seq 1 are") != std::string::npos);
-    }
+    const Error e = error_of([&] { s.events_after("t", 0, 10); }, "reading a damaged row");
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(e.message().find("thread t: the stored events from seq 1 are") != std::string::npos);
     CHECK(s.events_after("t", 2, 10).size() == 3);  // the rows after it still read
   }
 }
