@@ -55,7 +55,8 @@ bool SpanExporter::enqueue(const SpanData& span) noexcept {
     }
     if (pending_count_++ == 0) oldest_pending_ = Clock::now();
     ++accepted_;
-    wake = pending_count_ == chunk_;
+    // A round's worth queued, or enough to fill the request being built (which would else wait for its interval).
+    wake = pending_count_ == chunk_ || pending_count_ + carried_ == cfg_.max_batch_spans;
   }
   if (wake) cv_.notify_one();
   return true;
@@ -102,7 +103,10 @@ void SpanExporter::run() {
     if (oldest != Clock::time_point{})
       wait = std::max(milliseconds(0),
                       cfg_.export_interval - std::chrono::duration_cast<milliseconds>(Clock::now() - oldest));
-    cv_.wait_for(lock, wait, [&] { return stopping_ || flush_wanted_ || pending_count_ >= chunk_; });
+    carried_ = in_body;
+    cv_.wait_for(lock, wait, [&] {
+      return stopping_ || flush_wanted_ || pending_count_ >= chunk_ || pending_count_ + in_body >= cfg_.max_batch_spans;
+    });
     taken.clear();
     taken.swap(pending_);
     const size_t n = pending_count_;

@@ -66,11 +66,12 @@ class SpanExporter {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  const std::string prefix_;                              // otlp_prefix(service_name)
-  const size_t chunk_;                                    // queued spans that wake the export thread
-  std::string pending_;                                   // under mutex_: spans ended, not taken (packed, oldest first)
-  size_t pending_count_ = 0;                              // under mutex_: how many spans pending_ holds
-  bool flush_wanted_ = false;                             // under mutex_: send pending_ without waiting
+  const std::string prefix_;   // otlp_prefix(service_name)
+  const size_t chunk_;         // queued spans that wake the export thread
+  std::string pending_;        // under mutex_: spans ended, not taken (packed, oldest first)
+  size_t pending_count_ = 0;   // under mutex_: how many spans pending_ holds
+  size_t carried_ = 0;         // under mutex_: spans in the request the thread is building (a full one goes at once)
+  bool flush_wanted_ = false;  // under mutex_: send pending_ without waiting
   std::chrono::steady_clock::time_point oldest_pending_;  // under mutex_: when pending_ last stopped being empty
   bool stopping_ = false;                                 // under mutex_
   std::chrono::steady_clock::time_point stop_deadline_;   // under mutex_, once stopping_

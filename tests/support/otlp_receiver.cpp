@@ -57,7 +57,16 @@ class Record {
       }
     }
     cv_.notify_all();
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !held_; });  // on the I/O thread: no answer goes out while answers are held
     return status;
+  }
+  void hold(bool held) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ = held;
+    }
+    cv_.notify_all();
   }
   void answer_status(int status, int times) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -89,6 +98,7 @@ class Record {
   int status_ = 200;
   int status_times_left_ = 0;  // > 0: answers left with status_; -1: for good; 0: answer 200
   bool never_ = false;
+  bool held_ = false;
   const bool keep_;
 };
 
@@ -207,6 +217,7 @@ OtlpReceiver::OtlpReceiver(bool keep) : impl_(std::make_unique<Impl>(keep)) {
 
 OtlpReceiver::~OtlpReceiver() {
   Impl& s = *impl_;
+  s.record.hold(false);  // a held answer goes out, so that the I/O thread can stop
   net::post(s.io, [&s] { s.stop(); });
   s.thread.join();
 }
@@ -214,6 +225,8 @@ OtlpReceiver::~OtlpReceiver() {
 std::string OtlpReceiver::endpoint() const { return "http://127.0.0.1:" + std::to_string(impl_->port) + "/v1/traces"; }
 void OtlpReceiver::answer_status(int status, int times) { impl_->record.answer_status(status, times); }
 void OtlpReceiver::never_answer() { impl_->record.never_answer(); }
+void OtlpReceiver::hold_answers() { impl_->record.hold(true); }
+void OtlpReceiver::release_answers() { impl_->record.hold(false); }
 std::vector<OtlpRequest> OtlpReceiver::requests() const { return impl_->record.requests(); }
 std::vector<json> OtlpReceiver::spans() const { return impl_->record.spans(); }
 bool OtlpReceiver::wait_spans(size_t n, std::chrono::milliseconds timeout) const {

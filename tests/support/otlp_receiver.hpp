@@ -36,6 +36,10 @@ class OtlpReceiver {
   void answer_status(int status, int times = 0);
   // Reads requests but never answers them (a hung collector).
   void never_answer();
+  // Records the requests that arrive from now on (they count in wait_spans/wait_requests) but answers none of them
+  // until release_answers() (a collector that is slow to answer: the exporter waits on its request meanwhile).
+  void hold_answers();
+  void release_answers();
 
   std::vector<OtlpRequest> requests() const;
   // Every span received so far (the OTLP JSON span objects), in arrival order.

@@ -449,6 +449,31 @@ TEST_SUITE("tracing") {
     CHECK(tracer.stats().exported == 4);
   }
 
+  TEST_CASE("a request filled by spans queued while the exporter was busy goes at once, not at its interval") {
+    OtlpReceiver rx;
+    TracingConfig cfg = exporting_to(rx, 60s);  // only full requests and flushes leave
+    cfg.max_batch_spans = 3;
+    cfg.export_timeout = 60s;  // the held answer is waited for
+    trace::Tracer tracer(cfg, {});
+    auto end_spans = [&](int from, int to) {
+      for (int i = from; i < to; ++i)
+        tracer.start("s" + std::to_string(i), {}, trace::SpanKind::internal, std::nullopt).end();
+    };
+    rx.hold_answers();
+    end_spans(0, 3);  // a full request: the exporter sends it and waits for the answer
+    REQUIRE(rx.wait_spans(3, kLongWait));
+    end_spans(3, 8);  // five queued meanwhile: one more full request, and two that start the next
+    rx.release_answers();
+    REQUIRE(rx.wait_spans(6, kLongWait));
+    end_spans(8, 9);  // the two carried and this one fill a request: it goes now, not 60 s on
+    REQUIRE(rx.wait_spans(9, kLongWait / 4));
+    std::vector<size_t> sizes;
+    for (const auto& r : rx.requests()) sizes.push_back(r.body["resourceSpans"][0]["scopeSpans"][0]["spans"].size());
+    CHECK(sizes == std::vector<size_t>{3, 3, 3});
+    CHECK(tracer.flush(kLongWait));  // the last answer counted (the receiver records a request before answering it)
+    CHECK(tracer.stats().exported == 9);
+  }
+
   TEST_CASE("spans go in requests of max_batch_spans; a flush sends the rest at once and waits for the answers") {
     OtlpReceiver rx;
     TracingConfig cfg = exporting_to(rx, 60s);  // only full batches and flushes leave
