@@ -16,9 +16,7 @@ using namespace sqlite;
 
 std::optional<ThreadRecord> SqliteStore::get_thread(std::string_view thread_id) {
   Read r(*this);
-  auto s = r.db().stmt("SELECT " AGENTRT_THREAD_COLS "," AGENTRT_THREAD_LAST_SEQ
-                       " "
-                       "FROM threads WHERE id=?");
+  auto s = r.db().stmt("SELECT " AGENTRT_THREAD_COLS "," AGENTRT_THREAD_LAST_SEQ " FROM threads WHERE id=?");
   s.bind(1, thread_id);
   if (!s.step()) return std::nullopt;
   ThreadRecord t = read_thread(s);

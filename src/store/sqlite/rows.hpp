@@ -38,8 +38,7 @@ namespace sqlite {
 #define AGENTRT_THREAD_LAST_SEQ                                                                            \
   "(SELECT e.last_seq FROM thread_spans s JOIN events e ON e.id BETWEEN s.base * " AGENTRT_EVENT_SPAN_SIZE \
   " AND s.base * " AGENTRT_EVENT_SPAN_SIZE " + " AGENTRT_EVENT_SPAN_LAST                                   \
-  " WHERE s.thread_id=threads.id ORDER BY "                                                                \
-  "e.id DESC LIMIT 1)"
+  " WHERE s.thread_id=threads.id ORDER BY e.id DESC LIMIT 1)"
 
 // AGENTRT_TURN_COLS of `turns` rows with their turn_waits row, when they have one (schema 8: a waiting turn's
 // interrupts and trace context are kept beside its row; none reads as the field's default). A query adds its WHERE.
