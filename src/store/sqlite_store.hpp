@@ -179,7 +179,10 @@ class SqliteStore final : public Store {
   static constexpr int64_t kSpanMessages = int64_t{1} << 24;  // a thread's messages at most (AGENTRT_SPAN_LAST + 1)
   static constexpr int64_t kSpanEvents = int64_t{1} << 32;    // a thread's events at most (AGENTRT_EVENT_SPAN_LAST + 1)
   static constexpr int64_t kMaxSpan = INT64_MAX / kSpanEvents;  // the last base a thread may take
-  int64_t thread_span(std::string_view thread_id, bool& is_new);
+  // The thread's span as stored (read on `c`, or known), nullopt when it has none yet; new_span gives one (in the
+  // open write transaction, for a thread that has none).
+  std::optional<int64_t> span_of(sqlite::Connection& c, std::string_view thread_id);
+  int64_t new_span(std::string_view thread_id);
   // Per thread, its span's base, as committed: a span never moves, so what any connection has seen stays true
   // whatever other connections write (at most kMaxTails, then forgotten all at once).
   std::mutex spans_mutex_;  // spans_ only; taken under mutex_ or alone

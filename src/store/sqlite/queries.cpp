@@ -170,6 +170,15 @@ void SqliteStore::remember_span(std::string_view thread_id, int64_t base) {
   spans_.emplace(std::string(thread_id), base);
 }
 
+std::optional<int64_t> SqliteStore::span_of(Connection& c, std::string_view thread_id) {
+  if (auto span = known_span(thread_id)) return span;
+  auto q = c.stmt("SELECT base FROM thread_spans WHERE thread_id=?");
+  q.bind(1, thread_id);
+  if (!q.step()) return std::nullopt;
+  remember_span(thread_id, q.i64(0));  // stored: it never moves
+  return q.i64(0);
+}
+
 std::optional<int64_t> SqliteStore::known_span(std::string_view thread_id) {
   std::lock_guard<std::mutex> lock(spans_mutex_);
   auto span = spans_.find(thread_id);
@@ -226,14 +235,8 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
 std::vector<StoredEvent> SqliteStore::events_after(std::string_view thread_id, int64_t after_seq, size_t limit) {
   Read r(*this);
   std::vector<StoredEvent> out;
-  std::optional<int64_t> span = known_span(thread_id);
-  if (!span) {
-    auto q = r.db().stmt("SELECT base FROM thread_spans WHERE thread_id=?");
-    q.bind(1, thread_id);
-    if (!q.step()) return out;  // no span: no events
-    span = q.i64(0);
-    remember_span(thread_id, *span);
-  }
+  const std::optional<int64_t> span = span_of(r.db(), thread_id);
+  if (!span) return out;  // no span: no events
   // The thread's rows from the one that holds after_seq + 1 (its rowid the greatest at or below that seq's), then
   // split into events.
   auto s = r.db().stmt(AGENTRT_EVENTS_FROM);

@@ -344,30 +344,21 @@ void SqliteStore::remember_tails(const Tails& written) {
   }
 }
 
-// The thread's span, given it one if it has none (in the open write transaction; is_new says so). A new span is one
-// past the highest any row uses: the caller writes the thread's first row in it before this transaction gives
-// another thread one (a span no row uses yet is never left behind: the transaction ends with its row or not at all).
-int64_t SqliteStore::thread_span(std::string_view thread_id, bool& is_new) {
+// A span for a thread that has none, one past the highest any row uses: the caller writes the thread's first row in
+// it before this transaction gives another thread one (a span no row uses yet is never left behind: the transaction
+// ends with its row or not at all).
+int64_t SqliteStore::new_span(std::string_view thread_id) {
   static_assert(kSpanMessages == 16777216 && std::string_view(AGENTRT_SPAN_SIZE) == "16777216" &&
                     std::string_view(AGENTRT_SPAN_LAST) == "16777215" && kSpanEvents == 4294967296 &&
                     std::string_view(AGENTRT_EVENT_SPAN_SIZE) == "4294967296" &&
                     std::string_view(AGENTRT_EVENT_SPAN_LAST) == "4294967295",
                 "AGENTRT_*SPAN_SIZE and AGENTRT_*SPAN_LAST name the spans' sizes and last offsets");
-  auto q = stmt("SELECT base FROM thread_spans WHERE thread_id=?");
-  q.bind(1, thread_id);
-  is_new = !q.step();
-  int64_t base = 0;
-  if (!is_new) {
-    base = q.i64(0);
-  } else {
-    auto top = stmt("SELECT max(coalesce((SELECT max(id) FROM messages), 0) / " AGENTRT_SPAN_SIZE
-                    ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE ") + 1");
-    if (top.step()) base = top.i64(0);
-    if (base > 0 && base <= kMaxSpan)
-      stmt("INSERT INTO thread_spans(thread_id, base) VALUES(?,?)").bind(1, thread_id).bind(2, base).run();
-  }
+  auto top = stmt("SELECT max(coalesce((SELECT max(id) FROM messages), 0) / " AGENTRT_SPAN_SIZE
+                  ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE ") + 1");
+  const int64_t base = top.step() ? top.i64(0) : 0;
   if (base <= 0 || base > kMaxSpan)
     throw Error(ErrorCode::too_large, fmt::format("thread_spans: no span left for thread {}", thread_id));
+  stmt("INSERT INTO thread_spans(thread_id, base) VALUES(?,?)").bind(1, thread_id).bind(2, base).run();
   return base;
 }
 
@@ -483,19 +474,20 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     tail = known->second;
   }
   // The thread's span, known, read, or given now (a new span holds no rows yet: nothing to read in it).
-  bool new_span = false;
+  bool given = false;
   if (!tail.base && (!b.events.empty() || !b.messages.empty())) {
-    if (auto span = known_span(b.thread_id))
-      tail.base = span;
-    else
-      tail.base = thread_span(b.thread_id, new_span);
+    tail.base = span_of(*db_, b.thread_id);
+    if (!tail.base) {
+      tail.base = new_span(b.thread_id);
+      given = true;
+    }
   }
   if (!b.events.empty()) {
     const int64_t first = *tail.base * kSpanEvents;
     int64_t seq = 0;
     if (tail.seq) {
       seq = *tail.seq;
-    } else if (!new_span) {
+    } else if (!given) {
       auto q = stmt("SELECT last_seq FROM events WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_EVENT_SPAN_LAST
                     " ORDER BY id DESC LIMIT 1");
       q.bind(1, first);
@@ -527,7 +519,7 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     int64_t idx = -1;
     if (tail.idx) {
       idx = *tail.idx;
-    } else if (!new_span) {
+    } else if (!given) {
       auto q =
           stmt("SELECT idx FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST " ORDER BY id DESC LIMIT 1");
       q.bind(1, first);
