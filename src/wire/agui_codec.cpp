@@ -1,9 +1,9 @@
 // The AG-UI 1.0 event codec: one table of the fields each event type has, in the order they are written,
 // one writer over it and one reader. The runtime's fast path (runtime/event_wire.hpp) goes through the same
 // writer with the few text fields it has, so the two cannot drift apart.
+#include <charconv>
 #include <cstdint>
 #include <initializer_list>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -239,7 +239,11 @@ std::string write_event(EventType type, const Fields& in) {
       }
     }
   }
-  if (in.timestamp() != 0) fmt::format_to(std::back_inserter(out), ",\"timestamp\":{}", in.timestamp());
+  if (in.timestamp() != 0) {
+    char digits[24];
+    out += ",\"timestamp\":";
+    out.append(digits, static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, in.timestamp()).ptr - digits));
+  }
   if (!in.raw_event().is_null()) {
     append_key(out, "rawEvent");
     append_json(out, in.raw_event());
