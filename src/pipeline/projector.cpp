@@ -41,9 +41,10 @@ std::optional<std::string> Projector::take_state() {
 
 void Projector::begin_run(const std::string& run_id, const std::string& turn_id) { turn_of_run_[run_id] = turn_id; }
 
-std::string Projector::turn_of(const std::string& run_id) const {
+const std::string& Projector::turn_of(const std::string& run_id) const {
+  static const std::string none;
   auto it = turn_of_run_.find(run_id);
-  return it == turn_of_run_.end() ? std::string() : it->second;
+  return it == turn_of_run_.end() ? none : it->second;
 }
 
 MessageRecord Projector::record(const std::string& run_id, Message m) const {

@@ -130,7 +130,8 @@ class Projector {
   std::optional<MessageRecord> complete(const std::string& run_id, const std::string& message_id, const json& facts,
                                         json metadata);
   MessageRecord record(const std::string& run_id, Message m) const;
-  std::string turn_of(const std::string& run_id) const;
+  // The turn a run writes for ("" for a run begin_run did not name); entries live as long as the projector.
+  const std::string& turn_of(const std::string& run_id) const;
   LedgerEntry* entry(const std::string& turn_id, const std::string& tool_call_id);
   void changed(const LedgerEntry& l);
   // The ledger's part of each event (projector_ledger.cpp).

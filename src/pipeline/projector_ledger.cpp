@@ -30,8 +30,10 @@ LedgerEntry* Projector::entry(const std::string& turn_id, const std::string& too
 }
 
 void Projector::changed(const LedgerEntry& l) {
-  auto key = std::make_pair(l.turn_id, l.tool_call_id);
-  if (std::find(changed_.begin(), changed_.end(), key) == changed_.end()) changed_.push_back(std::move(key));
+  const bool listed = std::any_of(changed_.begin(), changed_.end(), [&](const auto& key) {
+    return key.first == l.turn_id && key.second == l.tool_call_id;
+  });
+  if (!listed) changed_.emplace_back(l.turn_id, l.tool_call_id);
 }
 
 void Projector::seed_ledger(const std::vector<LedgerEntry>& entries) {
@@ -72,7 +74,7 @@ std::vector<LedgerEntry> Projector::ledger(const std::string& turn_id) const {
 // The completed assistant message's calls: one entry each, requested (and approved at once when the call
 // needs no person: "tool": "run").
 void Projector::requested(const std::string& run_id, const Message& m, const json& listed) {
-  const std::string turn_id = turn_of(run_id);
+  const std::string& turn_id = turn_of(run_id);
   if (turn_id.empty()) return;
   auto step = step_of_run_.find(run_id);
   for (size_t i = 0; i < m.tool_calls.size() && i < listed.size(); ++i) {
@@ -130,7 +132,7 @@ void Projector::decided(const std::string& run_id, const std::string& turn_id, c
 }
 
 void Projector::started(const std::string& run_id, const json& value) {
-  const std::string turn_id = turn_of(run_id);
+  const std::string& turn_id = turn_of(run_id);
   const json* ids = member(value, "toolCallIds");
   if (turn_id.empty() || !ids || !ids->is_array()) return;
   for (const auto& id : *ids) {
@@ -145,7 +147,7 @@ void Projector::started(const std::string& run_id, const json& value) {
 // A pause: each interrupt names its call; a job confirmation sends the call back to wait for the person.
 void Projector::interrupted(const std::string& run_id, const json& outcome) {
   if (text_of(outcome, "type") != "interrupt") return;
-  const std::string turn_id = turn_of(run_id);
+  const std::string& turn_id = turn_of(run_id);
   const json* interrupts = member(outcome, "interrupts");
   if (turn_id.empty() || !interrupts || !interrupts->is_array()) return;
   for (const auto& i : *interrupts) {
@@ -161,7 +163,7 @@ void Projector::interrupted(const std::string& run_id, const json& outcome) {
 }
 
 void Projector::outcome(const std::string& run_id, const std::string& tool_call_id, const ToolOutcome& o) {
-  const std::string turn_id = turn_of(run_id);
+  const std::string& turn_id = turn_of(run_id);
   if (turn_id.empty()) return;  // a job's delivery: its call's entry ended when the job started
   LedgerEntry* l = entry(turn_id, tool_call_id);
   if (!l) {

@@ -170,6 +170,29 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+namespace {
+
+// `lead` ('{' before the first member, ',' before the others), the key as a JSON string and its ':', in one
+// append when the key needs no escape.
+void append_member_key(std::string& out, char lead, std::string_view key) {
+  const auto* p = reinterpret_cast<const unsigned char*>(key.data());
+  const size_t n = key.size();
+  if (plain_run(p, n) != n) {
+    out += lead;
+    append_json_string(out, key);
+    out += ':';
+    return;
+  }
+  const size_t at = out.size();
+  out.append(n + 4, '"');
+  char* d = out.data() + at;
+  d[0] = lead;
+  if (n > 0) std::memcpy(d + 2, p, n);
+  d[n + 3] = ':';
+}
+
+}  // namespace
+
 void append_json(std::string& out, const json& j) {
   switch (j.type()) {
     case json::value_t::null:
@@ -199,16 +222,13 @@ void append_json(std::string& out, const json& j) {
       return;
     }
     case json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        if (!first) out += ',';
-        first = false;
-        append_json_string(out, it.key());
-        out += ':';
-        append_json(out, it.value());
+      char lead = '{';
+      for (const auto& [key, value] : j.get_ref<const json::object_t&>()) {
+        append_member_key(out, lead, key);
+        lead = ',';
+        append_json(out, value);
       }
-      out += '}';
+      out += lead == '{' ? "{}" : "}";
       return;
     }
     case json::value_t::binary: out += j.dump(); return;

@@ -133,6 +133,26 @@ TEST_CASE("a JSON string is written as nlohmann writes it for random texts of es
   }
 }
 
+TEST_CASE("a JSON value is written as nlohmann writes it: objects (keys that need escapes too), arrays, numbers") {
+  const json cases[] = {
+      json::object(),
+      json::array(),
+      json{{"a", 1}},
+      json{{"", nullptr}, {"k\"q", "v"}, {"line\nbreak", json::array()}, {"\xc3\xa9t\xc3\xa9", json::object()}},
+      json{{"nested", {{"deeper", {{"list", {1, -2, 3.5, true, false, nullptr, "s"}}}}}}, {"empty", json::object()}},
+      json{{"max", UINT64_MAX}, {"min", INT64_MIN}, {"zero", 0}, {"neg", -1}},
+      json::array({json::object(), json::array(), json{{"x", json::array({json::object()})}}}),
+      json("plain"),
+      json(42),
+  };
+  for (const auto& j : cases) {
+    std::string ours = "x";
+    append_json(ours, j);
+    CAPTURE(j.dump());
+    CHECK(ours == "x" + j.dump());
+  }
+}
+
 TEST_CASE("the turn state machine refuses transitions its table does not list") {
   CHECK(can_transition(TurnStatus::running, TurnStatus::waiting_approval));
   CHECK(can_transition(TurnStatus::waiting_approval, TurnStatus::resuming));
