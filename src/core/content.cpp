@@ -187,7 +187,8 @@ class DomSource {
       present_ |= 1u << k;
     }
   }
-  Value find(std::string_view key) const {
+  // Inlined where a decoder asks for a key by name: the key's place in known_ is then found as it compiles.
+  [[gnu::always_inline]] Value find(std::string_view key) const {
     if (const int k = known_key(key); k >= 0) {
       if (present_ & (1u << k)) return known_[k];
       return std::nullopt;
@@ -197,13 +198,13 @@ class DomSource {
       if (field.key == key) found = field.value;
     return found;
   }
-  std::string required_string(std::string_view key) const {
+  [[gnu::always_inline]] std::string required_string(std::string_view key) const {
     Value v = find(key);
     if (!v) fail(fmt::format("'{}' is required", key));
     if (!v->is_string()) wrong_type(key, "a string");
     return string_of(v);
   }
-  std::string optional_string(std::string_view key) const {
+  [[gnu::always_inline]] std::string optional_string(std::string_view key) const {
     Value v = find(key);
     if (!v) return {};
     if (!v->is_string()) wrong_type(key, "a string");
@@ -235,10 +236,10 @@ class DomSource {
   // The keys of a message, a tool call and its function: their place in known_, or -1. (Each compare is of a size
   // known here, which the compiler makes a compare of integers.)
   template <size_t N>
-  static bool is(std::string_view key, const char (&name)[N]) {
+  [[gnu::always_inline]] static bool is(std::string_view key, const char (&name)[N]) {
     return std::memcmp(key.data(), name, N - 1) == 0;
   }
-  static int known_key(std::string_view k) {
+  [[gnu::always_inline]] static int known_key(std::string_view k) {
     switch (k.size()) {
       case 2: return is(k, "id") ? 0 : -1;
       case 4: return is(k, "role") ? 1 : is(k, "name") ? 2 : is(k, "type") ? 3 : -1;

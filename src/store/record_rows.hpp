@@ -144,9 +144,12 @@ std::vector<EventRow> event_rows(std::vector<StoredEvent>& events, int64_t last_
 void split_event_row(int64_t first_seq, const std::string& run_id, std::string_view body, int64_t after_seq,
                      size_t limit, std::vector<StoredEvent>& out);
 
-// A history message from its stored JSON body. Error(io) naming the thread and index when the body is nested
-// deeper than any message this build stores, or is not a message at all.
-Message stored_message(std::string_view thread_id, int64_t index, std::string_view body);
+// A history message from its stored body, read by `decode` (a store's own format; JSON text by default).
+// Error(io) naming the thread and index when the body is nested deeper than any message this build stores, or is
+// not a message at all.
+using MessageDecoder = Message (*)(std::string_view body, size_t max_depth);
+Message stored_message(std::string_view thread_id, int64_t index, std::string_view body,
+                       MessageDecoder decode = message_from_json_text);
 
 }  // namespace store_rows
 }  // namespace v1

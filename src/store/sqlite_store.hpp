@@ -54,7 +54,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
   // The group commit: batches in one transaction, and groups one committing thread commits before it hands
   // the queue to the first batch still waiting.
   static constexpr size_t kMaxGroup = 64;
@@ -169,6 +169,7 @@ class SqliteStore final : public Store {
   static constexpr size_t kMaxTails = 4096;
   Tails tails_;
   sqlite::EventPacker packer_;  // under mutex_: event rows packed for write_rows
+  std::string message_body_;    // under mutex_: a message packed for write_rows (sqlite/message_body.hpp)
   unsigned data_version_ = 0;
   std::atomic<int64_t> write_txns_{0};
   // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the

@@ -23,6 +23,7 @@ int agentrt_fuzz_signed_url(const uint8_t* data, size_t size);
 int agentrt_fuzz_config(const uint8_t* data, size_t size);
 int agentrt_fuzz_capi(const uint8_t* data, size_t size);
 int agentrt_fuzz_lz_dict(const uint8_t* data, size_t size);
+int agentrt_fuzz_message_body(const uint8_t* data, size_t size);
 }
 
 namespace {
@@ -43,6 +44,7 @@ constexpr Target kTargets[] = {
     {"config", agentrt_fuzz_config},
     {"capi", agentrt_fuzz_capi},
     {"lz_dict", agentrt_fuzz_lz_dict},
+    {"message_body", agentrt_fuzz_message_body},
 };
 
 // The regular files under `dir` (none when it does not exist), sorted.

@@ -240,3 +240,23 @@ rows = [
 ]
 for i, v in enumerate(rows):
     put('lz_dict', f'pack-{i}.bin', b'\x01' + v.encode())
+
+# --- Packed message rows: byte 0 even = a stored body to read, odd = a message's JSON text to pack and read back.
+bodies = {
+    'user': b'\x02\x03\x01\x02m0\x0bbook a room',
+    'call': b'\x02\x02\x02\x02m1\x01\x06call_1\x09book_room\x0d{"room":"A1"}',
+    'tool': b'\x02\x04\x45\x02m2\x06booked\x06call_1\x08\x02\x01n\x03\x04\x04list\x07\x03\x04\x05\x06\x01a\x00',
+    'double': b'\x02\x03\x41\x01i\x00\x08\x01\x01d\x05\x00\x00\x00\x00\x00\x00\xe0\x3f',
+    'deep': b'\x02\x03\x41\x01i\x00\x08\x01\x01a' + b'\x07\x01' * 80 + b'\x07\x00',
+    'json-row': b'{"id":"m","role":"user","content":"hi"}',
+}
+for n, v in bodies.items():
+    put('message_body', 'read-' + n + '.bin', b'\x00' + v)
+texts = [
+    '{"id":"m1","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"n","arguments":"{}"}}]}',
+    '{"id":"m2","role":"tool","content":"r","toolCallId":"c","metadata":{"a":[1,-2,0.5,true,null,"s"],"b":{}}}',
+    '{"id":"m3","role":"user","content":[{"type":"text","text":"parts"}]}',
+    '{"id":"m4","role":"activity"}',
+]
+for i, v in enumerate(texts):
+    put('message_body', f'pack-{i}.bin', b'\x01' + v.encode())

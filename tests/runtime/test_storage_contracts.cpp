@@ -181,7 +181,12 @@ TEST_CASE("history reads back only a payload that has a ui; one with a ui is sti
 
   // A row written before the flag existed (no payload_has_ui): its payload is read, as it always was.
   REQUIRE(h.rt->run_turn(turn_input("t-old", user_message("book"))).status == TurnStatus::completed);
-  exec_sql(h, "UPDATE messages SET body=json_remove(body,'$.metadata.payload_has_ui') WHERE thread_id='t-old'");
+  // (Stored as JSON text, as every row was before schema 12 packed them: the two kinds side by side in a thread.)
+  MessageRecord old = h.store->messages("t-old")[2];
+  old.message.metadata.erase("payload_has_ui");
+  std::string body = to_json_string(old.message);
+  for (size_t at = body.find('\''); at != std::string::npos; at = body.find('\'', at + 2)) body.insert(at, 1, '\'');
+  exec_sql(h, "UPDATE messages SET body='" + body + "' WHERE thread_id='t-old' AND idx=" + std::to_string(old.index));
   REQUIRE_FALSE(h.store->messages("t-old")[2].message.metadata.contains("payload_has_ui"));
   objects->gets = 0;
   hist = h.rt->history("t-old");

@@ -299,6 +299,68 @@ TEST_CASE("a version-10 file's event rows move into their threads' spans; thread
   CHECK(s.get_thread("t5")->last_seq == 1);
 }
 
+TEST_CASE("a version-11 file's JSON message rows read as they are; new rows beside them are packed") {
+  TempDir dir;
+  const std::string path = dir.file("v11.db");
+  auto batch = [](const std::string& thread, int from, int count) {
+    CommitBatch b;
+    b.thread_id = thread;
+    for (int i = from; i < from + count; ++i) {
+      Message m;
+      m.id = fmt::format("m{}", i);
+      m.role = i % 2 ? Role::assistant : Role::user;
+      m.content = fmt::format("{} #{}", thread, i);
+      if (i % 2) m.metadata = {{"i", i}, {"neg", -i}, {"half", i + 0.5}};
+      b.messages.push_back(MessageRecord{thread, 0, "turn_1", "run_1", m});
+    }
+    return b;
+  };
+  std::vector<MessageRecord> before;
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    auto b = batch("t1", 0, 3);
+    s.commit(b);
+    before = s.messages("t1");
+  }
+  // Back to schema 11: every body JSON text.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  for (const auto& m : before) {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "UPDATE messages SET body=? WHERE thread_id='t1' AND idx=?", -1, &st, nullptr) ==
+            SQLITE_OK);
+    const std::string body = to_json_string(m.message);
+    sqlite3_bind_text(st, 1, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, m.index);
+    REQUIRE(sqlite3_step(st) == SQLITE_DONE);
+    sqlite3_finalize(st);
+  }
+  sqlite_exec(db, "PRAGMA user_version=11");
+  CHECK(sqlite_text(db, "SELECT group_concat(typeof(body)) FROM messages") == "text,text,text|\n");
+  sqlite3_close(db);
+
+  SqliteStore s(SqliteStoreOptions{path});
+  CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
+  auto more = batch("t1", 3, 2);
+  s.commit(more);
+  const auto after = s.messages("t1");
+  const auto history = s.thread_messages("t1");
+  REQUIRE(after.size() == 5);
+  REQUIRE(history.size() == 5);
+  for (size_t i = 0; i < after.size(); ++i) {
+    CAPTURE(i);
+    const Message& want = i < 3 ? before[i].message : more.messages[i - 3].message;
+    CHECK(to_json_string(after[i].message) == to_json_string(want));
+    CHECK(to_json_string(history[i]) == to_json_string(want));
+    CHECK(after[i].index == static_cast<int64_t>(i));
+  }
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT group_concat(typeof(body)) FROM (SELECT body FROM messages ORDER BY idx)") ==
+        "text,text,text,blob,blob|\n");
+  CHECK(sqlite_text(db, "PRAGMA integrity_check") == "ok|\n");
+  sqlite3_close(db);
+}
+
 TEST_CASE("the event reads search a thread's span by rowid: no scan, no temporary b-tree") {
   TempDir dir;
   SqliteStore s(SqliteStoreOptions{dir.file("plan.db")});

@@ -507,6 +507,93 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
   CHECK(json_depth(alone[0].metadata) == kMaxStoredJsonDepth - 1);
 }
 
+TEST_CASE(
+    "message rows are packed BLOBs (a part list stays JSON text); text rows read as they are; damaged ones fail") {
+  TempDir dir;
+  const std::string path = dir.file("messages.db");
+  std::vector<Message> written;
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    CommitBatch b;
+    b.thread_id = "t";
+    Message user;
+    user.id = "m0";
+    user.content = "book a room";
+    Message call;
+    call.id = "m1";
+    call.role = Role::assistant;
+    call.has_content = false;
+    call.tool_calls = {{"call_1", "book_room", R"({"room":"A1"})"}};
+    Message tool;
+    tool.id = "m2";
+    tool.role = Role::tool;
+    tool.content = "booked";
+    tool.tool_call_id = "call_1";
+    tool.metadata = {{"run_id", "r1"}, {"summary_version", 1}, {"nested", {{"list", {1, -2, 0.5, nullptr}}}}};
+    Message parts;
+    parts.id = "m3";
+    parts.parts.push_back(ContentPart{});
+    parts.parts.back().type = "text";
+    parts.parts.back().text = "look";
+    written = {user, call, tool, parts};
+    for (const auto& m : written) b.messages.push_back(MessageRecord{"t", 0, "turn_1", "r1", m});
+    s.commit(b);
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT idx, typeof(body), hex(substr(body, 1, 1)) FROM messages ORDER BY idx") ==
+        "0|blob|02|\n1|blob|02|\n2|blob|02|\n3|text|7B|\n");
+  // A row as schema 11 wrote it (JSON text), after the packed ones.
+  Message old;
+  old.id = "m4";
+  old.role = Role::assistant;
+  old.content = "done";
+  old.metadata = {{"worker_agent_output", {{"answer", "done"}}}};
+  sqlite_exec(db,
+              "INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) SELECT base*16777216+4,'t',4,'turn_1','r1',"
+              "'" +
+                  to_json_string(old) + "' FROM thread_spans WHERE thread_id='t'");
+  sqlite3_close(db);
+  written.push_back(old);
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    const auto history = s.thread_messages("t");
+    const auto records = s.messages("t");
+    REQUIRE(history.size() == written.size());
+    REQUIRE(records.size() == written.size());
+    for (size_t i = 0; i < written.size(); ++i) {
+      CAPTURE(i);
+      CHECK(to_json_string(history[i]) == to_json_string(written[i]));
+      CHECK(history[i].has_content == written[i].has_content);
+      CHECK(to_json_string(records[i].message) == to_json_string(written[i]));
+      CHECK(records[i].index == static_cast<int64_t>(i));
+    }
+    CHECK(history[2].metadata["nested"]["list"][1].is_number_integer());
+    CHECK(history[2].metadata["summary_version"].is_number_unsigned());
+  }
+  // Damaged rows, packed or text: Error(io) naming the thread and the message, from both readers.
+  const std::pair<const char*, const char*> damaged[] = {
+      {"x'02ff00'", "packed message: an unknown role (code 255)"},
+      {"x'02030101'", "packed message: a string runs past its end"},
+      {"x'0203010169'", "packed message: it ends early"},
+      {"x''", "not a message: [json.exception.parse_error.101]"},
+      {"'{\"id\":'", "not a message: [json.exception.parse_error.101]"},
+      {"x'ff'", "not a message: [json.exception.parse_error.101]"}};
+  for (const auto& [body, what] : damaged) {
+    CAPTURE(body);
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    sqlite_exec(db, std::string("UPDATE messages SET body=") + body + " WHERE idx=1");
+    sqlite3_close(db);
+    SqliteStore s(SqliteStoreOptions{path});
+    for (const auto& read :
+         std::vector<std::function<void()>>{[&] { s.thread_messages("t"); }, [&] { s.messages("t"); }}) {
+      const Error e = error_of(read, "reading a damaged message row");
+      CHECK(e.code() == ErrorCode::io);
+      CHECK(e.message().rfind(std::string("thread t: stored message 1 is unreadable: ") + what, 0) == 0);
+    }
+  }
+}
+
 TEST_CASE("a commit's events are a row for each run, packed, whatever their size") {
   TempDir dir;
   const std::string path = dir.file("rows.db");

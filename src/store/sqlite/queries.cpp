@@ -6,6 +6,7 @@
 #include "store/record_rows.hpp"
 #include "store/sqlite/connection.hpp"
 #include "store/sqlite/event_body.hpp"
+#include "store/sqlite/message_body.hpp"
 #include "store/sqlite/rows.hpp"
 #include "store/sqlite_store.hpp"
 
@@ -209,7 +210,7 @@ std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string
     m.index = s.i64(0);
     m.turn_id = s.text(1);
     m.run_id = s.text(2);
-    m.message = store_rows::stored_message(thread_id, m.index, s.bytes(3));
+    m.message = store_rows::stored_message(thread_id, m.index, s.bytes(3), unpack_message);
   }
   return out;
 }
@@ -227,7 +228,7 @@ std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::strin
   std::vector<Message> out;
   while (s.step()) {
     if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column));
-    out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.bytes(1)));
+    out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.bytes(1), unpack_message));
   }
   return out;
 }

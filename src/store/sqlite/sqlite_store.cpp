@@ -13,6 +13,7 @@
 #include "store/sqlite/checkpointer.hpp"
 #include "store/sqlite/connection.hpp"
 #include "store/sqlite/event_body.hpp"
+#include "store/sqlite/message_body.hpp"
 #include "store/sqlite/rows.hpp"
 
 namespace agentrt {
@@ -533,8 +534,15 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
       m.thread_id = b.thread_id;
       auto ins = stmt("INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?,?)");
       ins.bind(1, first + m.index).bind(2, b.thread_id).bind(3, m.index).bind(4, m.turn_id).bind(5, m.run_id);
-      ins.bind(6, to_json_string(m.message)).run();
+      message_body_.clear();
+      if (sqlite::pack_message(m.message, message_body_)) {
+        ins.bind_blob(6, message_body_);
+      } else {
+        ins.bind(6, to_json_string(m.message));
+      }
+      ins.run();
     }
+    if (message_body_.capacity() > sqlite::EventPacker::kKeepBytes) std::string().swap(message_body_);
     tail.idx = idx;
   }
   for (auto& l : b.ledger) {
