@@ -9,6 +9,7 @@
 #include "agentrt/outputs.hpp"
 #include "agentrt/turn_state.hpp"
 #include "support/agui_verifier.hpp"
+#include "util/utf8.hpp"
 
 using namespace agentrt;
 
@@ -151,6 +152,29 @@ TEST_CASE("a JSON value is written as nlohmann writes it: objects (keys that nee
     CAPTURE(j.dump());
     CHECK(ours == "x" + j.dump());
   }
+}
+
+TEST_CASE("UTF-8 is judged as nlohmann judges it, with ASCII runs of every length before, between and after") {
+  // The check takes ASCII eight bytes a step and a rest under eight at once: each piece at every offset.
+  const std::vector<std::string> pieces = {"\xc3\xa9",     "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff",     "\xc3",
+                                           "\xed\xa0\x80", "\xc0\xaf",     "\xf4\x90\x80\x80", "\xe2\x82", "\x80"};
+  size_t checked = 0;
+  for (const auto& piece : pieces)
+    for (size_t before = 0; before < 19; ++before)
+      for (size_t after = 0; after < 19; ++after) {
+        const std::string text = std::string(before, 'a') + piece + std::string(after, 'b');
+        bool nlohmann_ok = true;
+        try {
+          (void)json(text).dump();
+        } catch (const json::exception&) {
+          nlohmann_ok = false;
+        }
+        CAPTURE(text);
+        CHECK(is_valid_utf8(text) == nlohmann_ok);
+        ++checked;
+      }
+  CHECK(checked == 10 * 19 * 19);
+  for (size_t n = 0; n < 40; ++n) CHECK(is_valid_utf8(std::string(n, 'x')));
 }
 
 TEST_CASE("the turn state machine refuses transitions its table does not list") {
