@@ -260,3 +260,5 @@ texts = [
 ]
 for i, v in enumerate(texts):
     put('message_body', f'pack-{i}.bin', b'\x01' + v.encode())
+put('message_body', 'read-group.bin', b'\x00\x03\x02' + b'\x06\x02\x03\x01\x01i\x00' + b'\x27' +
+    b'{"id":"m","role":"user","content":"hi"}')

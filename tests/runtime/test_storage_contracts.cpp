@@ -181,12 +181,17 @@ TEST_CASE("history reads back only a payload that has a ui; one with a ui is sti
 
   // A row written before the flag existed (no payload_has_ui): its payload is read, as it always was.
   REQUIRE(h.rt->run_turn(turn_input("t-old", user_message("book"))).status == TurnStatus::completed);
-  // (Stored as JSON text, as every row was before schema 12 packed them: the two kinds side by side in a thread.)
-  MessageRecord old = h.store->messages("t-old")[2];
-  old.message.metadata.erase("payload_has_ui");
-  std::string body = to_json_string(old.message);
-  for (size_t at = body.find('\''); at != std::string::npos; at = body.find('\'', at + 2)) body.insert(at, 1, '\'');
-  exec_sql(h, "UPDATE messages SET body='" + body + "' WHERE thread_id='t-old' AND idx=" + std::to_string(old.index));
+  // (Its rows as schema 11 wrote them: a row a message, JSON text.)
+  std::vector<MessageRecord> old = h.store->messages("t-old");
+  old[2].message.metadata.erase("payload_has_ui");
+  exec_sql(h, "DELETE FROM messages WHERE thread_id='t-old'");
+  for (const auto& m : old) {
+    std::string body = to_json_string(m.message);
+    for (size_t at = body.find('\''); at != std::string::npos; at = body.find('\'', at + 2)) body.insert(at, 1, '\'');
+    exec_sql(h, fmt::format("INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) SELECT base*16777216+{0},"
+                            "'t-old',{0},'{1}','{2}','{3}' FROM thread_spans WHERE thread_id='t-old'",
+                            m.index, m.turn_id, m.run_id, body));
+  }
   REQUIRE_FALSE(h.store->messages("t-old")[2].message.metadata.contains("payload_has_ui"));
   objects->gets = 0;
   hist = h.rt->history("t-old");

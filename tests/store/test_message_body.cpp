@@ -303,3 +303,27 @@ TEST_CASE("a damaged packed message is refused with what is wrong, at every cut 
   CHECK(unpack_message(head + std::string("\x03\x01\x01i\x00", 5), kDepth).id == "i");
   CHECK(unpack_message(head + std::string("\x02\x00\x00", 3), kDepth).has_content == false);
 }
+
+TEST_CASE("a row is the messages that follow each other with one run and one turn; it splits back into them") {
+  auto record = [](const char* turn, const char* run, const char* content) {
+    Message m = message(Role::user, content);
+    return MessageRecord{"t", 0, turn, run, m};
+  };
+  const std::vector<MessageRecord> messages = {record("a", "r1", "0"), record("a", "r1", "1"), record("b", "r1", "2"),
+                                               record("b", "r2", "3"), record("b", "r2", "4"), record("a", "r1", "5")};
+  std::vector<size_t> ends;
+  for (size_t i = 0; i < messages.size(); i = ends.back()) ends.push_back(agentrt::sqlite::row_end(messages, i));
+  CHECK(ends == std::vector<size_t>{2, 3, 5, 6});
+  std::string body;
+  CHECK(agentrt::sqlite::pack_row(std::span<const MessageRecord>(messages).subspan(0, 2), body));
+  CHECK(body.front() == agentrt::sqlite::kPackedMessages);
+  std::vector<std::string_view> parts;
+  agentrt::sqlite::split_row(body, parts);
+  REQUIRE(parts.size() == 2);
+  CHECK(unpack_message(parts[1], kDepth).content == "1");
+  body.clear();
+  CHECK(agentrt::sqlite::pack_row(std::span<const MessageRecord>(messages).subspan(5, 1), body));
+  CHECK(body.front() == kPackedMessage);
+  agentrt::sqlite::split_row(body, parts);
+  CHECK(parts.size() == 1);
+}

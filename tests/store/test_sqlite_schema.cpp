@@ -161,16 +161,16 @@ TEST_CASE("a version-9 file's messages move into one span of rowids per thread, 
   {
     SqliteStore s(SqliteStoreOptions{path});
     for (const auto& [thread, n] : commits) {
-      CommitBatch b;
-      b.thread_id = thread;
-      for (int i = 0; i < n; ++i) {
+      for (int i = 0; i < n; ++i) {  // a row a message, as schema 9 wrote them (a row is one run's since 13)
+        CommitBatch b;
+        b.thread_id = thread;
         Message m;
         m.role = Role::user;
         m.content = fmt::format("{} #{}", thread, want[thread].size());
         want[thread].push_back(m.content);
         b.messages.push_back(MessageRecord{thread, 0, "turn_1", "run_1", m});
+        s.commit(b);
       }
-      s.commit(b);
     }
   }
   sqlite3* db = nullptr;
@@ -299,7 +299,7 @@ TEST_CASE("a version-10 file's event rows move into their threads' spans; thread
   CHECK(s.get_thread("t5")->last_seq == 1);
 }
 
-TEST_CASE("a version-11 file's JSON message rows read as they are; new rows beside them are packed") {
+TEST_CASE("a version-11 file's JSON message rows read as they are; new rows beside them are packed and grouped") {
   TempDir dir;
   const std::string path = dir.file("v11.db");
   auto batch = [](const std::string& thread, int from, int count) {
@@ -322,13 +322,16 @@ TEST_CASE("a version-11 file's JSON message rows read as they are; new rows besi
     s.commit(b);
     before = s.messages("t1");
   }
-  // Back to schema 11: every body JSON text.
+  // Back to schema 11: a row a message, its rowid the span plus its index, its body JSON text.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite_exec(db, "DELETE FROM messages WHERE thread_id='t1'");
   for (const auto& m : before) {
     sqlite3_stmt* st = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, "UPDATE messages SET body=? WHERE thread_id='t1' AND idx=?", -1, &st, nullptr) ==
-            SQLITE_OK);
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) SELECT base*16777216+?2,"
+                               "'t1',?2,'turn_1','run_1',?1 FROM thread_spans WHERE thread_id='t1'",
+                               -1, &st, nullptr) == SQLITE_OK);
     const std::string body = to_json_string(m.message);
     sqlite3_bind_text(st, 1, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, m.index);
@@ -356,7 +359,7 @@ TEST_CASE("a version-11 file's JSON message rows read as they are; new rows besi
   }
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   CHECK(sqlite_text(db, "SELECT group_concat(typeof(body)) FROM (SELECT body FROM messages ORDER BY idx)") ==
-        "text,text,text,blob,blob|\n");
+        "text,text,text,blob|\n");  // the two new ones, one run's: one row
   CHECK(sqlite_text(db, "PRAGMA integrity_check") == "ok|\n");
   sqlite3_close(db);
 }

@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -218,10 +220,11 @@ TEST_CASE("a thread's messages are one span of rowids: threads written in turns 
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   CHECK(sqlite_text(db, "SELECT base, thread_id FROM thread_spans ORDER BY base") ==
         "1|t1|\n2|t2|\n3|t3|\n4|t5|\n5|t4|\n");
+  // A row a commit (each commit's messages are one run's), in its thread's span, keyed by its last message's index.
   CHECK(sqlite_text(db,
                     "SELECT count(*) FROM messages m JOIN thread_spans s ON s.thread_id = m.thread_id "
-                    "WHERE m.id <> s.base * 16777216 + m.idx") == "0|\n");
-  CHECK(sqlite_text(db, "SELECT count(*) FROM messages") == "13|\n");
+                    "WHERE m.id / 16777216 <> s.base OR m.id % 16777216 < m.idx") == "0|\n");
+  CHECK(sqlite_text(db, "SELECT count(*), sum(id % 16777216 - idx + 1) FROM messages") == "8|13|\n");
   sqlite3_close(db);
 }
 
@@ -508,53 +511,58 @@ TEST_CASE("a stored message row nested deeper than the stored limit is refused w
 }
 
 TEST_CASE(
-    "message rows are packed BLOBs (a part list stays JSON text); text rows read as they are; damaged ones fail") {
+    "a commit's messages are a row for each run, packed (a part list alone stays JSON text); old text rows "
+    "read as they are; damaged rows fail") {
   TempDir dir;
   const std::string path = dir.file("messages.db");
-  std::vector<Message> written;
+  auto text_message = [](const std::string& id, Role role, const std::string& content) {
+    Message m;
+    m.id = id;
+    m.role = role;
+    m.content = content;
+    return m;
+  };
+  Message call = text_message("m1", Role::assistant, "");
+  call.has_content = false;
+  call.tool_calls = {{"call_1", "book_room", R"({"room":"A1"})"}};
+  Message tool = text_message("m2", Role::tool, "booked");
+  tool.tool_call_id = "call_1";
+  tool.metadata = {{"run_id", "r1"}, {"summary_version", 1}, {"nested", {{"list", {1, -2, 0.5, nullptr}}}}};
+  Message parts = text_message("m3", Role::user, "");
+  parts.parts.push_back(ContentPart{});
+  parts.parts.back().type = "text";
+  parts.parts.back().text = "look";
+  std::vector<MessageRecord> written = {
+      {"t", 0, "turn_1", "r1", text_message("m0", Role::user, "book a room")},
+      {"t", 0, "turn_1", "r1", call},
+      {"t", 0, "turn_1", "r1", tool},
+      {"t", 0, "turn_1", "r1", parts},  // a part list inside a group: its JSON text
+      {"t", 0, "turn_1", "r2", text_message("m4", Role::assistant, "next run")},
+      {"t", 0, "turn_2", "r3", parts},  // alone: the row is JSON text
+  };
   {
     SqliteStore s(SqliteStoreOptions{path});
     CommitBatch b;
     b.thread_id = "t";
-    Message user;
-    user.id = "m0";
-    user.content = "book a room";
-    Message call;
-    call.id = "m1";
-    call.role = Role::assistant;
-    call.has_content = false;
-    call.tool_calls = {{"call_1", "book_room", R"({"room":"A1"})"}};
-    Message tool;
-    tool.id = "m2";
-    tool.role = Role::tool;
-    tool.content = "booked";
-    tool.tool_call_id = "call_1";
-    tool.metadata = {{"run_id", "r1"}, {"summary_version", 1}, {"nested", {{"list", {1, -2, 0.5, nullptr}}}}};
-    Message parts;
-    parts.id = "m3";
-    parts.parts.push_back(ContentPart{});
-    parts.parts.back().type = "text";
-    parts.parts.back().text = "look";
-    written = {user, call, tool, parts};
-    for (const auto& m : written) b.messages.push_back(MessageRecord{"t", 0, "turn_1", "r1", m});
+    b.messages = written;
     s.commit(b);
+    for (size_t i = 0; i < b.messages.size(); ++i) CHECK(b.messages[i].index == static_cast<int64_t>(i));
   }
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  CHECK(sqlite_text(db, "SELECT idx, typeof(body), hex(substr(body, 1, 1)) FROM messages ORDER BY idx") ==
-        "0|blob|02|\n1|blob|02|\n2|blob|02|\n3|text|7B|\n");
-  // A row as schema 11 wrote it (JSON text), after the packed ones.
-  Message old;
-  old.id = "m4";
-  old.role = Role::assistant;
-  old.content = "done";
+  // One row a run: keyed by its last message's index, `idx` its first's.
+  CHECK(sqlite_text(
+            db, "SELECT idx, id % 16777216, run_id, typeof(body), hex(substr(body, 1, 2)) FROM messages ORDER BY id") ==
+        "0|3|r1|blob|0304|\n4|4|r2|blob|0202|\n5|5|r3|text|7B22|\n");
+  // A row as schema 11 wrote it (one message, JSON text), after them.
+  Message old = text_message("m6", Role::assistant, "done");
   old.metadata = {{"worker_agent_output", {{"answer", "done"}}}};
   sqlite_exec(db,
-              "INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) SELECT base*16777216+4,'t',4,'turn_1','r1',"
-              "'" +
+              "INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) SELECT base*16777216+6,'t',6,'turn_2',"
+              "'r3','" +
                   to_json_string(old) + "' FROM thread_spans WHERE thread_id='t'");
   sqlite3_close(db);
-  written.push_back(old);
+  written.push_back({"t", 6, "turn_2", "r3", old});
   {
     SqliteStore s(SqliteStoreOptions{path});
     const auto history = s.thread_messages("t");
@@ -563,33 +571,56 @@ TEST_CASE(
     REQUIRE(records.size() == written.size());
     for (size_t i = 0; i < written.size(); ++i) {
       CAPTURE(i);
-      CHECK(to_json_string(history[i]) == to_json_string(written[i]));
-      CHECK(history[i].has_content == written[i].has_content);
-      CHECK(to_json_string(records[i].message) == to_json_string(written[i]));
+      CHECK(to_json_string(history[i]) == to_json_string(written[i].message));
+      CHECK(history[i].has_content == written[i].message.has_content);
+      CHECK(to_json_string(records[i].message) == to_json_string(written[i].message));
       CHECK(records[i].index == static_cast<int64_t>(i));
+      CHECK(records[i].run_id == written[i].run_id);
+      CHECK(records[i].turn_id == written[i].turn_id);
     }
     CHECK(history[2].metadata["nested"]["list"][1].is_number_integer());
     CHECK(history[2].metadata["summary_version"].is_number_unsigned());
+    // The next commit goes on from the last row's key.
+    CommitBatch more;
+    more.thread_id = "t";
+    more.messages = {{"t", 0, "turn_3", "r4", text_message("m7", Role::user, "again")}};
+    s.commit(more);
+    CHECK(more.messages[0].index == 7);
   }
-  // Damaged rows, packed or text: Error(io) naming the thread and the message, from both readers.
-  const std::pair<const char*, const char*> damaged[] = {
-      {"x'02ff00'", "packed message: an unknown role (code 255)"},
-      {"x'02030101'", "packed message: a string runs past its end"},
-      {"x'0203010169'", "packed message: it ends early"},
-      {"x''", "not a message: [json.exception.parse_error.101]"},
-      {"'{\"id\":'", "not a message: [json.exception.parse_error.101]"},
-      {"x'ff'", "not a message: [json.exception.parse_error.101]"}};
-  for (const auto& [body, what] : damaged) {
-    CAPTURE(body);
+  // Damaged rows (the first one, messages 0..3; the text row, message 5), each in a copy of the file: Error(io)
+  // naming the thread and the message, from both readers.
+  const std::string group = "06020301016900";  // a user message "i" with content "", packed
+  const std::tuple<std::string, int, const char*> damaged[] = {
+      {"x'02ff00'", 0, "the row holds 1 messages, its key 4"},
+      {"x'04'", 0, "the row holds 1 messages, its key 4"},
+      {"x'030402'", 0, "packed message: a count runs past its end"},
+      {"x'0302010203'", 0, "packed message: a string runs past its end"},
+      {"x'0301020102'", 0, "packed message: a group of 1 messages"},
+      {"x'03040141014101410141'", 0, "not a message: [json.exception.parse_error.101]"},
+      {"x'0304" + std::string("050203010169") + group + group + group + "'", 0, "packed message: it ends early"},
+      {"x'0304" + group + group + group + group + "000000'", 0, "packed message: 3 bytes after the group's end"},
+      {"x'0303" + group + group + group + "'", 0, "the row holds 3 messages, its key 4"},
+      {"x''", 5, "not a message: [json.exception.parse_error.101]"},
+      {"'{\"id\":'", 5, "not a message: [json.exception.parse_error.101]"},
+      {"x'02ff00'", 5, "packed message: an unknown role (code 255)"},
+      {"x'02030101'", 5, "packed message: a string runs past its end"}};
+  const std::string pristine = dir.file("pristine.db");
+  std::filesystem::copy_file(path, pristine);
+  for (const auto& [body, first, what] : damaged) {
+    const std::string row = body;
+    CAPTURE(row);
+    std::filesystem::copy_file(pristine, path, std::filesystem::copy_options::overwrite_existing);
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    sqlite_exec(db, std::string("UPDATE messages SET body=") + body + " WHERE idx=1");
+    sqlite_exec(db, fmt::format("UPDATE messages SET body={} WHERE idx={}", body, first));
     sqlite3_close(db);
     SqliteStore s(SqliteStoreOptions{path});
     for (const auto& read :
          std::vector<std::function<void()>>{[&] { s.thread_messages("t"); }, [&] { s.messages("t"); }}) {
       const Error e = error_of(read, "reading a damaged message row");
+      CAPTURE(e.message());
       CHECK(e.code() == ErrorCode::io);
-      CHECK(e.message().rfind(std::string("thread t: stored message 1 is unreadable: ") + what, 0) == 0);
+      CHECK(e.message().rfind(fmt::format("thread t: stored message {} is unreadable: ", first), 0) == 0);
+      CHECK(e.message().find(what) != std::string::npos);
     }
   }
 }

@@ -147,11 +147,16 @@ class Reader {
     if (n > left() / min_bytes) damaged("a count runs past its end");
     return static_cast<size_t>(n);
   }
-  std::string_view text() {
+  // A length, then that many bytes.
+  std::string_view bytes() {
     const uint64_t n = varint();
     if (n > left()) damaged("a string runs past its end");
     const std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(n));
     p_ += n;
+    return s;
+  }
+  std::string_view text() {
+    const std::string_view s = bytes();
     if (!is_valid_utf8(s)) damaged("a string is not UTF-8");
     return s;
   }
@@ -248,6 +253,46 @@ bool pack_message(const Message& m, std::string& out) {
   if (flags & kEncryptedValue) put_string(out, m.encrypted_value);
   if (flags & kMetadata) put_value(out, m.metadata);
   return true;
+}
+
+size_t row_end(std::span<const MessageRecord> messages, size_t from) {
+  size_t end = from + 1;
+  while (end < messages.size() && messages[end].run_id == messages[from].run_id &&
+         messages[end].turn_id == messages[from].turn_id)
+    ++end;
+  return end;
+}
+
+bool pack_row(std::span<const MessageRecord> messages, std::string& out) {
+  if (messages.size() == 1) {
+    if (pack_message(messages[0].message, out)) return true;
+    out += to_json_string(messages[0].message);
+    return false;
+  }
+  out += kPackedMessages;
+  put_varint(out, messages.size());
+  std::string one;
+  for (const auto& m : messages) {
+    one.clear();
+    if (!pack_message(m.message, one)) one = to_json_string(m.message);
+    put_varint(out, one.size());
+    out += one;
+  }
+  return true;
+}
+
+void split_row(std::string_view body, std::vector<std::string_view>& parts) {
+  parts.clear();
+  if (body.empty() || body.front() != kPackedMessages) {
+    parts.push_back(body);
+    return;
+  }
+  Reader in(body.substr(1), 0);
+  const size_t n = in.count(1);
+  if (n < 2) Reader::damaged(fmt::format("a group of {} messages", n));
+  parts.reserve(n);
+  for (size_t i = 0; i < n; ++i) parts.push_back(in.bytes());
+  if (!in.at_end()) Reader::damaged(fmt::format("{} bytes after the group's end", in.left()));
 }
 
 Message unpack_message(std::string_view body, size_t max_depth) {

@@ -193,10 +193,35 @@ std::vector<MessageRecord> SqliteStore::messages(std::string_view thread_id) {
   return read_messages(r.db(), thread_id);
 }
 
+namespace {
+
+// The bodies of one row's messages (sqlite/message_body.hpp), indexes `first` .. `last` (the row's idx and its
+// rowid's offset in the span). Error(io) naming the row's first message when its group is damaged or holds another
+// count than its key says. The list is the calling thread's, reused.
+const std::vector<std::string_view>& row_parts(std::string_view thread_id, int64_t first, int64_t last,
+                                               std::string_view body) {
+  thread_local std::vector<std::string_view> parts;
+  std::string problem;
+  try {
+    split_row(body, parts);
+    if (last < first || static_cast<uint64_t>(last - first) + 1 != parts.size())
+      problem = fmt::format("the row holds {} messages, its key {}", parts.size(), last - first + 1);
+  } catch (const Error& e) {
+    problem = e.message();
+  }
+  if (!problem.empty())
+    throw Error(ErrorCode::io,
+                fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, first, problem));
+  return parts;
+}
+
+}  // namespace
+
 std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string_view thread_id) {
   int base_column = -1;
-  auto s = span_rows(c, thread_id, "SELECT idx,turn_id,run_id,body " AGENTRT_SPAN_ROWS,
-                     "SELECT m.idx,m.turn_id,m.run_id,m.body" AGENTRT_SPAN_LOOKUP, base_column);
+  auto s =
+      span_rows(c, thread_id, "SELECT idx,id % " AGENTRT_SPAN_SIZE ",turn_id,run_id,body " AGENTRT_SPAN_ROWS,
+                "SELECT m.idx,m.id % " AGENTRT_SPAN_SIZE ",m.turn_id,m.run_id,m.body" AGENTRT_SPAN_LOOKUP, base_column);
   std::vector<MessageRecord> out;
   while (s.step()) {
     if (out.empty()) {
@@ -205,12 +230,16 @@ std::vector<MessageRecord> SqliteStore::read_messages(Connection& c, std::string
       out.reserve(16);
       if (base_column >= 0) remember_span(thread_id, s.i64(base_column));
     }
-    MessageRecord& m = out.emplace_back();
-    m.thread_id = std::string(thread_id);
-    m.index = s.i64(0);
-    m.turn_id = s.text(1);
-    m.run_id = s.text(2);
-    m.message = store_rows::stored_message(thread_id, m.index, s.bytes(3), unpack_message);
+    const int64_t first = s.i64(0);
+    const auto& parts = row_parts(thread_id, first, s.i64(1), s.bytes(4));
+    for (size_t k = 0; k < parts.size(); ++k) {
+      MessageRecord& m = out.emplace_back();
+      m.thread_id = std::string(thread_id);
+      m.index = first + static_cast<int64_t>(k);
+      m.turn_id = s.text(2);
+      m.run_id = s.text(3);
+      m.message = store_rows::stored_message(thread_id, m.index, parts[k], unpack_message);
+    }
   }
   return out;
 }
@@ -223,12 +252,15 @@ std::vector<Message> SqliteStore::thread_messages(std::string_view thread_id) {
 
 std::vector<Message> SqliteStore::read_thread_messages(Connection& c, std::string_view thread_id) {
   int base_column = -1;
-  auto s = span_rows(c, thread_id, "SELECT idx,body " AGENTRT_SPAN_ROWS, "SELECT m.idx,m.body" AGENTRT_SPAN_LOOKUP,
-                     base_column);
+  auto s = span_rows(c, thread_id, "SELECT idx,id % " AGENTRT_SPAN_SIZE ",body " AGENTRT_SPAN_ROWS,
+                     "SELECT m.idx,m.id % " AGENTRT_SPAN_SIZE ",m.body" AGENTRT_SPAN_LOOKUP, base_column);
   std::vector<Message> out;
   while (s.step()) {
     if (base_column >= 0 && out.empty()) remember_span(thread_id, s.i64(base_column));
-    out.push_back(store_rows::stored_message(thread_id, s.i64(0), s.bytes(1), unpack_message));
+    const int64_t first = s.i64(0);
+    const auto& parts = row_parts(thread_id, first, s.i64(1), s.bytes(2));
+    for (size_t k = 0; k < parts.size(); ++k)
+      out.push_back(store_rows::stored_message(thread_id, first + static_cast<int64_t>(k), parts[k], unpack_message));
   }
   return out;
 }

@@ -521,26 +521,34 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
     if (tail.idx) {
       idx = *tail.idx;
     } else if (!given) {
-      auto q =
-          stmt("SELECT idx FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST " ORDER BY id DESC LIMIT 1");
+      // The last row's rowid holds the index of its last message (schema 13).
+      auto q = stmt("SELECT id - ?1 FROM messages WHERE id BETWEEN ?1 AND ?1 + " AGENTRT_SPAN_LAST
+                    " ORDER BY id DESC LIMIT 1");
       q.bind(1, first);
       if (q.step()) idx = q.i64(0);
     }
     if (idx + static_cast<int64_t>(b.messages.size()) >= kSpanMessages)
       throw Error(ErrorCode::too_large,
                   fmt::format("thread {} cannot hold more than {} messages", b.thread_id, kSpanMessages));
-    for (auto& m : b.messages) {
-      m.index = ++idx;
-      m.thread_id = b.thread_id;
+    // The consecutive messages of one run (and turn) are one row: its rowid the span plus its last message's index,
+    // `idx` its first's (sqlite/message_body.hpp).
+    for (size_t i = 0; i < b.messages.size();) {
+      const size_t j = sqlite::row_end(b.messages, i);
+      for (size_t k = i; k < j; ++k) {
+        b.messages[k].index = ++idx;
+        b.messages[k].thread_id = b.thread_id;
+      }
+      const MessageRecord& head = b.messages[i];
       auto ins = stmt("INSERT INTO messages(id,thread_id,idx,turn_id,run_id,body) VALUES(?,?,?,?,?,?)");
-      ins.bind(1, first + m.index).bind(2, b.thread_id).bind(3, m.index).bind(4, m.turn_id).bind(5, m.run_id);
+      ins.bind(1, first + idx).bind(2, b.thread_id).bind(3, head.index).bind(4, head.turn_id).bind(5, head.run_id);
       message_body_.clear();
-      if (sqlite::pack_message(m.message, message_body_)) {
+      if (sqlite::pack_row(std::span<const MessageRecord>(b.messages).subspan(i, j - i), message_body_)) {
         ins.bind_blob(6, message_body_);
       } else {
-        ins.bind(6, to_json_string(m.message));
+        ins.bind(6, std::string_view(message_body_));
       }
       ins.run();
+      i = j;
     }
     if (message_body_.capacity() > sqlite::EventPacker::kKeepBytes) std::string().swap(message_body_);
     tail.idx = idx;
