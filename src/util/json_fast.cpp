@@ -122,7 +122,8 @@ enum class Outcome { parsed, too_deep, nlohmann };
 // simdjson's answer: the value (parsed), a text nested deeper than `max_depth` (too_deep), or a text whose
 // value or error nlohmann's parser must give.
 Outcome parse(std::string_view text, size_t max_depth, json& out) {
-  if (max_depth > kParserDepth) return Outcome::nlohmann;
+  // An empty text (whose data may be null, which simdjson would copy from) is nlohmann's to refuse.
+  if (max_depth > kParserDepth || text.empty()) return Outcome::nlohmann;
   thread_local simdjson::dom::parser reused;
   simdjson::dom::parser own;
   simdjson::dom::parser& parser = text.size() <= kReusedParserBytes ? reused : own;
@@ -154,7 +155,7 @@ json parse_json(std::string_view text, size_t max_depth) {
 }
 
 std::optional<simdjson::dom::element> parse_dom(std::string_view text, size_t max_depth) {
-  if (max_depth >= kParserDepth || text.size() > kReusedParserBytes) return std::nullopt;
+  if (max_depth >= kParserDepth || text.empty() || text.size() > kReusedParserBytes) return std::nullopt;
   // The parser's own limit is the caller's, so a text nested too deep anywhere, in a member nobody reads too,
   // fails as parse_json fails it.
   // (simdjson's depth counts one more than the containers: the document itself.)
