@@ -175,8 +175,9 @@ class SqliteStore final : public Store {
   // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the
   // tails of the batches this transaction has written so far (looked at before tails_).
   Tail write_rows(CommitBatch& b, const Tails& written);
-  // A thread's span: its messages are the rowids base x kSpanMessages + index of `messages`, its event rows base x
-  // kSpanEvents + first_seq of `events` (rows.hpp).
+  // A thread's span: its message rows are the rowids base x kSpanMessages + the index of the row's last message
+  // (schema 13: a row holds one run's messages of a commit) of `messages`, its event rows base x kSpanEvents +
+  // first_seq of `events` (rows.hpp).
   static constexpr int64_t kSpanMessages = int64_t{1} << 24;  // a thread's messages at most (AGENTRT_SPAN_LAST + 1)
   static constexpr int64_t kSpanEvents = int64_t{1} << 32;    // a thread's events at most (AGENTRT_EVENT_SPAN_LAST + 1)
   static constexpr int64_t kMaxSpan = INT64_MAX / kSpanEvents;  // the last base a thread may take

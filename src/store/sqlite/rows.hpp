@@ -20,7 +20,8 @@ namespace sqlite {
 #define AGENTRT_ACTIVE "active=1"
 
 // A thread's messages are the rowids first .. first + AGENTRT_SPAN_LAST of `messages`, first thread_spans.base x
-// AGENTRT_SPAN_SIZE (schema 10; SqliteStore::kSpanMessages, checked against both); its event rows the rowids first ..
+// AGENTRT_SPAN_SIZE (schema 10; SqliteStore::kSpanMessages, checked against both), each row's rowid its first + the
+// index of its last message (schema 13: a row holds one run's messages of a commit); its event rows the rowids first ..
 // first + AGENTRT_EVENT_SPAN_LAST of `events`, first thread_spans.base x AGENTRT_EVENT_SPAN_SIZE (schema 11;
 // SqliteStore::kSpanEvents), each row's rowid its first + first_seq.
 #define AGENTRT_SPAN_SIZE "16777216"
