@@ -44,18 +44,19 @@ void split_event_row(int64_t seq, const std::string& run_id, std::string_view bo
   }
 }
 
+Error unreadable_message(std::string_view thread_id, int64_t index, std::string_view why) {
+  return Error(ErrorCode::io, fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, index, why));
+}
+
 Message stored_message(std::string_view thread_id, int64_t index, std::string_view body, MessageDecoder decode) {
   try {
     return decode(body, kMaxStoredJsonDepth);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::invalid_argument) throw;
     // Nested deeper than any message this build stores, or not a message at all.
-    throw Error(ErrorCode::io,
-                fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, index, e.message()));
+    throw unreadable_message(thread_id, index, e.message());
   } catch (const json::exception& e) {
-    // Not JSON at all (a text row's bytes damaged).
-    throw Error(ErrorCode::io,
-                fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, index, e.what()));
+    throw unreadable_message(thread_id, index, e.what());  // not JSON at all (a text row's bytes damaged)
   }
 }
 

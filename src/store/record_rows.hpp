@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentrt/error.hpp"
 #include "agentrt/events.hpp"
 #include "agentrt/storage.hpp"
 #include "util/json_fast.hpp"
@@ -148,6 +149,8 @@ void split_event_row(int64_t first_seq, const std::string& run_id, std::string_v
 // Error(io) naming the thread and index when the body is nested deeper than any message this build stores, or is
 // not a message at all.
 using MessageDecoder = Message (*)(std::string_view body, size_t max_depth);
+// The Error(io) of a stored message that cannot be read, and why.
+Error unreadable_message(std::string_view thread_id, int64_t index, std::string_view why);
 Message stored_message(std::string_view thread_id, int64_t index, std::string_view body,
                        MessageDecoder decode = message_from_json_text);
 

@@ -30,10 +30,6 @@ static_assert(kMaxStoredJsonDepth <= kParserDepth);
 
 struct TooDeep {};
 
-[[noreturn]] void throw_too_deep(size_t max_depth) {
-  throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
-}
-
 // The DOM as nlohmann's value; a container nested deeper than `max_depth` throws TooDeep. The recursion is
 // bounded by kParserDepth.
 void copy_into(json& out, simdjson::dom::element e, size_t depth, size_t max_depth);
@@ -145,6 +141,10 @@ bool too_deep(Outcome o, std::string_view text, size_t max_depth) {
 }
 
 }  // namespace
+
+void throw_too_deep(size_t max_depth) {
+  throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth));
+}
 
 json parse_json(std::string_view text, size_t max_depth) {
   json out;

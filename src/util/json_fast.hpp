@@ -23,6 +23,9 @@ json parse_json(std::string_view text, size_t max_depth = kMaxStoredJsonDepth);
 // As json::parse(text, nullptr, false): a discarded value on invalid JSON and on a text nested deeper than
 // max_depth.
 json parse_json_or_discarded(std::string_view text, size_t max_depth = kMaxStoredJsonDepth);
+// Throws the Error parse_json throws for a text nested deeper than max_depth (for readers of other encodings of
+// the same values, which refuse as it does).
+[[noreturn]] void throw_too_deep(size_t max_depth);
 
 }  // namespace v1
 }  // namespace agentrt

@@ -166,8 +166,7 @@ class Reader {
   }
   // A container at `level` (the message is level 1) within the limit.
   void enter(size_t level) const {
-    if (level > max_depth_)
-      throw Error(ErrorCode::invalid_argument, fmt::format("JSON text is nested deeper than {} levels", max_depth_));
+    if (level > max_depth_) throw_too_deep(max_depth_);
   }
   void value_into(json& out, size_t level) {
     switch (byte()) {

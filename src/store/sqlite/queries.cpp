@@ -209,9 +209,7 @@ const std::vector<std::string_view>& row_parts(std::string_view thread_id, int64
   } catch (const Error& e) {
     problem = e.message();
   }
-  if (!problem.empty())
-    throw Error(ErrorCode::io,
-                fmt::format("thread {}: stored message {} is unreadable: {}", thread_id, first, problem));
+  if (!problem.empty()) throw store_rows::unreadable_message(thread_id, first, problem);
   return parts;
 }
 
