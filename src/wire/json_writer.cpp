@@ -14,6 +14,7 @@
 #endif
 
 #include "agentrt/events.hpp"
+#include "util/utf8.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -89,35 +90,6 @@ constexpr std::array<char, 128> kEscapes = [] {
   return e;
 }();
 
-// The length of the well-formed UTF-8 sequence at p[0] (a byte of 0x80 or above; n bytes left), or 0.
-size_t utf8_sequence(const unsigned char* p, size_t n) {
-  const unsigned char c = p[0];
-  size_t len;
-  uint32_t cp;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (len > n) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((p[k] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (p[k] & 0x3F);
-  }
-  // Overlong forms, surrogates and code points beyond U+10FFFF are not well-formed.
-  if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return len;
-}
-
 template <class Int>
 void append_integer(std::string& out, Int v) {
   char digits[24];
@@ -154,7 +126,7 @@ void append_json_string(std::string& out, std::string_view s) {
         out.append(esc, 2);
       }
       ++i;
-    } else if (const size_t len = utf8_sequence(p + i, n - i)) {
+    } else if (const size_t len = utf8_sequence_length(s.substr(i))) {
       out.append(s.data() + i, len);
       i += len;
     } else {
