@@ -65,12 +65,12 @@ void ServerContext::answer_failure(ApiCall& c, std::exception_ptr failure) const
 }
 
 void ServerContext::post_work(std::function<void()> job) {
-  std::lock_guard<std::mutex> lock(work_mutex);
+  std::shared_lock<std::shared_mutex> lock(work_mutex);
   if (!work_closed && pool) pool->post(std::move(job));
 }
 
 void ServerContext::close_work() {
-  std::lock_guard<std::mutex> lock(work_mutex);
+  std::unique_lock<std::shared_mutex> lock(work_mutex);
   work_closed = true;
 }
 

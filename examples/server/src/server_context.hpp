@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 
@@ -49,8 +50,10 @@ struct ServerContext {
   std::unique_ptr<EventFeeds> feeds;
   std::unique_ptr<WorkPool> feed_pool;  // feed pumps only: never behind a request that waits for the store's lock
   std::unique_ptr<WorkPool> pool;       // requests, idle checks, object pieces
-  std::mutex work_mutex;                // post_work against close_work
-  bool work_closed = false;             // under work_mutex
+  // post_work against close_work: posts share it (the runtime's workers post at once, and a poster that held a
+  // lock of its own across the pool's wake-up would stall the others), close_work takes it alone.
+  std::shared_mutex work_mutex;
+  bool work_closed = false;  // under work_mutex
 
   void log(LogLevel level, std::string_view message) const;
 
