@@ -5,11 +5,64 @@
 namespace agentrt {
 inline namespace v1 {
 
-void EventHub::attach(const std::string& thread_id, const std::shared_ptr<SubscriptionImpl>& sub) {
+// ------------------------------------------------------------------------------------------------ EventQueue
+
+void EventQueue::pop_front() {
+  if (++pos_ == batches_.front()->size()) {
+    batches_.pop_front();
+    pos_ = 0;
+  }
+  --count_;
+}
+
+StoredEvent EventQueue::take_front() {
+  StoredEvent e;
+  if (batches_.front().use_count() == 1)  // ours alone: made non-const (EventBatch), nobody else can see it
+    e = std::move(const_cast<StoredEvent&>(front()));
+  else
+    e = front();
+  pop_front();
+  return e;
+}
+
+void EventQueue::push_back(EventBatch batch) {
+  if (!batch || batch->empty()) return;
+  count_ += batch->size();
+  batches_.push_back(std::move(batch));
+}
+
+void EventQueue::clear() {
+  batches_.clear();
+  pos_ = 0;
+  count_ = 0;
+}
+
+// -------------------------------------------------------------------------------------------------- EventHub
+
+namespace {
+
+size_t event_bytes(const StoredEvent& e) { return sizeof(StoredEvent) + e.json.size() + e.run_id.size(); }
+
+}  // namespace
+
+size_t EventHub::slot(std::string_view thread_id) { return std::hash<std::string_view>{}(thread_id) % kHighSlots; }
+
+std::optional<std::vector<EventBatch>> EventHub::attach(const std::string& thread_id,
+                                                        const std::shared_ptr<SubscriptionImpl>& sub,
+                                                        int64_t after_seq) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& v = subs_[thread_id];
   v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
   v.push_back(sub);
+  caching_ = !external_unknown_;
+  auto it = tails_.find(thread_id);
+  if (it == tails_.end()) return std::nullopt;
+  const Tail& t = it->second;
+  // Whole from after_seq on, up to the newest event this process published of the thread; nobody else seen since.
+  if (t.epoch != epoch_ || t.batches.empty() || t.batches.back()->back().seq != high_[slot(thread_id)] ||
+      t.batches.front()->front().seq > after_seq + 1)
+    return std::nullopt;
+  return std::vector<EventBatch>(t.batches.begin(), t.batches.end());
 }
 
 void EventHub::detach(const std::string& thread_id, const SubscriptionImpl* sub) {
@@ -26,16 +79,79 @@ void EventHub::detach(const std::string& thread_id, const SubscriptionImpl* sub)
   if (v.empty()) subs_.erase(it);
 }
 
+void EventHub::drop_locked(Tail& t) {
+  tail_bytes_ -= t.bytes;
+  t.bytes = 0;
+  t.events = 0;
+  t.batches.clear();
+}
+
+void EventHub::remember_locked(const std::string& thread_id, const EventBatch& batch) {
+  const auto& events = *batch;
+  size_t bytes = 0;
+  bool consecutive = true;
+  for (size_t i = 0; i < events.size(); ++i) {
+    bytes += event_bytes(events[i]);
+    consecutive = consecutive && (i == 0 || events[i].seq == events[i - 1].seq + 1);
+  }
+  auto [it, fresh] = tails_.try_emplace(thread_id);
+  Tail& t = it->second;
+  if (fresh) {
+    lru_.push_front(&it->first);
+    t.lru = lru_.begin();
+  } else {
+    lru_.splice(lru_.begin(), lru_, t.lru);
+  }
+  // A batch that does not follow the tail (another run's commit published first; a tail from before another
+  // process was seen) starts it anew; one too large to keep, or not consecutive, leaves none (the store is read).
+  if (t.epoch != epoch_ || t.batches.empty() || t.batches.back()->back().seq + 1 != events.front().seq) {
+    drop_locked(t);
+    t.epoch = epoch_;
+  }
+  if (bytes > kTailBatchBytes || !consecutive) {
+    drop_locked(t);
+  } else {
+    t.batches.push_back(batch);
+    t.events += events.size();
+    t.bytes += bytes;
+    tail_bytes_ += bytes;
+    while (t.events > kTailEvents && t.batches.size() > 1) {
+      size_t b = 0;
+      for (const auto& e : *t.batches.front()) b += event_bytes(e);
+      t.events -= t.batches.front()->size();
+      t.bytes -= b;
+      tail_bytes_ -= b;
+      t.batches.pop_front();
+    }
+  }
+  // The threads published least recently go first; the slot table keeps what they published.
+  while (tail_bytes_ > kTailBytes && lru_.size() > 1) {
+    auto victim = tails_.find(*lru_.back());
+    drop_locked(victim->second);
+    lru_.pop_back();
+    tails_.erase(victim);
+  }
+}
+
 void EventHub::publish(const std::string& thread_id, const std::vector<StoredEvent>& events) {
+  if (events.empty()) return;
   std::vector<std::shared_ptr<SubscriptionImpl>> targets;
+  EventBatch batch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Before any tail is kept too: a batch published before caching began, after a later one, must still count.
+    int64_t& high = high_[slot(thread_id)];
+    high = std::max(high, events.back().seq);
     auto it = subs_.find(thread_id);
-    if (it == subs_.end()) return;
-    for (const auto& w : it->second)
-      if (auto s = w.lock()) targets.push_back(std::move(s));
+    if (it != subs_.end())
+      for (const auto& w : it->second)
+        if (auto s = w.lock()) targets.push_back(std::move(s));
+    if (!caching_ && targets.empty()) return;
+    // One copy of the events, shared by the tail and every subscription's queue.
+    batch = std::make_shared<std::vector<StoredEvent>>(events);
+    if (caching_) remember_locked(thread_id, batch);
   }
-  for (const auto& s : targets) s->push(events);
+  for (const auto& s : targets) s->push(batch);
 }
 
 void EventHub::poke_all() {
@@ -55,10 +171,23 @@ void EventHub::tail_external(int64_t external_version) {
     const bool first = !seen_external_;
     const bool same = seen_external_ && external_version >= 0 && external_version == *seen_external_;
     seen_external_ = external_version;
+    if (external_version < 0) {  // the store cannot tell: no tail is ever sure to end where the thread does
+      external_unknown_ = true;
+      caching_ = false;
+      for (auto& [id, t] : tails_) drop_locked(t);
+    }
     if (first || same) return;
+    ++epoch_;  // another process committed: any tail may lack its events
   }
   poke_all();
 }
+
+size_t EventHub::tail_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tail_bytes_;
+}
+
+// ------------------------------------------------------------------------------------------- SubscriptionImpl
 
 void SubscriptionImpl::poke() {
   {
@@ -87,21 +216,33 @@ SubscriptionImpl::SubscriptionImpl(Store& store, EventHub& hub, std::string thre
 
 SubscriptionImpl::~SubscriptionImpl() { hub_.detach(thread_id_, this); }
 
-void SubscriptionImpl::start() { hub_.attach(thread_id_, shared_from_this()); }
+void SubscriptionImpl::start() {
+  int64_t after = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    after = delivered_;
+  }
+  auto tail = hub_.attach(thread_id_, shared_from_this(), after);
+  if (!tail) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Every event committed after `after` is in the tail or comes as a push from now on: live from here, unless a
+  // read of the store was asked for meanwhile (a poke, an overflowing queue).
+  if (closed_ || store_wanted_ != 0) return;
+  for (auto& b : *tail) backlog_.push_back(std::move(b));
+  catching_up_ = false;
+}
 
-void SubscriptionImpl::push(const std::vector<StoredEvent>& events) {
+void SubscriptionImpl::push(const EventBatch& events) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return;
-    for (const auto& e : events) {
-      if (live_.size() >= kMaxQueued) {
-        // The consumer is far behind: drop the queue and read the store again from where it is.
-        live_.clear();
-        catching_up_ = true;
-        ++store_wanted_;
-        break;
-      }
-      live_.push_back(e);
+    if (live_.size() + events->size() > kMaxQueued) {
+      // The consumer is far behind: drop the queue and read the store again from where it is.
+      live_.clear();
+      catching_up_ = true;
+      ++store_wanted_;
+    } else {
+      live_.push_back(events);
     }
   }
   cv_.notify_all();
@@ -114,9 +255,11 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
   for (;;) {
     if (closed_) return std::nullopt;
     while (!backlog_.empty()) {
-      StoredEvent e = std::move(backlog_.front());
-      backlog_.pop_front();
-      if (e.seq <= delivered_) continue;
+      if (backlog_.front().seq <= delivered_) {
+        backlog_.pop_front();
+        continue;
+      }
+      StoredEvent e = backlog_.take_front();
       delivered_ = e.seq;
       if (e.run_id.empty()) continue;  // a record of the log's own (no run's event): not for clients
       return e;
@@ -130,22 +273,26 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
       lock.lock();
       // Caught up, unless a poke came while reading: what it announces may have committed after the read began.
       if (page.size() < kPage && store_wanted_ == wanted) catching_up_ = false;
-      for (auto& e : page) backlog_.push_back(std::move(e));
-      if (!backlog_.empty()) continue;
+      if (!page.empty()) {
+        backlog_.push_back(std::make_shared<std::vector<StoredEvent>>(std::move(page)));
+        continue;
+      }
     }
     while (!live_.empty()) {
-      StoredEvent e = std::move(live_.front());
-      live_.pop_front();
-      if (e.seq <= delivered_) continue;
+      const StoredEvent& e = live_.front();
+      if (e.seq <= delivered_) {
+        live_.pop_front();
+        continue;
+      }
       if (e.seq != delivered_ + 1) {
         // A gap (events committed before we attached, or by another process): read them from the store.
         catching_up_ = true;
-        live_.push_front(std::move(e));
         break;
       }
-      delivered_ = e.seq;
-      if (e.run_id.empty()) continue;
-      return e;
+      StoredEvent out = live_.take_front();
+      delivered_ = out.seq;
+      if (out.run_id.empty()) continue;
+      return out;
     }
     if (catching_up_) continue;
     // A poll (a zero timeout, as a drain after on_ready) answers at once: a wait with its deadline already past

@@ -6,11 +6,14 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "agentrt/storage.hpp"
@@ -20,22 +23,80 @@ inline namespace v1 {
 
 class SubscriptionImpl;
 
+// One commit's events as published: shared by every subscription's queue and the hub's tail, never changed
+// (made non-const, so that the last holder may move its events out).
+using EventBatch = std::shared_ptr<const std::vector<StoredEvent>>;
+
+// Events in batches, read one at a time from the front.
+class EventQueue {
+ public:
+  bool empty() const { return count_ == 0; }
+  size_t size() const { return count_; }
+  const StoredEvent& front() const { return (*batches_.front())[pos_]; }
+  void pop_front();
+  StoredEvent take_front();  // the front event, moved out when no one else holds its batch, else copied
+  void push_back(EventBatch batch);
+  void clear();
+
+ private:
+  std::deque<EventBatch> batches_;
+  size_t pos_ = 0;  // in batches_.front()
+  size_t count_ = 0;
+};
+
 // Thread-safe: publish() from committing threads, attach/detach from subscribers.
+//
+// Once anything has subscribed, the hub also keeps the newest events it published of recently committed threads
+// (a bounded tail each, within a byte budget for all): a subscription that starts within a tail it holds whole
+// starts from it, live, without reading the store (a stream opened on a run that just started). A tail is used
+// only while it provably ends at the newest event this process published for its thread (a table of the highest
+// sequence number published per hash slot of thread ids, never forgotten: a collision only costs a store read)
+// and while no other process has been seen committing since it was made (tail_external moves an epoch).
 class EventHub {
  public:
-  void attach(const std::string& thread_id, const std::shared_ptr<SubscriptionImpl>& sub);
+  static constexpr size_t kTailEvents = 256;           // events kept of one thread (whole batches)
+  static constexpr size_t kTailBytes = 1 << 20;        // all threads' tails, their JSON and run ids counted
+  static constexpr size_t kTailBatchBytes = 64 << 10;  // a larger commit is not kept (its thread's tail is dropped)
+  static constexpr size_t kHighSlots = 4096;
+
+  // Attaches `sub`; returns the thread's tail when it holds every committed event after `after_seq` (it may hold
+  // older ones too), nullopt when the store must be read.
+  std::optional<std::vector<EventBatch>> attach(const std::string& thread_id,
+                                                const std::shared_ptr<SubscriptionImpl>& sub, int64_t after_seq);
   void detach(const std::string& thread_id, const SubscriptionImpl* sub);
   void publish(const std::string& thread_id, const std::vector<StoredEvent>& events);
   // Tells every subscription to read the store again (events another process committed).
   void poke_all();
   // The store's external version (Store::external_version) as last looked at: pokes every subscription when it
-  // moved, or when the store cannot tell (-1). The first look only remembers it.
+  // moved, or when the store cannot tell (-1; the hub then keeps no tails). The first look only remembers it.
   void tail_external(int64_t external_version);
 
+  size_t tail_bytes() const;  // tests, stats
+
  private:
-  std::mutex mutex_;
+  struct Tail {
+    std::deque<EventBatch> batches;  // consecutive sequence numbers, the newest last
+    size_t events = 0;
+    size_t bytes = 0;
+    uint64_t epoch = 0;
+    std::list<const std::string*>::iterator lru;
+  };
+  void remember_locked(const std::string& thread_id, const EventBatch& batch);
+  void drop_locked(Tail& t);
+  static size_t slot(std::string_view thread_id);
+
+  mutable std::mutex mutex_;
   std::optional<int64_t> seen_external_;  // under mutex_
   std::map<std::string, std::vector<std::weak_ptr<SubscriptionImpl>>, std::less<>> subs_;
+  // The tails, all under mutex_: kept once something has subscribed, never for a store that cannot tell others'
+  // commits.
+  bool caching_ = false;
+  bool external_unknown_ = false;
+  uint64_t epoch_ = 0;
+  std::unordered_map<std::string, Tail> tails_;
+  std::list<const std::string*> lru_;  // tails_'s keys, the most recently published first
+  size_t tail_bytes_ = 0;
+  std::vector<int64_t> high_ = std::vector<int64_t>(kHighSlots, 0);  // the highest seq published, per slot
 };
 
 // Replays committed events from the store after a sequence number, then follows the live tail. A consumer
@@ -49,13 +110,12 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   std::optional<StoredEvent> next(std::chrono::milliseconds timeout);
   void close();
   bool closed() const;
-  void push(const std::vector<StoredEvent>& events);  // from EventHub::publish
-  void poke();  // from EventHub::poke_all: look at the store for events not pushed
+  void push(const EventBatch& events);  // from EventHub::publish
+  void poke();                          // from EventHub::poke_all: look at the store for events not pushed
   // Subscription::on_ready: called (under ready_mutex_) after every push, poke and close.
   void set_ready(std::function<void()> ready);
 
  private:
-  void drop_batch();  // undoes the batch's objects and empties it (under mutex_)
   void signal_ready();
   Store& store_;
   EventHub& hub_;
@@ -70,8 +130,8 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   // before it may have missed what it announces, so the reader reads again rather than stop catching up.
   uint64_t store_wanted_ = 0;
   bool closed_ = false;
-  std::deque<StoredEvent> backlog_;
-  std::deque<StoredEvent> live_;
+  EventQueue backlog_;  // read from the store, or the hub's tail at the start
+  EventQueue live_;
 };
 
 }  // namespace v1

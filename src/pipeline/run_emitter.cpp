@@ -304,8 +304,10 @@ CommitBatch RunEmitter::flush(bool background) {
       throw;
     }
     // Published under the lock: a later batch of this run (the flusher's) is never published before this one.
-    if (on_commit_) on_commit_(out);
+    // Published before the commit callbacks: a stream opened on what they tell (a start's answer) finds the
+    // events in the hub's tail, not only in the store.
     if (!out.events.empty()) hub_.publish(thread_id_, out.events);
+    if (on_commit_) on_commit_(out);
   }
   return out;
 }

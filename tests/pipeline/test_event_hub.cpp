@@ -62,6 +62,53 @@ void commit_event(Store& store, const std::string& thread, int n) {
   store.commit(b);
 }
 
+// Counts the reads of events from the store.
+class CountingStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override {
+    ++reads;
+    return inner->events_after(thread_id, after_seq, limit);
+  }
+  int reads = 0;
+};
+
+// Events values[i] committed as one batch (this process's: the caller publishes them, or not).
+std::vector<StoredEvent> commit_events(Store& store, const std::string& thread, const std::vector<int>& values,
+                                       size_t pad = 0) {
+  CommitBatch b;
+  b.thread_id = thread;
+  for (int v : values)
+    b.events.push_back(StoredEvent{
+        0, "run_1",
+        R"({"type":"CUSTOM","name":")" + std::string(pad, 'x') + R"(","value":)" + std::to_string(v) + "}"});
+  store.commit(b);
+  return b.events;
+}
+
+// What a new subscription after `after` hands out until it has nothing more: the events' values, in order.
+std::vector<int> drain(Store& store, EventHub& hub, const std::string& thread, int64_t after) {
+  auto sub = std::make_shared<SubscriptionImpl>(store, hub, thread, after);
+  sub->start();
+  std::vector<int> out;
+  int64_t last = after;
+  while (auto e = sub->next(std::chrono::milliseconds(0))) {
+    CHECK(e->seq == last + 1);  // in order, none twice, none left out
+    last = e->seq;
+    auto at = e->json.find("\"value\":");
+    out.push_back(std::stoi(e->json.substr(at + 8)));
+  }
+  sub->close();
+  return out;
+}
+
+// A hub that keeps tails: the store's version looked at once, and something subscribed.
+void start_tails(EventHub& hub, Store& store) {
+  hub.tail_external(7);
+  auto first = std::make_shared<SubscriptionImpl>(store, hub, "someone-else", 0);
+  first->start();
+}
+
 }  // namespace
 
 TEST_CASE("event hub: a poke that comes while a subscription reads the store is not lost") {
@@ -91,4 +138,122 @@ TEST_CASE("event hub: a poke that comes while a subscription reads the store is 
   CHECK(second->seq == 2);
   CHECK(second->json.find("\"value\":2") != std::string::npos);
   sub->close();
+}
+
+TEST_CASE("event hub: a subscription that starts within the hub's tail of a thread reads nothing from the store") {
+  TempDir dir;
+  auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("hub.db")});
+  CountingStore store(inner);
+  EventHub hub;
+  start_tails(hub, store);
+  hub.publish("t", commit_events(*inner, "t", {1, 2, 3}));
+  hub.publish("t", commit_events(*inner, "t", {4, 5}));
+  const int before = store.reads;
+  CHECK(drain(store, hub, "t", 0) == std::vector<int>{1, 2, 3, 4, 5});
+  CHECK(drain(store, hub, "t", 3) == std::vector<int>{4, 5});
+  CHECK(drain(store, hub, "t", 5).empty());
+  CHECK(store.reads == before);
+
+  // Live from there: the next commit comes as a push, still without a read.
+  auto sub = std::make_shared<SubscriptionImpl>(store, hub, "t", 4);
+  sub->start();
+  auto e = sub->next(std::chrono::milliseconds(0));
+  REQUIRE(e);
+  CHECK(e->seq == 5);
+  CHECK_FALSE(sub->next(std::chrono::milliseconds(0)));
+  hub.publish("t", commit_events(*inner, "t", {6}));
+  e = sub->next(std::chrono::milliseconds(0));
+  REQUIRE(e);
+  CHECK(e->seq == 6);
+  CHECK(store.reads == before);
+  sub->close();
+
+  // Before the tail's first event: the store is read, and gives every event once.
+  commit_events(*inner, "u", {1});  // committed before this hub heard of the thread
+  hub.publish("u", commit_events(*inner, "u", {2}));
+  const int reads = store.reads;
+  CHECK(drain(store, hub, "u", 0) == std::vector<int>{1, 2});
+  CHECK(store.reads > reads);
+}
+
+TEST_CASE("event hub: a tail another process may have outdated, or that misses a batch published first, is not used") {
+  TempDir dir;
+  auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("hub.db")});
+  CountingStore store(inner);
+  EventHub hub;
+  start_tails(hub, store);
+
+  SUBCASE("another process committed (the store's version moved)") {
+    hub.publish("t", commit_events(*inner, "t", {1, 2}));
+    commit_events(*inner, "t", {3});  // not published here
+    hub.tail_external(8);
+    const int reads = store.reads;
+    CHECK(drain(store, hub, "t", 0) == std::vector<int>{1, 2, 3});
+    CHECK(drain(store, hub, "t", 2) == std::vector<int>{3});
+    CHECK(store.reads > reads);
+  }
+  SUBCASE("two commits of one thread published in the other order") {
+    auto first = commit_events(*inner, "t", {1, 2});
+    auto second = commit_events(*inner, "t", {3});
+    hub.publish("t", second);
+    hub.publish("t", first);  // the tail now ends at 2, but 3 was published: not the thread's end
+    const int reads = store.reads;
+    CHECK(drain(store, hub, "t", 0) == std::vector<int>{1, 2, 3});
+    CHECK(drain(store, hub, "t", 2) == std::vector<int>{3});
+    CHECK(store.reads > reads);
+  }
+  SUBCASE("the later of two reordered commits was published before the hub kept tails") {
+    EventHub fresh;
+    fresh.tail_external(7);
+    auto first = commit_events(*inner, "v", {1, 2});
+    auto second = commit_events(*inner, "v", {3});
+    fresh.publish("v", second);  // nothing subscribed yet: no tail kept, but its end is remembered
+    auto someone = std::make_shared<SubscriptionImpl>(store, fresh, "someone-else", 0);
+    someone->start();
+    fresh.publish("v", first);
+    CHECK(drain(store, fresh, "v", 0) == std::vector<int>{1, 2, 3});
+  }
+  SUBCASE("a store that cannot tell other processes' commits: no tail at all") {
+    hub.tail_external(-1);
+    hub.publish("t", commit_events(*inner, "t", {1}));
+    CHECK(hub.tail_bytes() == 0);
+    const int reads = store.reads;
+    CHECK(drain(store, hub, "t", 0) == std::vector<int>{1});
+    CHECK(store.reads > reads);
+  }
+}
+
+TEST_CASE("event hub: the tails stay within their budget; a large commit is not kept") {
+  TempDir dir;
+  auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("hub.db")});
+  CountingStore store(inner);
+  EventHub hub;
+  start_tails(hub, store);
+  for (int i = 0; i < 400; ++i) {
+    const std::string thread = "t" + std::to_string(i);
+    hub.publish(thread, commit_events(*inner, thread, {1, 2, 3, 4}, 1000));
+    CHECK(hub.tail_bytes() <= EventHub::kTailBytes);
+  }
+  CHECK(hub.tail_bytes() > EventHub::kTailBytes / 2);
+  // The oldest threads' tails went: read from the store, whole; the newest still served from memory.
+  int reads = store.reads;
+  CHECK(drain(store, hub, "t0", 0) == std::vector<int>{1, 2, 3, 4});
+  CHECK(store.reads > reads);
+  reads = store.reads;
+  CHECK(drain(store, hub, "t399", 0) == std::vector<int>{1, 2, 3, 4});
+  CHECK(store.reads == reads);
+
+  // One thread keeps at most kTailEvents events, whole batches.
+  for (int i = 0; i < 100; ++i) hub.publish("long", commit_events(*inner, "long", {3 * i + 1, 3 * i + 2, 3 * i + 3}));
+  reads = store.reads;
+  CHECK(drain(store, hub, "long", 300 - 240).size() == 240);
+  CHECK(store.reads == reads);
+  CHECK(drain(store, hub, "long", 0).size() == 300);
+  CHECK(store.reads > reads);
+
+  // A commit larger than kTailBatchBytes is not copied: its thread reads the store.
+  hub.publish("big", commit_events(*inner, "big", {1, 2}, EventHub::kTailBatchBytes / 2));
+  reads = store.reads;
+  CHECK(drain(store, hub, "big", 0) == std::vector<int>{1, 2});
+  CHECK(store.reads > reads);
 }
