@@ -41,8 +41,9 @@ json agent_capabilities(ServerContext& s);
 void get_capabilities(ServerContext& s, ApiCall& c);
 
 // A RunAgentInput body with its string threadId and runId (422 otherwise), the call's thread named after it (the
-// caller's, or none yet: 404 for another user's); returns the body with threadId as the runtime names it.
-json run_agent_input_body(ServerContext& s, ApiCall& c);
+// caller's, or none yet: 404 for another user's or a deleted one, read unless !check_thread); returns the body with
+// threadId as the runtime names it.
+json run_agent_input_body(ServerContext& s, ApiCall& c, bool check_thread = true);
 
 // web_routes.cpp: the web page's static files (GET outside /api/, when web_root is set).
 bool is_web_request(const ServerConfig& cfg, const HttpRequest& req);

@@ -228,12 +228,15 @@ int64_t resume_run(ServerContext& s, ApiCall& c, const std::string& run_id, cons
 
 }  // namespace
 
-json run_agent_input_body(ServerContext& s, ApiCall& c) {
+json run_agent_input_body(ServerContext& s, ApiCall& c, bool check_thread) {
   json in = parse_json_body(c.req, s.cfg.limits.max_body_bytes);
   for (const char* k : {"threadId", "runId"})
     if (!in.contains(k) || !in[k].is_string())
       throw ApiError{422, "invalid_argument", fmt::format("RunAgentInput: '{}' must be a string", k)};
-  s.usable_thread(c, in["threadId"].get<std::string>());
+  if (check_thread)
+    s.usable_thread(c, in["threadId"].get<std::string>());
+  else
+    s.name_thread(c, in["threadId"].get<std::string>());
   in["threadId"] = c.internal_thread;  // the runtime's name of it
   return in;
 }
@@ -243,7 +246,10 @@ json run_agent_input_body(ServerContext& s, ApiCall& c) {
 // it already started and the messages that turn added (200, existing:true), a new one with the started
 // turn's ids (202, existing:false) to follow on /events.
 void post_run(ServerContext& s, ApiCall& c) {
-  json in = run_agent_input_body(s, c);
+  // The thread is not read here: a start has the runtime check it (a deleted thread's start is refused 404
+  // not_found, "thread <id> not found", its id the client's once the answer is written); a resume or tool answers
+  // check it first (below).
+  json in = run_agent_input_body(s, c, false);
   const std::string run_id = in["runId"].get<std::string>();
   const json resume = in.value("resume", json());
   if (!resume.is_null() && !resume.is_array())
@@ -251,7 +257,9 @@ void post_run(ServerContext& s, ApiCall& c) {
   const bool cancel_on_disconnect = cancels_on_disconnect(s, in);
   // Answers to the client tool calls the thread's turn waits for (its other tool messages are history).
   std::vector<ToolAnswer> answers;
-  if (has_tool_message(in))
+  const bool answering = has_tool_message(in);
+  if ((resume.is_array() && !resume.empty()) || answering) s.usable_thread(c, c.client_thread);
+  if (answering)
     if (auto waiting = s.rt->active_turn(c.internal_thread); waiting && is_waiting(waiting->status))
       answers = pending_answers(s, *waiting, in);
   if ((resume.is_array() && !resume.empty()) || !answers.empty()) {

@@ -278,7 +278,18 @@ class ServerTest(ServerCase):
         self.assertNotIn(thread, [t["id"] for t in self.srv.request("GET", "/api/v1/agent/threads")[3]["threads"]])
         self.assertError(self.srv.request("GET", "/api/v1/agent/runs/%s/history" % thread), 404)
         self.assertError(self.srv.request("DELETE", "/api/v1/agent/threads/" + thread), 404)
-        self.assertError(self.srv.request("POST", "/api/v1/agent/runs", run_input(thread, "back?")), 404)
+        # A start on it is refused by the runtime (the server does not read the thread first): the same 404, by the
+        # client's id, streamed or not; a resume or a tool answer is checked before anything else.
+        answers = [self.srv.request("POST", "/api/v1/agent/runs", run_input(thread, "back?")),
+                   self.srv.request("POST", "/api/v1/agent/runs", run_input(thread, "back?"),
+                                    headers={"Accept": "application/json"}),
+                   self.srv.request("POST", "/api/v1/agent/runs", dict(run_input(thread, "back?"),
+                                                                       resume=[{"interruptId": "x", "status": "resolved"}])),
+                   self.srv.request("POST", "/api/v1/agent/runs", dict(run_input(thread, "back?"), messages=[
+                       {"id": new_id("m"), "role": "tool", "toolCallId": "call_1", "content": "{}"}]))]
+        for answer in answers:
+            self.assertError(answer, 404, "not_found")
+            self.assertEqual(answer[3]["error"]["message"], "thread %s not found" % thread)
 
     def test_ids_in_paths_may_be_percent_encoded(self):
         # encodeURIComponent (the web page's, most clients') writes ':' as %3A: the path segment is decoded.
