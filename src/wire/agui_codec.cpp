@@ -260,6 +260,24 @@ std::string write_texts(EventType type, std::initializer_list<TextField> texts, 
   return write_event(type, TextFields(texts, timestamp));
 }
 
+// A streamed delta (a model's every few tokens) in one pass: `head` is its type and id key, both fields non-empty
+// (so both written), the timestamp last: what write_event gives, without walking the type's fields.
+std::string write_delta(std::string_view head, std::string_view id, std::string_view delta, int64_t timestamp) {
+  std::string out;
+  out.reserve(head.size() + id.size() + delta.size() + 48);
+  out += head;
+  append_json_string(out, id);
+  out += ",\"delta\":";
+  append_json_string(out, delta);
+  if (timestamp != 0) {
+    char digits[24];
+    out += ",\"timestamp\":";
+    out.append(digits, static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, timestamp).ptr - digits));
+  }
+  out += '}';
+  return out;
+}
+
 }  // namespace
 
 std::string_view to_string(EventType t) noexcept { return kEventTypes.name(t); }
@@ -349,6 +367,8 @@ std::string text_start(std::string_view message_id, int64_t ts) {
                      ts);
 }
 std::string text_content(std::string_view message_id, std::string_view delta, int64_t ts) {
+  if (!message_id.empty() && !delta.empty())
+    return write_delta(R"({"type":"TEXT_MESSAGE_CONTENT","messageId":)", message_id, delta, ts);
   return write_texts(EventType::TEXT_MESSAGE_CONTENT, {{&Event::message_id, message_id}, {&Event::delta, delta}}, ts);
 }
 std::string tool_call_start(std::string_view tool_call_id, std::string_view name, std::string_view parent_message_id,
@@ -360,6 +380,8 @@ std::string tool_call_start(std::string_view tool_call_id, std::string_view name
                      ts);
 }
 std::string tool_call_args(std::string_view tool_call_id, std::string_view delta, int64_t ts) {
+  if (!tool_call_id.empty() && !delta.empty())
+    return write_delta(R"({"type":"TOOL_CALL_ARGS","toolCallId":)", tool_call_id, delta, ts);
   return write_texts(EventType::TOOL_CALL_ARGS, {{&Event::tool_call_id, tool_call_id}, {&Event::delta, delta}}, ts);
 }
 std::string tool_call_end(std::string_view tool_call_id, int64_t ts) {

@@ -46,6 +46,9 @@ TEST_CASE("the runtime's direct event texts equal the Event serializer's, byte f
   }
   // No timestamp: left out, as the serializer leaves out a zero one.
   CHECK(wire::tool_call_end("c", 0) == via_event(events::tool_call_end("c"), 0));
+  CHECK(wire::text_content("m", "d", 0) == via_event(events::text_content("m", "d"), 0));
+  CHECK(wire::tool_call_args("c", "{", 0) == via_event(events::tool_call_args("c", "{"), 0));
+  CHECK(wire::text_content("m", "d", -5) == via_event(events::text_content("m", "d"), -5));
   // And the texts are AG-UI events that parse back to what went in.
   auto e = event_from_json(json::parse(wire::tool_call_start("call_9", "book_room", "msg_1", kTs)));
   CHECK(e.type == EventType::TOOL_CALL_START);
