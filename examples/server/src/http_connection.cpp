@@ -11,6 +11,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -350,19 +351,11 @@ void HttpConnection::begin_stream(std::shared_ptr<StreamQueue> stream, Headers h
   for (auto& [k, v] : headers) head->insert(k, v);
   head->keep_alive(keep_alive_);
   head->chunked(true);
-  auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*head);
-  writing_ = true;
-  arm(server_->limits.write_timeout);
-  http::async_write_header(socket_, *sr, [self = shared_from_this(), head, sr](const beast::error_code& ec, size_t) {
-    self->writing_ = false;
-    if (ec) return self->close();
-    self->disarm();
-    self->last_write_ = Clock::now();
-    self->next_tick_ = self->last_write_ + self->tick_;
-    self->schedule_ticker();
-    self->watch_for_close();
-    self->pump_stream();
-  });
+  // Written with the first frames that are there by then (one write, not two): pump_stream.
+  std::ostringstream text;
+  text << head->base();
+  stream_head_ = text.str();
+  pump_stream();
 }
 
 // A read pending for the stream's whole life: the client leaving is noticed at once, not at the next write.
@@ -418,23 +411,39 @@ void HttpConnection::pump_stream() {
   if (state_ != State::streaming || writing_ || !stream_) return;
   bool last = false;
   in_flight_ = stream_->take(last);
-  if (in_flight_.empty() && !last) return;
+  const bool first = !stream_head_.empty();
+  if (!first && in_flight_.empty() && !last) return;
   writing_ = true;
   arm(server_->limits.write_timeout);
-  auto done = [self = shared_from_this(), last](const beast::error_code& ec, size_t) {
+  auto done = [self = shared_from_this(), last, first](const beast::error_code& ec, size_t) {
     self->writing_ = false;
     self->in_flight_.clear();
     if (ec) return self->close();
     self->disarm();
     self->last_write_ = Clock::now();
+    if (first) {  // the answer has begun: keep-alives, ticks and the client's leaving from now on
+      self->stream_head_.clear();
+      self->next_tick_ = self->last_write_ + self->tick_;
+      self->schedule_ticker();
+      self->watch_for_close();
+    }
     if (last) return self->end_stream();
     if (self->stream_->drained() && self->listener_) self->listener_->on_drained();
     self->pump_stream();
   };
-  if (last) return net::async_write(socket_, http::make_chunk_last(), std::move(done));
+  // One write: the answer's header (the first time), what is queued as one chunk, the last chunk (at the end).
   buffers_.clear();
-  for (const auto& c : in_flight_) buffers_.emplace_back(c->bytes.data(), c->bytes.size());
-  net::async_write(socket_, http::make_chunk(buffers_), std::move(done));
+  if (first) buffers_.emplace_back(stream_head_.data(), stream_head_.size());
+  size_t size = 0;
+  for (const auto& c : in_flight_) size += c->bytes.size();
+  if (size > 0) {
+    chunk_size_ = fmt::format("{:x}\r\n", size);
+    buffers_.emplace_back(chunk_size_.data(), chunk_size_.size());
+    for (const auto& c : in_flight_) buffers_.emplace_back(c->bytes.data(), c->bytes.size());
+    buffers_.emplace_back("\r\n", 2);
+  }
+  if (last) buffers_.emplace_back("0\r\n\r\n", 5);
+  net::async_write(socket_, buffers_, std::move(done));
 }
 
 // The stream ended properly: the connection goes on (keep-alive) or closes. The close watcher's read is

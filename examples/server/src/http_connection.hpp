@@ -141,6 +141,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::shared_ptr<EventStreamListener> listener_;
   std::vector<SharedChunk> in_flight_;
   std::vector<net::const_buffer> buffers_;
+  std::string stream_head_;  // the answer's header until its first write
+  std::string chunk_size_;   // the written chunk's size line
   bool writing_ = false;
   bool streaming_counted_ = false;
   std::chrono::milliseconds keepalive_{15000};

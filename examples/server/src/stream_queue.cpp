@@ -96,7 +96,7 @@ std::vector<SharedChunk> StreamQueue::take(bool& last) {
     queue_.pop_front();
   }
   queued_bytes_ -= bytes;
-  last = out.empty() && finishing_ && !ended_;
+  last = queue_.empty() && finishing_ && !ended_;  // written with what is taken, if anything
   if (last) ended_ = true;
   return out;
 }

@@ -31,7 +31,8 @@ class StreamQueue final : public EventStreamWriter {
 
   // After a write: true once when has_room() said false and there is room again.
   bool drained();
-  // On the strand: takes what is queued (up to a write's worth); `last`: the stream is finished and empty.
+  // On the strand: takes what is queued (up to a write's worth); `last`: the stream is finished and nothing is left
+  // after what is taken (its last chunk goes in the same write).
   std::vector<SharedChunk> take(bool& last);
   bool idle() const;
   void mark_ended();
