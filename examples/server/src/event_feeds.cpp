@@ -114,9 +114,9 @@ SharedChunk EventFeeds::frame(const StoredEvent& e, std::string_view internal_id
   const auto seq_end = std::to_chars(seq, seq + sizeof seq, e.seq).ptr;
   std::string& b = c->bytes;
   b.reserve(e.json.size() + client_id.size() + 40);
-  b.append("id: ").append(seq, seq_end).append("\ndata: ");
+  b.append("id: ", 4).append(seq, seq_end).append("\ndata: ", 7);
   append_rewritten_json(b, e.json, internal_id, client_id);
-  b.append("\n\n");
+  b.append("\n\n", 2);
   c->seq = e.seq;
   c->run_id = e.run_id;
   return c;
