@@ -124,8 +124,9 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
       t.batches.pop_front();
     }
   }
-  // The threads published least recently go first; the slot table keeps what they published.
-  while (tail_bytes_ > kTailBytes && lru_.size() > 1) {
+  // The threads published least recently go first (an emptied tail counts as a thread too); the slot table keeps
+  // what they published.
+  while ((tail_bytes_ > kTailBytes || tails_.size() > kTailThreads) && lru_.size() > 1) {
     auto victim = tails_.find(*lru_.back());
     drop_locked(victim->second);
     lru_.pop_back();
@@ -185,6 +186,11 @@ void EventHub::tail_external(int64_t external_version) {
 size_t EventHub::tail_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return tail_bytes_;
+}
+
+size_t EventHub::tails() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tails_.size();
 }
 
 // ------------------------------------------------------------------------------------------- SubscriptionImpl

@@ -57,6 +57,7 @@ class EventHub {
   static constexpr size_t kTailEvents = 256;           // events kept of one thread (whole batches)
   static constexpr size_t kTailBytes = 1 << 20;        // all threads' tails, their JSON and run ids counted
   static constexpr size_t kTailBatchBytes = 64 << 10;  // a larger commit is not kept (its thread's tail is dropped)
+  static constexpr size_t kTailThreads = 4096;         // threads with a tail, an emptied one too
   static constexpr size_t kHighSlots = 4096;
 
   // Attaches `sub`; returns the thread's tail when it holds every committed event after `after_seq` (it may hold
@@ -72,6 +73,7 @@ class EventHub {
   void tail_external(int64_t external_version);
 
   size_t tail_bytes() const;  // tests, stats
+  size_t tails() const;       // threads with a tail (tests)
 
  private:
   struct Tail {

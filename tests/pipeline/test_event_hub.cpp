@@ -251,6 +251,13 @@ TEST_CASE("event hub: the tails stay within their budget; a large commit is not 
   CHECK(drain(store, hub, "long", 0).size() == 300);
   CHECK(store.reads > reads);
 
+  // However many threads: at most kTailThreads of them have a tail, emptied ones (a large commit's) included.
+  for (size_t i = 0; i < EventHub::kTailThreads + 100; ++i) {
+    const std::string thread = "many" + std::to_string(i);
+    hub.publish(thread, {StoredEvent{1, "run_1", std::string(EventHub::kTailBatchBytes + 1, 'x')}});
+  }
+  CHECK(hub.tails() == EventHub::kTailThreads);
+
   // A commit larger than kTailBatchBytes is not copied: its thread reads the store.
   hub.publish("big", commit_events(*inner, "big", {1, 2}, EventHub::kTailBatchBytes / 2));
   reads = store.reads;
