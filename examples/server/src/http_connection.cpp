@@ -422,7 +422,7 @@ void HttpConnection::pump_stream() {
     self->disarm();
     self->last_write_ = Clock::now();
     if (first) {  // the answer has begun: keep-alives, ticks and the client's leaving from now on
-      self->stream_head_.clear();
+      std::string().swap(self->stream_head_);  // its memory too (10,000 streams hold 2 MB of headers otherwise)
       self->next_tick_ = self->last_write_ + self->tick_;
       self->schedule_ticker();
       self->watch_for_close();
