@@ -54,7 +54,7 @@ std::optional<std::vector<EventBatch>> EventHub::attach(const std::string& threa
   auto& v = subs_[thread_id];
   v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
   v.push_back(sub);
-  caching_ = !external_unknown_;
+  caching_.store(!external_unknown_, std::memory_order_relaxed);
   auto it = tails_.find(thread_id);
   if (it == tails_.end()) return std::nullopt;
   const Tail& t = it->second;
@@ -136,8 +136,11 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
 
 void EventHub::publish(const std::string& thread_id, const std::vector<StoredEvent>& events) {
   if (events.empty()) return;
-  std::vector<std::shared_ptr<SubscriptionImpl>> targets;
+  // One copy of the events, shared by the tail and every subscription's queue: made before the hub's lock (every
+  // commit of every thread takes it) whenever tails are kept, else only for subscribers (a store that cannot tell).
   EventBatch batch;
+  if (caching_.load(std::memory_order_relaxed)) batch = std::make_shared<std::vector<StoredEvent>>(events);
+  std::vector<std::shared_ptr<SubscriptionImpl>> targets;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Before any tail is kept too: a batch published before caching began, after a later one, must still count.
@@ -147,10 +150,10 @@ void EventHub::publish(const std::string& thread_id, const std::vector<StoredEve
     if (it != subs_.end())
       for (const auto& w : it->second)
         if (auto s = w.lock()) targets.push_back(std::move(s));
-    if (!caching_ && targets.empty()) return;
-    // One copy of the events, shared by the tail and every subscription's queue.
-    batch = std::make_shared<std::vector<StoredEvent>>(events);
-    if (caching_) remember_locked(thread_id, batch);
+    const bool caching = caching_.load(std::memory_order_relaxed);
+    if (!caching && targets.empty()) return;
+    if (!batch) batch = std::make_shared<std::vector<StoredEvent>>(events);  // caching began meanwhile, or none
+    if (caching) remember_locked(thread_id, batch);
   }
   for (const auto& s : targets) s->push(batch);
 }
@@ -174,7 +177,7 @@ void EventHub::tail_external(int64_t external_version) {
     seen_external_ = external_version;
     if (external_version < 0) {  // the store cannot tell: no tail is ever sure to end where the thread does
       external_unknown_ = true;
-      caching_ = false;
+      caching_.store(false, std::memory_order_relaxed);
       for (auto& [id, t] : tails_) drop_locked(t);
     }
     if (first || same) return;

@@ -2,6 +2,7 @@
 // from the store after a sequence number, then follows the live tail.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -92,7 +93,7 @@ class EventHub {
   std::map<std::string, std::vector<std::weak_ptr<SubscriptionImpl>>, std::less<>> subs_;
   // The tails, all under mutex_: kept once something has subscribed, never for a store that cannot tell others'
   // commits.
-  bool caching_ = false;
+  std::atomic<bool> caching_{false};  // written under mutex_; read before it too (whether to copy a batch)
   bool external_unknown_ = false;
   uint64_t epoch_ = 0;
   std::unordered_map<std::string, Tail> tails_;

@@ -11,7 +11,6 @@
 #include <iterator>
 #include <limits>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -352,9 +351,9 @@ void HttpConnection::begin_stream(std::shared_ptr<StreamQueue> stream, Headers h
   head->keep_alive(keep_alive_);
   head->chunked(true);
   // Written with the first frames that are there by then (one write, not two): pump_stream.
-  std::ostringstream text;
-  text << head->base();
-  stream_head_ = text.str();
+  // Beast's serializer of a header's start line and fields (what its ostream output writes), into one string.
+  http::fields::writer fields(head->base(), head->version(), head->result_int());
+  for (const auto& b : fields.get()) stream_head_.append(static_cast<const char*>(b.data()), b.size());
   pump_stream();
 }
 

@@ -258,7 +258,7 @@ void post_run(ServerContext& s, ApiCall& c) {
   // Answers to the client tool calls the thread's turn waits for (its other tool messages are history).
   std::vector<ToolAnswer> answers;
   const bool answering = has_tool_message(in);
-  if ((resume.is_array() && !resume.empty()) || answering) s.usable_thread(c, c.client_thread);
+  if ((resume.is_array() && !resume.empty()) || answering) s.check_usable(c);
   if (answering)
     if (auto waiting = s.rt->active_turn(c.internal_thread); waiting && is_waiting(waiting->status))
       answers = pending_answers(s, *waiting, in);

@@ -103,6 +103,10 @@ ThreadRecord ServerContext::own_thread(ApiCall& c, const std::string& client_id)
 
 void ServerContext::usable_thread(ApiCall& c, const std::string& client_id) const {
   name_thread(c, client_id);
+  check_usable(c);
+}
+
+void ServerContext::check_usable(const ApiCall& c) const {
   auto t = rt->thread(c.internal_thread);
   if (t && (t->user_id != c.user || t->deleted)) thread_not_found(c);
 }

@@ -63,6 +63,8 @@ struct ServerContext {
   ThreadRecord own_thread(ApiCall& c, const std::string& client_id) const;
   // The caller's thread, or no thread yet (a new one may be started under that id).
   void usable_thread(ApiCall& c, const std::string& client_id) const;
+  // The same for a call whose thread is named already (name_thread).
+  void check_usable(const ApiCall& c) const;
   // One run start or resume of the call's token, or 429 rate_limited with Retry-After.
   void rate_limit(const ApiCall& c);
   // Hands a job to the work pool from a runtime callback (a streamed start's answer), or drops it once close_work()
