@@ -1,11 +1,45 @@
 #include "runtime/worker_pool.hpp"
 
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include <climits>
 #include <exception>
+#include <memory>
 #include <string>
 #include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
+
+namespace {
+
+// std::atomic's wait and notify, straight on the futex where there is one: libstdc++'s wait first yields the core
+// a few times (sched_yield), about six system calls a run under load that bought nothing here.
+void wait_while(std::atomic<uint32_t>& word, uint32_t seen) {
+#ifdef __linux__
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+#else
+  word.wait(seen);
+#endif
+}
+
+void wake_waiters(std::atomic<uint32_t>& word, bool all) {
+#ifdef __linux__
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, all ? INT_MAX : 1, nullptr, nullptr, 0);
+#else
+  if (all)
+    word.notify_all();
+  else
+    word.notify_one();
+#endif
+}
+
+}  // namespace
 
 WorkerPool::WorkerPool(int threads, OnError on_error) : on_error_(std::move(on_error)) {
   threads_.reserve(static_cast<size_t>(threads));
@@ -15,36 +49,74 @@ WorkerPool::WorkerPool(int threads, OnError on_error) : on_error_(std::move(on_e
 WorkerPool::~WorkerPool() { stop(); }
 
 bool WorkerPool::post(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_) return false;
-    queue_.push_back(std::move(job));
+  // Counted before stopping_ is read: stop() then either is seen here (refused) or sees this post under way, and
+  // no worker leaves before it has landed.
+  posting_.fetch_add(1);
+  if (stopping_.load()) {
+    posting_.fetch_sub(1);
+    wake(true);  // a stopping worker may be waiting for this post to land
+    return false;
   }
-  cv_.notify_one();
+  auto* node = new Node{std::move(job), inbox_.load(std::memory_order_relaxed)};
+  while (!inbox_.compare_exchange_weak(node->next, node, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+  posting_.fetch_sub(1);
+  wake(false);
   return true;
 }
 
+// Once stopping, every sleeper: each has to look whether it may leave.
+void WorkerPool::wake(bool all) {
+  epoch_.fetch_add(1);
+  if (all || stopping_.load())
+    wake_waiters(epoch_, true);
+  else if (sleepers_.load() > 0)
+    wake_waiters(epoch_, false);
+}
+
 void WorkerPool::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ && threads_.empty()) return;
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  stopping_.store(true);
+  wake(true);
   for (auto& t : threads_) t.join();
   threads_.clear();
+}
+
+bool WorkerPool::take(std::function<void()>& job) {
+  std::unique_ptr<Node> node;
+  {
+    std::lock_guard<std::mutex> lock(taken_mutex_);
+    if (taken_.empty()) {
+      // The whole inbox: newest first there, oldest first here.
+      for (Node* n = inbox_.exchange(nullptr, std::memory_order_acquire); n; n = n->next) taken_.push_front(n);
+      if (taken_.empty()) return false;
+    }
+    node.reset(taken_.front());
+    taken_.pop_front();
+  }
+  job = std::move(node->job);
+  return true;
 }
 
 void WorkerPool::loop() {
   name_this_thread("agentrt-worker");
   for (;;) {
     std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to drain
-      job = std::move(queue_.front());
-      queue_.pop_front();
+    if (!take(job)) {
+      // Announce the sleep, then look once more: a post after that look has moved the epoch, and the wait returns
+      // at once (or the post saw the sleeper and wakes it).
+      sleepers_.fetch_add(1);
+      const uint32_t seen = epoch_.load();
+      bool got = take(job);
+      if (!got && stopping_.load() && posting_.load() == 0) {
+        got = take(job);  // a post that landed between the look and the count
+        if (!got) {
+          sleepers_.fetch_sub(1);
+          return;  // stopping, and nothing left to drain
+        }
+      }
+      if (!got) wait_while(epoch_, seen);
+      sleepers_.fetch_sub(1);
+      if (!got) continue;
     }
     try {
       job();

@@ -93,6 +93,59 @@ TEST_CASE("worker pool: stop() runs what is queued, then nothing more") {
   CHECK(ran == 6);
 }
 
+TEST_CASE("worker pool: posts racing stop() either run exactly once or are refused, and stop() returns") {
+  for (int round = 0; round < 200; ++round) {
+    constexpr int kPosters = 3, kPosts = 200;
+    std::vector<std::atomic<int>> runs(kPosters * kPosts);
+    std::vector<std::atomic<bool>> accepted(kPosters * kPosts);
+    auto pool = std::make_unique<WorkerPool>(2, [](std::string_view) {});
+    std::atomic<bool> go{false};
+    std::vector<std::thread> posters;
+    for (int p = 0; p < kPosters; ++p)
+      posters.emplace_back([&, p] {
+        while (!go.load()) std::this_thread::yield();
+        for (int i = 0; i < kPosts; ++i) {
+          const size_t k = static_cast<size_t>(p * kPosts + i);
+          accepted[k] = pool->post([&runs, k] { ++runs[k]; });
+        }
+      });
+    go = true;
+    if (round % 2) std::this_thread::yield();
+    pool->stop();  // returns once what was accepted has run
+    for (size_t k = 0; k < runs.size(); ++k)
+      if (accepted[k]) REQUIRE(runs[k].load() == 1);
+    for (auto& t : posters) t.join();
+    for (size_t k = 0; k < runs.size(); ++k) REQUIRE(runs[k].load() == (accepted[k] ? 1 : 0));
+  }
+}
+
+TEST_CASE("worker pool: each poster's jobs run in the order posted; sleeping workers wake for each post") {
+  constexpr int kPosters = 4, kJobs = 5000;
+  std::vector<int> last(kPosters, -1);
+  std::atomic<int> out_of_order{0};
+  {
+    WorkerPool pool(1, [](std::string_view) {});  // one worker: a poster's jobs never overlap
+    std::vector<std::thread> posters;
+    for (int p = 0; p < kPosters; ++p)
+      posters.emplace_back([&, p] {
+        for (int i = 0; i < kJobs; ++i)
+          REQUIRE(pool.post([&, p, i] {
+            if (last[static_cast<size_t>(p)] != i - 1) ++out_of_order;
+            last[static_cast<size_t>(p)] = i;
+          }));
+      });
+    for (auto& t : posters) t.join();
+  }
+  CHECK(out_of_order.load() == 0);
+  CHECK(last == std::vector<int>(kPosters, kJobs - 1));
+  WorkerPool pool(3, [](std::string_view) {});
+  for (int i = 0; i < 1000; ++i) {  // each post finds the workers asleep: a lost wake-up hangs the latch
+    Latch one(1);
+    REQUIRE(pool.post([&] { one.count(); }));
+    REQUIRE(one.wait());
+  }
+}
+
 TEST_CASE("run registry: cancel reaches the registered run only; a change wakes a waiter") {
   RunRegistry runs;
   auto a = runs.add("turn_a");
