@@ -278,6 +278,12 @@ class Subscription {
   // subscription back (post the work to an executor). Replaces an earlier callback; an empty function removes
   // it, and once on_ready() or the destructor has returned, the old callback is never called again.
   virtual void on_ready(std::function<void()> ready) = 0;
+  // What next(0) would return now, at most `max` events, each handed to `take` in order; returns how many.
+  // The runtime's own subscriptions hand over the events they share with every other subscriber of the thread
+  // (a commit's events are kept once) without a copy each; `take` runs after the subscription's lock is released
+  // and may keep what it needs, not the reference. Throws what next() throws, but only when it has handed
+  // nothing over (events read before a failure are handed over; the next call reads again).
+  virtual size_t drain(size_t max, const std::function<void(const StoredEvent&)>& take);
 };
 
 // The most events one events_page() call returns.

@@ -15,16 +15,6 @@ void EventQueue::pop_front() {
   --count_;
 }
 
-StoredEvent EventQueue::take_front() {
-  StoredEvent e;
-  if (batches_.front().use_count() == 1)  // ours alone: made non-const (EventBatch), nobody else can see it
-    e = std::move(const_cast<StoredEvent&>(front()));
-  else
-    e = front();
-  pop_front();
-  return e;
-}
-
 void EventQueue::push_back(EventBatch batch) {
   if (!batch || batch->empty()) return;
   count_ += batch->size();
@@ -134,26 +124,19 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
   }
 }
 
-void EventHub::publish(const std::string& thread_id, const std::vector<StoredEvent>& events) {
-  if (events.empty()) return;
-  // One copy of the events, shared by the tail and every subscription's queue: made before the hub's lock (every
-  // commit of every thread takes it) whenever tails are kept, else only for subscribers (a store that cannot tell).
-  EventBatch batch;
-  if (caching_.load(std::memory_order_relaxed)) batch = std::make_shared<std::vector<StoredEvent>>(events);
+void EventHub::publish(const std::string& thread_id, EventBatch batch) {
+  if (!batch || batch->empty()) return;
   std::vector<std::shared_ptr<SubscriptionImpl>> targets;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Before any tail is kept too: a batch published before caching began, after a later one, must still count.
     int64_t& high = high_[slot(thread_id)];
-    high = std::max(high, events.back().seq);
+    high = std::max(high, batch->back().seq);
     auto it = subs_.find(thread_id);
     if (it != subs_.end())
       for (const auto& w : it->second)
         if (auto s = w.lock()) targets.push_back(std::move(s));
-    const bool caching = caching_.load(std::memory_order_relaxed);
-    if (!caching && targets.empty()) return;
-    if (!batch) batch = std::make_shared<std::vector<StoredEvent>>(events);  // caching began meanwhile, or none
-    if (caching) remember_locked(thread_id, batch);
+    if (caching_.load(std::memory_order_relaxed)) remember_locked(thread_id, batch);
   }
   for (const auto& s : targets) s->push(batch);
 }
@@ -258,19 +241,25 @@ void SubscriptionImpl::push(const EventBatch& events) {
   signal_ready();
 }
 
-std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock<std::mutex> lock(mutex_);
+StoredEvent* SubscriptionImpl::advance(std::unique_lock<std::mutex>& lock, EventBatch& batch, bool& own) {
+  // Made non-const (EventBatch) and held here: the event stays valid after the queue lets its batch go.
+  auto take = [&](EventQueue& q) {
+    batch = q.front_batch();
+    own = batch.use_count() == 2;  // the queue's and ours
+    auto* e = const_cast<StoredEvent*>(&q.front());
+    q.pop_front();
+    delivered_ = e->seq;
+    return e;
+  };
   for (;;) {
-    if (closed_) return std::nullopt;
+    if (closed_) return nullptr;
     while (!backlog_.empty()) {
       if (backlog_.front().seq <= delivered_) {
         backlog_.pop_front();
         continue;
       }
-      StoredEvent e = backlog_.take_front();
-      delivered_ = e.seq;
-      if (e.run_id.empty()) continue;  // a record of the log's own (no run's event): not for clients
+      StoredEvent* e = take(backlog_);
+      if (e->run_id.empty()) continue;  // a record of the log's own (no run's event): not for clients
       return e;
     }
     if (catching_up_) {
@@ -288,28 +277,66 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
       }
     }
     while (!live_.empty()) {
-      const StoredEvent& e = live_.front();
-      if (e.seq <= delivered_) {
+      const int64_t seq = live_.front().seq;
+      if (seq <= delivered_) {
         live_.pop_front();
         continue;
       }
-      if (e.seq != delivered_ + 1) {
+      if (seq != delivered_ + 1) {
         // A gap (events committed before we attached, or by another process): read them from the store.
         catching_up_ = true;
         break;
       }
-      StoredEvent out = live_.take_front();
-      delivered_ = out.seq;
-      if (out.run_id.empty()) continue;
-      return out;
+      StoredEvent* e = take(live_);
+      if (e->run_id.empty()) continue;
+      return e;
     }
     if (catching_up_) continue;
+    return nullptr;
+  }
+}
+
+std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    EventBatch batch;
+    bool own = false;
+    if (StoredEvent* e = advance(lock, batch, own)) {
+      if (own) return std::move(*e);  // nobody else can see it
+      return *e;
+    }
+    if (closed_) return std::nullopt;
     // A poll (a zero timeout, as a drain after on_ready) answers at once: a wait with its deadline already past
     // still sleeps in the kernel until its timer fires (a context switch per drain).
     if (timeout.count() <= 0) return std::nullopt;
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && live_.empty() && !catching_up_ && !closed_)
       return std::nullopt;
   }
+}
+
+size_t SubscriptionImpl::drain(size_t max, const std::function<void(const StoredEvent&)>& take) {
+  std::vector<EventBatch> held;  // what `out` points into, alive after the lock is let go
+  std::vector<const StoredEvent*> out;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (out.size() < max) {
+      EventBatch batch;
+      bool own = false;
+      StoredEvent* e = nullptr;
+      try {
+        e = advance(lock, batch, own);
+      } catch (...) {
+        if (out.empty()) throw;
+        break;  // what was read before the failure is handed over; the next call reads again
+      }
+      if (!e) break;
+      if (held.empty() || held.back() != batch) held.push_back(std::move(batch));
+      out.push_back(e);
+    }
+  }
+  for (const StoredEvent* e : out) take(*e);
+  return out.size();
 }
 
 void SubscriptionImpl::close() {

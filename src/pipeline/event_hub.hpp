@@ -34,8 +34,8 @@ class EventQueue {
   bool empty() const { return count_ == 0; }
   size_t size() const { return count_; }
   const StoredEvent& front() const { return (*batches_.front())[pos_]; }
+  const EventBatch& front_batch() const { return batches_.front(); }
   void pop_front();
-  StoredEvent take_front();  // the front event, moved out when no one else holds its batch, else copied
   void push_back(EventBatch batch);
   void clear();
 
@@ -66,7 +66,11 @@ class EventHub {
   std::optional<std::vector<EventBatch>> attach(const std::string& thread_id,
                                                 const std::shared_ptr<SubscriptionImpl>& sub, int64_t after_seq);
   void detach(const std::string& thread_id, const SubscriptionImpl* sub);
-  void publish(const std::string& thread_id, const std::vector<StoredEvent>& events);
+  // One commit's events, in sequence order: kept (the tail) and queued for the thread's subscribers as they are.
+  void publish(const std::string& thread_id, EventBatch events);
+  void publish(const std::string& thread_id, std::vector<StoredEvent> events) {
+    publish(thread_id, std::make_shared<const std::vector<StoredEvent>>(std::move(events)));
+  }
   // Tells every subscription to read the store again (events another process committed).
   void poke_all();
   // The store's external version (Store::external_version) as last looked at: pokes every subscription when it
@@ -111,6 +115,7 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
   ~SubscriptionImpl();
   void start();  // attaches to the hub; call once after construction
   std::optional<StoredEvent> next(std::chrono::milliseconds timeout);
+  size_t drain(size_t max, const std::function<void(const StoredEvent&)>& take);  // Subscription::drain
   void close();
   bool closed() const;
   void push(const EventBatch& events);  // from EventHub::publish
@@ -120,6 +125,10 @@ class SubscriptionImpl : public std::enable_shared_from_this<SubscriptionImpl> {
 
  private:
   void signal_ready();
+  // Under the lock (which a read of the store releases meanwhile): the next event to hand out, now past it, its
+  // batch held in `batch`; `own`: nobody else holds that batch (a page read from the store), so it may be moved
+  // from. Null when there is none now (or the subscription is closed).
+  StoredEvent* advance(std::unique_lock<std::mutex>& lock, EventBatch& batch, bool& own);
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;

@@ -289,24 +289,29 @@ CommitBatch RunEmitter::commit_locked() {
   return out;
 }
 
-CommitBatch RunEmitter::flush() { return flush(false); }
+RunEmitter::Flushed RunEmitter::flush() { return flush(false); }
 
-CommitBatch RunEmitter::flush(bool background) {
-  CommitBatch out;
+RunEmitter::Flushed RunEmitter::flush(bool background) {
+  Flushed out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (background && open_units_ > 0) return out;
     const bool was_failed = failure_.has_value();
     try {
-      out = commit_locked();
+      out.batch = commit_locked();
     } catch (...) {
       if (!was_failed && failure_ && on_failed_) on_failed_();
       throw;
     }
     // Published under the lock: a later batch of this run (the flusher's) is never published before this one.
     // Published before the commit callbacks: a stream opened on what they tell (a start's answer) finds the
-    // events in the hub's tail, not only in the store.
-    if (!out.events.empty()) hub_.publish(thread_id_, out.events);
+    // events in the hub's tail, not only in the store. Moved, not copied: the hub's tail and every subscriber
+    // share them.
+    if (!out.batch.events.empty()) {
+      out.events = std::make_shared<const std::vector<StoredEvent>>(std::move(out.batch.events));
+      out.batch.events.clear();
+      hub_.publish(thread_id_, out.events);
+    }
     if (on_commit_) on_commit_(out);
   }
   return out;

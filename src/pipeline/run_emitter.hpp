@@ -36,7 +36,14 @@ struct CommitRetry {
 // failed first. The run then records its end from what is durable (Recovery::fail_from_store).
 class RunEmitter {
  public:
-  using Committed = std::function<void(const CommitBatch&)>;
+  // What a flush committed: the batch as the store wrote it (seq numbers, indexes and versions filled in), but for
+  // its events, which went to the hub as they are, in one shared, immutable copy: `events`.
+  struct Flushed {
+    CommitBatch batch;  // its `events` empty: see `events`
+    EventBatch events;  // null when the batch had none
+    int64_t first_seq() const { return events && !events->empty() ? events->front().seq : 0; }
+  };
+  using Committed = std::function<void(const Flushed&)>;
   // Called once, on the thread whose flush failed for good (the flusher's too): how the run learns at once.
   using Failed = std::function<void()>;
   // An empty `run_id`: what it commits are the log's own records, of no run (a job's change outside a run),
@@ -87,10 +94,10 @@ class RunEmitter {
   // Drops what is staged and not committed (and undoes its objects).
   void discard();
 
-  // Commits everything pending in one transaction, then publishes the events. Returns the committed batch
-  // (seq numbers filled in). Throws Error: the store's (after the retries, for transient ones), or, once a
-  // commit failed, that failure again; nothing is published then.
-  CommitBatch flush();
+  // Commits everything pending in one transaction, then publishes the events. Returns what it committed.
+  // Throws Error: the store's (after the retries, for transient ones), or, once a commit failed, that failure
+  // again; nothing is published then.
+  Flushed flush();
   // The group-commit flusher's flush: the same, but a failure is left for the run (failure(), the next
   // flush(), the Failed callback) instead of thrown. It commits nothing while a Unit is open: it leaves the
   // batch for its next tick or the run's own flush.
@@ -126,7 +133,7 @@ class RunEmitter {
   void stage_event(std::string body);            // under mutex_
   void project(std::optional<MessageRecord> m);  // under mutex_
   CommitBatch commit_locked();                   // under mutex_; throws
-  CommitBatch flush(bool background);
+  Flushed flush(bool background);
   Store& store_;
   EventHub& hub_;
   std::string thread_id_;

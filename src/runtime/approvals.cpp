@@ -382,7 +382,7 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
       return lost(e);
     }
   }
-  CommitBatch committed;
+  RunEmitter::Flushed committed;
   try {
     committed = em->flush();
   } catch (const Error& e) {
@@ -391,7 +391,7 @@ json Approvals::resume_once(const ResumeInput& in, std::vector<ClientToolOffer> 
   }
   wait.committed();
   rt_.runs_started.fetch_add(1, std::memory_order_relaxed);
-  next.version = committed.turn ? committed.turn->version : next.version + 1;
+  next.version = committed.batch.turn ? committed.batch.turn->version : next.version + 1;
   auto known = std::make_optional(Runtime::Impl::KnownRun{std::move(next), std::move(ledger), std::move(snap->history),
                                                           std::move(snap->thread_state)});
   rt_.enqueue([&rt = rt_, handle, tid, known = std::move(known)]() mutable {

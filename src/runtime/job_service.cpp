@@ -193,7 +193,7 @@ JobRecord JobService::finish(std::string_view job_id, JobStatus to, const std::f
       auto em = make_emitter_(next.thread_id, new_id("run"));
       JobRecord delivered = next;
       stage_delivery(*em, delivered, cur->version);
-      next = em->flush().jobs.front().job;
+      next = em->flush().batch.jobs.front().job;
       done = true;
     } catch (const Error& e) {
       if (!is_conflict(e)) throw;
@@ -202,7 +202,7 @@ JobRecord JobService::finish(std::string_view job_id, JobStatus to, const std::f
       auto em = make_emitter_(next.thread_id, std::string());  // no run: the log's own record
       em->emit(events::custom("agentrt.job", job_change(next, cur->version)));
       try {
-        next = em->flush().jobs.front().job;
+        next = em->flush().batch.jobs.front().job;
       } catch (const Error& e) {
         if (!is_conflict(e)) throw;
         continue;  // the job changed meanwhile: look again
@@ -312,7 +312,7 @@ JobRecord JobService::update(std::string_view job_id, const JobProgress& p) {
     auto em = make_emitter_(next.thread_id, std::string());  // no run: the log's own record
     em->emit(events::custom("agentrt.job", job_change(next, cur->version)));
     try {
-      return em->flush().jobs.front().job;
+      return em->flush().batch.jobs.front().job;
     } catch (const Error& e) {
       if (!is_conflict(e)) throw;
     }

@@ -133,11 +133,11 @@ std::shared_ptr<RunEmitter> Runtime::Impl::make_emitter(const std::string& threa
     failed = [weak = std::weak_ptr<RunHandle>(run)] {
       if (auto h = weak.lock()) h->cancel.cancel();
     };
-  RunEmitter::Committed on_committed = [this](const CommitBatch& b) { on_commit(b); };
+  RunEmitter::Committed on_committed = [this](const RunEmitter::Flushed& f) { on_commit(f.batch); };
   if (committed)
-    on_committed = [this, committed = std::move(committed)](const CommitBatch& b) {
-      committed(b);  // before the turn's waiters wake: what a start's callback is told comes first
-      on_commit(b);
+    on_committed = [this, committed = std::move(committed)](const RunEmitter::Flushed& f) {
+      committed(f);  // before the turn's waiters wake: what a start's callback is told comes first
+      on_commit(f.batch);
     };
   auto em = std::make_shared<RunEmitter>(*cfg.store, hub, thread_id, run_id, std::move(on_committed),
                                          CommitRetry{cfg.commit_retries, cfg.commit_retry_backoff}, std::move(failed));
@@ -278,12 +278,31 @@ std::vector<ClientToolOffer> Runtime::Impl::offer_client_tools(const std::vector
   return out;
 }
 
+size_t Subscription::drain(size_t max, const std::function<void(const StoredEvent&)>& take) {
+  size_t n = 0;
+  for (; n < max; ++n) {
+    std::optional<StoredEvent> e;
+    try {
+      e = next(std::chrono::milliseconds(0));
+    } catch (...) {
+      if (n == 0) throw;
+      break;
+    }
+    if (!e) break;
+    take(*e);
+  }
+  return n;
+}
+
 std::unique_ptr<Subscription> Runtime::subscribe(std::string_view thread_id, int64_t after_seq) {
   require_id(thread_id, "thread id");
   if (after_seq < 0) throw Error(ErrorCode::invalid_argument, "after_seq must not be negative");
   struct Sub final : Subscription {
     std::shared_ptr<SubscriptionImpl> impl;
     std::optional<StoredEvent> next(std::chrono::milliseconds timeout) override { return impl->next(timeout); }
+    size_t drain(size_t max, const std::function<void(const StoredEvent&)>& take) override {
+      return impl->drain(max, take);
+    }
     void close() override { impl->close(); }
     bool closed() const override { return impl->closed(); }
     void on_ready(std::function<void()> ready) override { impl->set_ready(std::move(ready)); }

@@ -159,9 +159,9 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     told = std::make_shared<AsyncStart>();
     told->started = std::move(*async);
     told->handle = TurnHandle{turn.thread_id, turn.id, turn.run_id, false, 0, {}};
-    tell = [told](const CommitBatch& b) {
+    tell = [told](const RunEmitter::Flushed& f) {
       TurnHandle h = told->handle;
-      h.first_seq = b.events.empty() ? 0 : b.events.front().seq;
+      h.first_seq = f.first_seq();
       told->fire(h, nullptr);
     };
   }
@@ -227,7 +227,7 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
       throw;
     }
   }
-  CommitBatch committed;
+  RunEmitter::Flushed committed;
   try {
     committed = em->flush();
   } catch (const Error& e) {
@@ -236,9 +236,8 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     throw;
   }
   runs_started.fetch_add(1, std::memory_order_relaxed);
-  turn.version = committed.turn ? committed.turn->version : 0;
-  TurnHandle out{
-      turn.thread_id, turn.id, turn.run_id, false, committed.events.empty() ? 0 : committed.events.front().seq, {}};
+  turn.version = committed.batch.turn ? committed.batch.turn->version : 0;
+  TurnHandle out{turn.thread_id, turn.id, turn.run_id, false, committed.first_seq(), {}};
   enqueue([this, handle, turn]() mutable { run_fresh(handle, turn); });
   return out;
 }

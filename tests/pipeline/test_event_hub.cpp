@@ -1,4 +1,5 @@
-// A subscription's catching up with the store: a poke that comes while it reads is not lost.
+// The event hub and its subscriptions: catching up with the store (a poke that comes while it reads is not lost),
+// the tails that spare a new subscription its read, and drain(), which hands over the events the hub shares.
 #include <doctest/doctest.h>
 
 #include <condition_variable>
@@ -263,4 +264,115 @@ TEST_CASE("event hub: the tails stay within their budget; a large commit is not 
   reads = store.reads;
   CHECK(drain(store, hub, "big", 0) == std::vector<int>{1, 2});
   CHECK(store.reads > reads);
+}
+
+TEST_CASE("event hub: drain hands over what next() would, in order, without a copy of the events the hub shares") {
+  TempDir dir;
+  SqliteStore store(SqliteStoreOptions{dir.file("hub.db")});
+  EventHub hub;
+  start_tails(hub, store);
+  // Three events of a run and one of the log's own (no run: never handed to clients), committed and published.
+  CommitBatch b;
+  b.thread_id = "t";
+  for (int v : {1, 2, 3, 4})
+    b.events.push_back(StoredEvent{0, v == 2 ? "" : "run_1", R"({"type":"CUSTOM","value":)" + std::to_string(v) + "}"});
+  store.commit(b);
+  hub.publish("t", b.events);
+
+  auto open = [&] {
+    auto s = std::make_shared<SubscriptionImpl>(store, hub, "t", 0);
+    s->start();
+    return s;
+  };
+  auto a = open(), c = open();
+  std::vector<const StoredEvent*> seen_a, seen_c;
+  std::vector<int64_t> seqs;
+  CHECK(a->drain(10, [&](const StoredEvent& e) {
+    seen_a.push_back(&e);
+    seqs.push_back(e.seq);
+  }) == 3);
+  CHECK(seqs == std::vector<int64_t>{1, 3, 4});
+  CHECK(c->drain(2, [&](const StoredEvent& e) { seen_c.push_back(&e); }) == 2);  // at most `max`
+  CHECK(c->drain(10, [&](const StoredEvent& e) { seen_c.push_back(&e); }) == 1);
+  CHECK(seen_c == seen_a);  // the same events, not copies: both subscriptions read the hub's one batch
+  CHECK(a->drain(10, [](const StoredEvent&) { FAIL("nothing new"); }) == 0);
+
+  // Live: a later commit's events come the same way, and next() still hands over copies of them.
+  auto more = commit_events(store, "t", {5, 6});
+  hub.publish("t", more);
+  seqs.clear();
+  CHECK(a->drain(10, [&](const StoredEvent& e) { seqs.push_back(e.seq); }) == 2);
+  CHECK(seqs == std::vector<int64_t>{5, 6});
+  auto e5 = c->next(std::chrono::milliseconds(0));
+  REQUIRE(e5);
+  CHECK(e5->seq == 5);
+  CHECK(e5->json.find("\"value\":5") != std::string::npos);
+  CHECK(c->drain(10, [&](const StoredEvent& e) { CHECK(e.seq == 6); }) == 1);
+  a->close();
+  CHECK(a->drain(10, [](const StoredEvent&) { FAIL("closed"); }) == 0);
+}
+
+namespace {
+
+// A store whose reads of events fail while `failing` is set.
+class FailingReads final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<StoredEvent> events_after(std::string_view thread_id, int64_t after_seq, size_t limit) override {
+    if (failing) throw Error(ErrorCode::io, "events_after: disk I/O error");
+    auto rows = inner->events_after(thread_id, after_seq, limit);
+    if (fail_after_this) failing = true;
+    return rows;
+  }
+  bool failing = false;
+  bool fail_after_this = false;
+};
+
+}  // namespace
+
+TEST_CASE("event hub: a drain that fails reading the store hands over what it read first; the next one throws") {
+  TempDir dir;
+  auto inner = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("hub.db")});
+  FailingReads store(inner);
+  EventHub hub;
+  std::vector<int> values(515);
+  for (int i = 0; i < 515; ++i) values[static_cast<size_t>(i)] = i + 1;
+  commit_events(*inner, "t", values);  // not published: the subscription reads the store, 512 a page
+  auto sub = std::make_shared<SubscriptionImpl>(store, hub, "t", 0);
+  sub->start();
+  store.fail_after_this = true;  // the first page is read, the second read fails
+  int64_t last = 0;
+  CHECK(sub->drain(1000, [&](const StoredEvent& e) { CHECK(e.seq == ++last); }) == 512);
+  CHECK_THROWS_WITH_AS(sub->drain(1000, [](const StoredEvent&) { FAIL("nothing read"); }),
+                       "events_after: disk I/O error", Error);
+  store.failing = store.fail_after_this = false;  // the disk is back: it goes on from where it was
+  CHECK(sub->drain(1000, [&](const StoredEvent& e) { CHECK(e.seq == ++last); }) == 3);
+  CHECK(last == 515);
+}
+
+TEST_CASE("Subscription::drain of a host's own subscription: next(0) until nothing, at most max, failures as next's") {
+  struct Listed final : Subscription {
+    std::vector<StoredEvent> events;
+    size_t at = 0;
+    size_t fail_at = SIZE_MAX;
+    std::optional<StoredEvent> next(std::chrono::milliseconds) override {
+      if (at == fail_at) throw Error(ErrorCode::io, "cannot read");
+      if (at == events.size()) return std::nullopt;
+      return events[at++];
+    }
+    void close() override {}
+    bool closed() const override { return false; }
+    void on_ready(std::function<void()>) override {}
+  } s;
+  for (int64_t i = 1; i <= 5; ++i) s.events.push_back(StoredEvent{i, "run_1", "{}"});
+  std::vector<int64_t> seqs;
+  auto take = [&](const StoredEvent& e) { seqs.push_back(e.seq); };
+  CHECK(s.drain(2, take) == 2);
+  s.fail_at = 3;
+  CHECK(s.drain(10, take) == 1);  // the failure after one event: that one handed over, no throw
+  CHECK_THROWS_WITH_AS(s.drain(10, take), "cannot read", Error);
+  s.fail_at = SIZE_MAX;
+  CHECK(s.drain(10, take) == 2);
+  CHECK(seqs == std::vector<int64_t>{1, 2, 3, 4, 5});
+  CHECK(s.drain(10, take) == 0);
 }

@@ -28,7 +28,7 @@ TEST_CASE("run emitter: the flusher commits nothing while a unit is open, then a
   SqliteStore store(SqliteStoreOptions{dir.file("agentrt.db")});
   EventHub hub;
   int commits = 0;
-  RunEmitter em(store, hub, "th_1", "run_1", [&](const CommitBatch&) { ++commits; });
+  RunEmitter em(store, hub, "th_1", "run_1", [&](const RunEmitter::Flushed&) { ++commits; });
   {
     RunEmitter::Unit outer(em);
     em.create_thread(thread_record());
@@ -59,9 +59,12 @@ TEST_CASE("run emitter: the run's own flush inside a unit commits") {
   RunEmitter::Unit unit(em);
   em.create_thread(thread_record());
   em.emit(events::custom("agentrt.test", json{{"n", 1}}));
-  auto batch = em.flush();
-  REQUIRE(batch.events.size() == 1);
-  CHECK(batch.events[0].seq == 1);
+  auto flushed = em.flush();
+  CHECK(flushed.batch.events.empty());  // moved to the hub's shared copy
+  REQUIRE(flushed.events);
+  REQUIRE(flushed.events->size() == 1);
+  CHECK((*flushed.events)[0].seq == 1);
+  CHECK(flushed.first_seq() == 1);
   CHECK(store.events_after("th_1", 0, 10).size() == 1);
 }
 

@@ -295,11 +295,8 @@ void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
   }
   // Everything committed so far, made into frames once, then handed to each stream in one piece.
   std::vector<SharedChunk> batch;
-  while (batch.size() < static_cast<size_t>(kPumpBatch)) {
-    auto e = f->sub->next(std::chrono::milliseconds(0));
-    if (!e) break;
-    batch.push_back(frame(*e, f->internal_id, f->client_id));
-  }
+  f->sub->drain(static_cast<size_t>(kPumpBatch),
+                [&](const StoredEvent& e) { batch.push_back(frame(e, f->internal_id, f->client_id)); });
   if (batch.empty()) return;
   const SharedChunk joined = batch.size() > 1 ? join_frames(batch, kMaxJoinedBytes) : nullptr;
   {
