@@ -318,6 +318,8 @@ std::optional<StoredEvent> SubscriptionImpl::next(std::chrono::milliseconds time
 size_t SubscriptionImpl::drain(size_t max, const std::function<void(const StoredEvent&)>& take) {
   std::vector<EventBatch> held;  // what `out` points into, alive after the lock is let go
   std::vector<const StoredEvent*> out;
+  held.reserve(4);
+  out.reserve(std::min<size_t>(max, 64));
   {
     std::unique_lock<std::mutex> lock(mutex_);
     while (out.size() < max) {

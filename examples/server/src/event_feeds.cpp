@@ -107,7 +107,8 @@ EventFeeds::~EventFeeds() {
   feeds_.clear();
 }
 
-SharedChunk EventFeeds::frame(const StoredEvent& e, std::string_view internal_id, std::string_view client_id) {
+SharedChunk EventFeeds::frame(const StoredEvent& e, std::string_view internal_id, std::string_view client_id,
+                              const StreamChunk* previous) {
   auto c = std::make_shared<StreamChunk>();
   c->terminal = is_terminal_event(e.json);  // the type is the same after the id's translation
   char seq[24];
@@ -118,7 +119,10 @@ SharedChunk EventFeeds::frame(const StoredEvent& e, std::string_view internal_id
   append_rewritten_json(b, e.json, internal_id, client_id);
   b.append("\n\n", 2);
   c->seq = e.seq;
-  c->run_id = e.run_id;
+  if (previous && previous->run && *previous->run == e.run_id)
+    c->run = previous->run;  // a run's frames share one copy of its id
+  else if (!e.run_id.empty())
+    c->run = std::make_shared<const std::string>(e.run_id);
   return c;
 }
 
@@ -295,8 +299,9 @@ void EventFeeds::pump(const std::shared_ptr<Feed>& f) {
   }
   // Everything committed so far, made into frames once, then handed to each stream in one piece.
   std::vector<SharedChunk> batch;
-  f->sub->drain(static_cast<size_t>(kPumpBatch),
-                [&](const StoredEvent& e) { batch.push_back(frame(e, f->internal_id, f->client_id)); });
+  f->sub->drain(static_cast<size_t>(kPumpBatch), [&](const StoredEvent& e) {
+    batch.push_back(frame(e, f->internal_id, f->client_id, batch.empty() ? nullptr : batch.back().get()));
+  });
   if (batch.empty()) return;
   const SharedChunk joined = batch.size() > 1 ? join_frames(batch, kMaxJoinedBytes) : nullptr;
   {

@@ -56,8 +56,10 @@ class EventFeeds {
 
   size_t feeds() const;  // threads with a runtime subscription (tests, stats)
 
-  // The SSE frame of one stored event: "id: <seq>\ndata: <json, internal id -> client id>\n\n".
-  static SharedChunk frame(const StoredEvent& e, std::string_view internal_id, std::string_view client_id);
+  // The SSE frame of one stored event: "id: <seq>\ndata: <json, internal id -> client id>\n\n". `previous`: the
+  // frame made before it, whose run id it shares when it is the same run's.
+  static SharedChunk frame(const StoredEvent& e, std::string_view internal_id, std::string_view client_id,
+                           const StreamChunk* previous = nullptr);
 
   struct Feed;
   struct CatchUp;

@@ -70,9 +70,10 @@ struct HttpResponse {
 // One SSE frame (or comment) as bytes, shared by every stream that writes it: serialized once.
 struct StreamChunk {
   std::string bytes;
-  int64_t seq = 0;        // 0: not an event (a comment)
-  std::string run_id;     // the event's run
-  bool terminal = false;  // RUN_FINISHED or RUN_ERROR
+  int64_t seq = 0;                         // 0: not an event (a comment)
+  std::shared_ptr<const std::string> run;  // the event's run (shared by a run's frames; null: none)
+  bool terminal = false;                   // RUN_FINISHED or RUN_ERROR
+  std::string_view run_id() const { return run ? std::string_view(*run) : std::string_view(); }
 };
 using SharedChunk = std::shared_ptr<const StreamChunk>;
 

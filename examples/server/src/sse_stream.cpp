@@ -56,7 +56,7 @@ void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* 
   bool whole = joined != nullptr;
   for (size_t i = 0; whole && pre_1_0_ && i < n; ++i) whole = !frames[i]->terminal;
   for (size_t i = 0; whole && mode_ == Mode::one_run && i < n; ++i)
-    whole = frames[i]->run_id == run_id_ && (!frames[i]->terminal || i + 1 == n);
+    whole = frames[i]->run_id() == run_id_ && (!frames[i]->terminal || i + 1 == n);
   bool terminal = false;
   if (whole) {
     terminal = (*joined)->terminal;
@@ -66,7 +66,7 @@ void SseStream::deliver(const SharedChunk* frames, size_t n, const SharedChunk* 
     std::vector<SharedChunk> mine;
     mine.reserve(n);
     for (size_t i = 0; i < n && !(terminal && mode_ == Mode::one_run); ++i) {
-      if (mode_ == Mode::one_run && frames[i]->run_id != run_id_) continue;
+      if (mode_ == Mode::one_run && frames[i]->run_id() != run_id_) continue;
       mine.push_back(pre_1_0_ && frames[i]->terminal ? pre_1_0_frame(frames[i]) : frames[i]);
       terminal = terminal || frames[i]->terminal;
     }
