@@ -327,8 +327,10 @@ class Runtime {
   // durable (first_seq set), or with what refused it, nothing of the turn stored (Error conflict, not_found,
   // too_large or io, as start_turn throws them; cancelled when the runtime stops before the run begins). A
   // repeated client message id calls it before this returns (existing = true, as start_turn answers). It runs on
-  // the thread that committed the start (a worker, the flusher): it must be quick and must not call the runtime
-  // (post the work). The input's checks throw here, before anything runs, as start_turn's do. Returns the turn's
+  // the thread that committed the start (a worker, the flusher), with none of the runtime's locks held: it may call
+  // the runtime (subscribe to the thread, read), but must be quick (the run, or the flusher's other commits, wait
+  // for it) and must not wait for the turn itself (wait() on it from there never returns). The turn's waiters wake
+  // after it has returned. The input's checks throw here, before anything runs, as start_turn's do. Returns the turn's
   // ids (first_seq 0: the start is not stored yet; a repeat's handle as `started` is told it); wait() on them waits
   // for the start too (not_found once it was refused; timeout when the timeout passes before the start is stored),
   // other calls naming the turn find it once it is stored.

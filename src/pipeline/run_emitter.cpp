@@ -293,9 +293,13 @@ RunEmitter::Flushed RunEmitter::flush() { return flush(false); }
 
 RunEmitter::Flushed RunEmitter::flush(bool background) {
   Flushed out;
+  bool told = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (background && open_units_ > 0) return out;
+    // A run's own flush commits only once the calls after the flusher's commits have returned: what it commits
+    // (the run's end, which the turn's waiters see) comes after whatever they tell, as when they ran locked.
+    if (!background) callbacks_done_.wait(lock, [&] { return callbacks_ == 0; });
     const bool was_failed = failure_.has_value();
     try {
       out.batch = commit_locked();
@@ -311,8 +315,24 @@ RunEmitter::Flushed RunEmitter::flush(bool background) {
       out.events = std::make_shared<const std::vector<StoredEvent>>(std::move(out.batch.events));
       out.batch.events.clear();
       hub_.publish(thread_id_, out.events);
+      if (first_seq_ == 0) first_seq_ = out.events->front().seq;
     }
-    if (on_commit_) on_commit_(out);
+    out.emitter_first_seq = first_seq_;
+    if (on_commit_) {
+      told = true;
+      ++callbacks_;
+    }
+  }
+  // The callback runs unlocked: it may call the runtime (a host's start callback opens its stream there, on this
+  // thread, instead of handing that to another).
+  if (told) {
+    try {
+      on_commit_(out);
+    } catch (...) {
+      // Not the commit's failure: the callbacks given here do not throw.
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--callbacks_ == 0) callbacks_done_.notify_all();
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -42,7 +43,11 @@ class RunEmitter {
     CommitBatch batch;  // its `events` empty: see `events`
     EventBatch events;  // null when the batch had none
     int64_t first_seq() const { return events && !events->empty() ? events->front().seq : 0; }
+    int64_t emitter_first_seq = 0;  // the first event this emitter ever committed (this flush's or an earlier one's)
   };
+  // Called after each commit on the committing thread, once the emitter's lock is released (it may call the
+  // runtime; the flusher's calls may overlap or come in either order: emitter_first_seq is the same in each). A
+  // run's own flush() commits only once every call begun before it has returned (the flusher's too).
   using Committed = std::function<void(const Flushed&)>;
   // Called once, on the thread whose flush failed for good (the flusher's too): how the run learns at once.
   using Failed = std::function<void()>;
@@ -154,6 +159,9 @@ class RunEmitter {
   std::function<void(const MessageRecord&)> on_message_;
   int open_units_ = 0;  // under mutex_
   std::optional<Error> failure_;
+  int64_t first_seq_ = 0;  // under mutex_
+  int callbacks_ = 0;      // on_commit_ calls under way (under mutex_)
+  std::condition_variable callbacks_done_;
 };
 
 }  // namespace v1

@@ -129,7 +129,7 @@ struct Runtime::Impl {
   }
   // `live`: the group-commit flusher commits what it stages in time. `run`: the run it writes for, cancelled
   // when a commit fails for good (so that the run ends at once, not at its next commit).
-  // `committed`: called after each of its commits too (under the emitter's lock, as RunEmitter::Committed).
+  // `committed`: called after each of its commits too (unlocked, as RunEmitter::Committed).
   std::shared_ptr<RunEmitter> make_emitter(const std::string& thread_id, const std::string& run_id,
                                            int64_t turn_version, bool live,
                                            const std::shared_ptr<RunHandle>& run = nullptr,

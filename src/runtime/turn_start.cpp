@@ -160,8 +160,9 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
     told->started = std::move(*async);
     told->handle = TurnHandle{turn.thread_id, turn.id, turn.run_id, false, 0, {}};
     tell = [told](const RunEmitter::Flushed& f) {
+      if (f.emitter_first_seq == 0) return;  // nothing of the start committed yet
       TurnHandle h = told->handle;
-      h.first_seq = f.first_seq();
+      h.first_seq = f.emitter_first_seq;  // the start's: this call may be a later commit's, overtaking the start's
       told->fire(h, nullptr);
     };
   }

@@ -264,6 +264,59 @@ TEST_CASE("start_turn_async: wait() on the returned ids waits for the start to b
         ErrorCode::not_found);  // no run, no row
 }
 
+TEST_CASE("start_turn_async: the callback may call the runtime; the turn's waiters wake only once it has returned") {
+  // The flusher commits the start while the model still answers: the callback runs there, subscribes to the thread
+  // and reads the start's events; it is held until the run has ended, and wait() on the turn returns only after.
+  TempDir dir;
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{dir.file("db.sqlite")});
+  Condition in_model, release_model, in_callback, release_callback;
+  auto script = [&](const ModelRequest&) {
+    in_model.notify();
+    release_model.wait();
+    return text_result("hi");
+  };
+  RuntimeConfig cfg = quiet_config(store, std::make_shared<ScriptedModel>(script));
+  cfg.flush_interval = std::chrono::milliseconds(5);  // the start commits during the model call
+  Runtime rt(cfg);
+  std::vector<std::string> seen;  // the callback's reading of the thread
+  std::exception_ptr callback_error;
+  std::atomic<bool> returned{false};
+  const TurnHandle ids = rt.start_turn_async(
+      turn_input("t-cb", user_message("hello")), [&](const TurnHandle& h, std::exception_ptr error) {
+        try {
+          if (error) std::rethrow_exception(error);
+          auto sub = rt.subscribe(h.thread_id, h.first_seq - 1);
+          sub->drain(100, [&](const StoredEvent& e) { seen.push_back(e.json.substr(0, 30)); });
+        } catch (...) {
+          callback_error = std::current_exception();
+        }
+        in_callback.notify();
+        release_callback.wait();
+        returned = true;
+      });
+  REQUIRE(in_model.wait());
+  REQUIRE(in_callback.wait());  // the start is committed while the model call is under way
+  REQUIRE_FALSE(callback_error);
+  REQUIRE_FALSE(seen.empty());
+  CHECK(seen.front().find("\"RUN_STARTED\"") != std::string::npos);
+  release_model.notify();  // the run ends: its last commit, then its end, wait for the callback
+  std::promise<TurnRecord> waited;
+  std::thread waiter([&] {
+    try {
+      waited.set_value(rt.wait(ids.turn_id, kLongWait));
+    } catch (...) {
+      waited.set_exception(std::current_exception());
+    }
+  });
+  auto result = waited.get_future();
+  CHECK(result.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  CHECK_FALSE(returned.load());
+  release_callback.notify();
+  waiter.join();
+  CHECK(returned.load());
+  CHECK(result.get().status == TurnStatus::completed);
+}
+
 TEST_CASE(
     "start_turn_async: an active turn refuses at once; a start refused at its commit is told and stores nothing") {
   TempDir dir;

@@ -93,7 +93,8 @@ struct StreamedStart {
   bool pre_1_0 = false;
 };
 
-// The stream of a run whose start has been stored (`h`), or the start's refusal (`error`), on a work thread.
+// The stream of a run whose start has been stored (`h`), or the start's refusal (`error`), on the thread that
+// committed the start (the runtime's callback).
 void answer_streamed_start(ServerContext& s, ApiCall& c, StreamSlot& slot, const StreamedStart& st, const TurnHandle& h,
                            const std::exception_ptr& error) {
   if (error) {
@@ -115,8 +116,9 @@ void answer_streamed_start(ServerContext& s, ApiCall& c, StreamSlot& slot, const
 }
 
 // A new run answered with its stream: the start rides on the run's first commit (Runtime::start_turn_async), so a
-// short turn is one commit. No thread waits for it: the runtime's callback hands the answer to a work thread,
-// which gives it as a start that waited would have (the stream once the start is stored; the refusal as JSON).
+// short turn is one commit. No thread waits for it: the runtime's callback gives the answer, on the thread that
+// committed the start, as a start that waited would have (the stream once the start is stored; the refusal as
+// JSON). The stream's first frames come from the hub's tail there, without a hand-off to a work thread.
 void start_streamed_run(ServerContext& s, ApiCall& c, const json& in, StreamedStart st) {
   auto slot = std::make_shared<StreamSlot>(s.stream_slots.take(c.user));  // a free stream slot before anything
   const TurnInput input = run_input(s, c, in);
@@ -124,13 +126,11 @@ void start_streamed_run(ServerContext& s, ApiCall& c, const json& in, StreamedSt
   s.rate_limit(c);
   auto call = c.shared_from_this();
   auto started = [&s, call, slot, st = std::move(st)](const TurnHandle& h, std::exception_ptr error) {
-    s.post_work([&s, call, slot, st, h, error] {
-      try {
-        answer_streamed_start(s, *call, *slot, st, h, error);
-      } catch (...) {
-        s.answer_failure(*call, std::current_exception());
-      }
-    });
+    try {
+      answer_streamed_start(s, *call, *slot, st, h, error);
+    } catch (...) {
+      s.answer_failure(*call, std::current_exception());
+    }
   };
   try {
     const TurnHandle h = s.rt->start_turn_async(input, std::move(started));
