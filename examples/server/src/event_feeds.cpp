@@ -131,13 +131,19 @@ size_t EventFeeds::feeds() const {
   return feeds_.size();
 }
 
-std::shared_ptr<EventFeeds::Feed> EventFeeds::open_feed_locked(const std::string& internal_id,
-                                                               const std::string& client_id, int64_t after) {
+std::shared_ptr<EventFeeds::Feed> EventFeeds::new_feed(const std::string& internal_id, const std::string& client_id,
+                                                       int64_t after) {
   auto f = std::make_shared<Feed>();
   f->internal_id = internal_id;
   f->client_id = client_id;
   f->base = f->last = after;
   f->sub = rt_.subscribe(internal_id, after);
+  return f;
+}
+
+std::shared_ptr<EventFeeds::Feed> EventFeeds::open_feed_locked(const std::string& internal_id,
+                                                               const std::string& client_id, int64_t after) {
+  auto f = new_feed(internal_id, client_id, after);
   feeds_[internal_id] = f;
   return f;
 }
@@ -180,18 +186,13 @@ std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal
     const auto thread = rt_.thread(internal_id);
     live = thread ? thread->last_seq : 0;
   }
-  std::shared_ptr<Feed> opened;  // armed once the map's lock is released
-  bool attached = false;
+  const bool near = after >= live || live - after <= kNearLive;
+  bool open = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = feeds_.find(internal_id);
-    if (it == feeds_.end() && (after >= live || live - after <= kNearLive)) {
-      opened = open_feed_locked(internal_id, client_id, after);
-      std::lock_guard<std::mutex> fl(opened->mutex);
-      attach_locked(opened, m, after);
-      attached = true;
-    } else if (it == feeds_.end()) {
-      opened = open_feed_locked(internal_id, client_id, live);  // at the live end; this stream catches up to it
+    if (it == feeds_.end()) {
+      open = true;
     } else {
       auto f = it->second;
       std::lock_guard<std::mutex> fl(f->mutex);
@@ -201,8 +202,28 @@ std::shared_ptr<EventFeeds::Member> EventFeeds::join(const std::string& internal
       }
     }
   }
-  if (opened) arm_and_pump(opened);
-  if (attached) return m;  // to the feed it opened
+  if (open) {
+    // The feed's subscription is made before the map's lock is taken again: subscribing allocates and takes the
+    // hub's lock, and every join and leave of every thread waits for the map's. A near join starts the feed where
+    // it joins; one far behind starts it at the live end and catches up to it.
+    std::shared_ptr<Feed> made = new_feed(internal_id, client_id, near ? after : live);
+    std::shared_ptr<Feed> opened;  // armed once the map's lock is released
+    bool attached = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = feeds_.find(internal_id);
+      std::shared_ptr<Feed> f = it == feeds_.end() ? made : it->second;  // another join may have opened one
+      if (f == made) feeds_[internal_id] = opened = made;
+      std::lock_guard<std::mutex> fl(f->mutex);
+      if (after >= f->base) {
+        attach_locked(f, m, after);
+        attached = true;
+      }
+    }
+    if (opened) arm_and_pump(opened);
+    made.reset();  // the one not needed (its subscription goes outside the map's lock)
+    if (attached) return m;
+  }
   // Behind the cache: read the store on a subscription of its own until it reaches the feed.
   auto c = std::make_shared<CatchUp>();
   c->member = m;

@@ -70,6 +70,8 @@ class EventFeeds {
   void pump(const std::shared_ptr<CatchUp>& c);
   // A new feed in the map, its subscription made but not armed: arm_and_pump() it once the map's lock is released.
   std::shared_ptr<Feed> open_feed_locked(const std::string& internal_id, const std::string& client_id, int64_t after);
+  // A feed with its subscription from `after`, not in the map yet.
+  std::shared_ptr<Feed> new_feed(const std::string& internal_id, const std::string& client_id, int64_t after);
   void arm_and_pump(const std::shared_ptr<Feed>& f);
   bool try_attach(const std::shared_ptr<Member>& m, int64_t after);
 
