@@ -1,45 +1,13 @@
 #include "runtime/worker_pool.hpp"
 
-#ifdef __linux__
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
-#include <climits>
 #include <exception>
 #include <memory>
 #include <string>
+#include "util/futex.hpp"
 #include "util/thread_name.hpp"
 
 namespace agentrt {
 inline namespace v1 {
-
-namespace {
-
-// std::atomic's wait and notify, straight on the futex where there is one: libstdc++'s wait first yields the core
-// a few times (sched_yield), about six system calls a run under load that bought nothing here.
-void wait_while(std::atomic<uint32_t>& word, uint32_t seen) {
-#ifdef __linux__
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
-#else
-  word.wait(seen);
-#endif
-}
-
-void wake_waiters(std::atomic<uint32_t>& word, bool all) {
-#ifdef __linux__
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, all ? INT_MAX : 1, nullptr, nullptr, 0);
-#else
-  if (all)
-    word.notify_all();
-  else
-    word.notify_one();
-#endif
-}
-
-}  // namespace
 
 WorkerPool::WorkerPool(int threads, OnError on_error) : on_error_(std::move(on_error)) {
   threads_.reserve(static_cast<size_t>(threads));
@@ -69,9 +37,9 @@ bool WorkerPool::post(std::function<void()> job) {
 void WorkerPool::wake(bool all) {
   epoch_.fetch_add(1);
   if (all || stopping_.load())
-    wake_waiters(epoch_, true);
+    futex_wake(epoch_, true);
   else if (sleepers_.load() > 0)
-    wake_waiters(epoch_, false);
+    futex_wake(epoch_);
 }
 
 void WorkerPool::stop() {
@@ -114,7 +82,7 @@ void WorkerPool::loop() {
           return;  // stopping, and nothing left to drain
         }
       }
-      if (!got) wait_while(epoch_, seen);
+      if (!got) futex_wait(epoch_, seen);
       sleepers_.fetch_sub(1);
       if (!got) continue;
     }

@@ -15,6 +15,7 @@
 #include "store/sqlite/event_body.hpp"
 #include "store/sqlite/message_body.hpp"
 #include "store/sqlite/rows.hpp"
+#include "util/futex.hpp"
 
 namespace agentrt {
 inline namespace v1 {
@@ -192,18 +193,26 @@ int64_t SqliteStore::write_transactions() const {
 // a size limit) is rolled back alone and gets its error; the others commit. When the transaction itself is lost
 // (an I/O error ends it, COMMIT fails), each batch of the group is committed again on its own, so that every
 // batch ends as it would have ended alone. A batch alone (no other waiting) commits as before, without savepoints.
+//
+// A waiting thread sleeps on its own word (a futex), set and woken by the committing thread after it has let the
+// queue's lock go: with the wake-ups under that lock (a system call each) every thread that came to queue its
+// batch meanwhile waited for all of them, and for the committing thread's time slice when it was preempted there.
 struct SqliteStore::Pending {
+  static constexpr uint32_t kWaiting = 0, kDone = 1, kLead = 2;
   CommitBatch* batch;
   std::exception_ptr error;
-  bool settled = false;          // committed, or refused with `error` (under mutex_)
-  bool done = false;             // told to its thread (under queue_mutex_)
-  bool lead = false;             // handed the next commit by the one before (under queue_mutex_)
-  std::condition_variable wake;  // its thread waits here: only it is woken, once done or leading
+  bool settled = false;                  // committed, or refused with `error` (under mutex_)
+  std::atomic<uint32_t> told{kWaiting};  // done (`error` set), or handed the next commit by the one before
+  void tell(uint32_t what) {
+    std::atomic<uint32_t>& word = told;
+    word.store(what, std::memory_order_release);
+    futex_wake(word);  // the address only: the waiter may already be gone with it
+  }
 };
 
 void SqliteStore::commit_rows(CommitBatch& b) {
   if (b.empty()) return;  // a layout took all there was (messages alone)
-  Pending me{&b, nullptr, false, false, false, {}};
+  Pending me{&b, nullptr, false};
   if (!options_.group_commit) {
     std::lock_guard<std::mutex> lock(mutex_);
     commit_alone(me);
@@ -213,11 +222,14 @@ void SqliteStore::commit_rows(CommitBatch& b) {
   std::unique_lock<std::mutex> q(queue_mutex_);
   queue_.push_back(&me);
   if (committing_) {
-    me.wake.wait(q, [&] { return me.done || me.lead; });
-    if (me.done) {
+    q.unlock();
+    uint32_t told = Pending::kWaiting;
+    while ((told = me.told.load(std::memory_order_acquire)) == Pending::kWaiting) futex_wait(me.told, told);
+    if (told == Pending::kDone) {
       if (me.error) std::rethrow_exception(me.error);
       return;
     }
+    q.lock();
   }
   // This thread commits: its batch with those queued before and after it, then what queued meanwhile, group by
   // group, while it is running anyway (a thread woken to commit would leave the connection idle until it runs).
@@ -241,22 +253,19 @@ void SqliteStore::commit_rows(CommitBatch& b) {
         if (!p->settled) p->error = std::current_exception();
     }
     q.lock();
-    for (auto* p : group) {
-      p->done = true;
-      if (p != &me) p->wake.notify_one();
-    }
-    if (queue_.empty()) {
+    Pending* next = nullptr;  // the next committing thread, when this one stops
+    const bool last = queue_.empty();
+    if (last)
       committing_ = false;
-      break;
-    }
-    if (round + 1 == kMaxRounds) {
-      // Enough for this caller: the first batch still queued commits next.
-      queue_.front()->lead = true;
-      queue_.front()->wake.notify_one();
-      break;
-    }
+    else if (round + 1 == kMaxRounds)
+      next = queue_.front();  // enough for this caller: the first batch still queued commits next
+    q.unlock();
+    for (auto* p : group)
+      if (p != &me) p->tell(Pending::kDone);
+    if (next) next->tell(Pending::kLead);
+    if (last || next) break;
+    q.lock();
   }
-  q.unlock();
   if (me.error) std::rethrow_exception(me.error);
 }
 
