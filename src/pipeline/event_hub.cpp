@@ -69,14 +69,16 @@ void EventHub::detach(const std::string& thread_id, const SubscriptionImpl* sub)
   if (v.empty()) subs_.erase(it);
 }
 
-void EventHub::drop_locked(Tail& t) {
+void EventHub::drop_locked(Tail& t, std::vector<EventBatch>& dropped) {
   tail_bytes_ -= t.bytes;
   t.bytes = 0;
   t.events = 0;
+  for (auto& b : t.batches) dropped.push_back(std::move(b));
   t.batches.clear();
 }
 
-void EventHub::remember_locked(const std::string& thread_id, const EventBatch& batch) {
+void EventHub::remember_locked(const std::string& thread_id, const EventBatch& batch,
+                               std::vector<EventBatch>& dropped) {
   const auto& events = *batch;
   size_t bytes = 0;
   bool consecutive = true;
@@ -95,11 +97,11 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
   // A batch that does not follow the tail (another run's commit published first; a tail from before another
   // process was seen) starts it anew; one too large to keep, or not consecutive, leaves none (the store is read).
   if (t.epoch != epoch_ || t.batches.empty() || t.batches.back()->back().seq + 1 != events.front().seq) {
-    drop_locked(t);
+    drop_locked(t, dropped);
     t.epoch = epoch_;
   }
   if (bytes > kTailBatchBytes || !consecutive) {
-    drop_locked(t);
+    drop_locked(t, dropped);
   } else {
     t.batches.push_back(batch);
     t.events += events.size();
@@ -111,6 +113,7 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
       t.events -= t.batches.front()->size();
       t.bytes -= b;
       tail_bytes_ -= b;
+      dropped.push_back(std::move(t.batches.front()));
       t.batches.pop_front();
     }
   }
@@ -118,7 +121,7 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
   // what they published.
   while ((tail_bytes_ > kTailBytes || tails_.size() > kTailThreads) && lru_.size() > 1) {
     auto victim = tails_.find(*lru_.back());
-    drop_locked(victim->second);
+    drop_locked(victim->second, dropped);
     lru_.pop_back();
     tails_.erase(victim);
   }
@@ -127,6 +130,7 @@ void EventHub::remember_locked(const std::string& thread_id, const EventBatch& b
 void EventHub::publish(const std::string& thread_id, EventBatch batch) {
   if (!batch || batch->empty()) return;
   std::vector<std::shared_ptr<SubscriptionImpl>> targets;
+  std::vector<EventBatch> dropped;  // freed after the lock
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Before any tail is kept too: a batch published before caching began, after a later one, must still count.
@@ -136,7 +140,7 @@ void EventHub::publish(const std::string& thread_id, EventBatch batch) {
     if (it != subs_.end())
       for (const auto& w : it->second)
         if (auto s = w.lock()) targets.push_back(std::move(s));
-    if (caching_.load(std::memory_order_relaxed)) remember_locked(thread_id, batch);
+    if (caching_.load(std::memory_order_relaxed)) remember_locked(thread_id, batch, dropped);
   }
   for (const auto& s : targets) s->push(batch);
 }
@@ -153,6 +157,7 @@ void EventHub::poke_all() {
 }
 
 void EventHub::tail_external(int64_t external_version) {
+  std::vector<EventBatch> dropped;  // freed after the lock
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool first = !seen_external_;
@@ -161,7 +166,7 @@ void EventHub::tail_external(int64_t external_version) {
     if (external_version < 0) {  // the store cannot tell: no tail is ever sure to end where the thread does
       external_unknown_ = true;
       caching_.store(false, std::memory_order_relaxed);
-      for (auto& [id, t] : tails_) drop_locked(t);
+      for (auto& [id, t] : tails_) drop_locked(t, dropped);
     }
     if (first || same) return;
     ++epoch_;  // another process committed: any tail may lack its events

@@ -88,8 +88,10 @@ class EventHub {
     uint64_t epoch = 0;
     std::list<const std::string*>::iterator lru;
   };
-  void remember_locked(const std::string& thread_id, const EventBatch& batch);
-  void drop_locked(Tail& t);
+  // Under mutex_. What they let go of goes to `dropped`, freed by the caller once the lock is released: the last
+  // holder of a batch frees each of its events, and every commit of every thread waits for the hub's lock.
+  void remember_locked(const std::string& thread_id, const EventBatch& batch, std::vector<EventBatch>& dropped);
+  void drop_locked(Tail& t, std::vector<EventBatch>& dropped);
   static size_t slot(std::string_view thread_id);
 
   mutable std::mutex mutex_;
