@@ -1,5 +1,6 @@
 #include "pipeline/run_emitter.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "agentrt/clock.hpp"
@@ -25,8 +26,14 @@ void RunEmitter::note_pending() {
   if (batch_->empty() && undo_.empty()) pending_since_ = std::chrono::steady_clock::now();
 }
 
-void RunEmitter::stage_event(std::string body) {
+void RunEmitter::note_content() {
   note_pending();
+  if (due_since_.load(std::memory_order_relaxed) == 0)
+    due_since_.store(std::max<int64_t>(1, pending_since_.time_since_epoch().count()), std::memory_order_release);
+}
+
+void RunEmitter::stage_event(std::string body) {
+  note_content();
   batch_->events.push_back(StoredEvent{0, run_id_, std::move(body)});
 }
 
@@ -173,7 +180,7 @@ int64_t RunEmitter::turn_version() const {
 void RunEmitter::set_turn(const TurnRecord& t) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
-  note_pending();
+  note_content();
   batch_->expected_version = turn_version_;
   batch_->turn = t;
   projected_turn_ = false;  // this row, unless the events change the turn again
@@ -183,7 +190,7 @@ void RunEmitter::set_turn(const TurnRecord& t) {
 void RunEmitter::create_thread(ThreadRecord t) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!staging()) return;
-  note_pending();
+  note_content();
   batch_->create_thread = std::move(t);
 }
 
@@ -228,6 +235,7 @@ void RunEmitter::drop_batch() {
   undo_.clear();
   *batch_ = CommitBatch{};
   batch_->thread_id = thread_id_;
+  due_since_.store(0, std::memory_order_release);
   projected_turn_ = false;
   projector_.drop_turn_change();
   projector_.drop_ledger_changes();
@@ -286,6 +294,7 @@ CommitBatch RunEmitter::commit_locked() {
   out = std::move(*batch_);
   *batch_ = CommitBatch{};
   batch_->thread_id = thread_id_;
+  due_since_.store(0, std::memory_order_release);
   return out;
 }
 
@@ -360,14 +369,11 @@ std::optional<Error> RunEmitter::failure() const {
   return failure_;
 }
 
-bool RunEmitter::has_pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !batch_->empty() && !failure_;
-}
+bool RunEmitter::has_pending() const { return due_since_.load(std::memory_order_acquire) != 0; }
 
 std::chrono::steady_clock::time_point RunEmitter::pending_since() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return pending_since_;
+  return std::chrono::steady_clock::time_point(
+      std::chrono::steady_clock::duration(due_since_.load(std::memory_order_acquire)));
 }
 
 }  // namespace v1

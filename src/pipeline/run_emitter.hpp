@@ -3,6 +3,7 @@
 // then publishes to the event hub.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -135,6 +136,7 @@ class RunEmitter {
   void drop_batch();                             // undoes the batch's objects and empties it (under mutex_)
   bool staging() const { return !failure_; }     // under mutex_: a failed emitter takes nothing more
   void note_pending();                           // under mutex_
+  void note_content();                           // under mutex_: the batch is about to hold something
   void stage_event(std::string body);            // under mutex_
   void project(std::optional<MessageRecord> m);  // under mutex_
   CommitBatch commit_locked();                   // under mutex_; throws
@@ -152,6 +154,10 @@ class RunEmitter {
   std::unique_ptr<CommitBatch> batch_ = std::make_unique<CommitBatch>();
   std::vector<std::function<void()>> undo_;
   std::chrono::steady_clock::time_point pending_since_{};
+  // pending_since_ while the batch holds something to commit, else 0 (set under mutex_): the group-commit flusher
+  // asks has_pending() and pending_since() of every live run each tick without taking the lock that a commit
+  // holds throughout.
+  std::atomic<int64_t> due_since_{0};
   int64_t turn_version_ = -1;
   bool projected_turn_ = false;  // the batch's turn row is the projector's, taken as it commits
   int64_t turn_created_at_ = 0, turn_updated_at_ = 0;
