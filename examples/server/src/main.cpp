@@ -1,6 +1,7 @@
 // agentrt-server: the agentrt runtime over HTTP (AG-UI 1.0 over SSE). See examples/server/README.md.
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -13,6 +14,10 @@
 
 int main(int argc, char** argv) {
   using namespace agentrt::server;
+  // Before SQLite is first used: no memory statistics, which SQLite keeps under one mutex of the whole process,
+  // taken on each of its allocations (every connection's, the readers' and the committer's alike). Nothing here
+  // reads them. (A process-wide setting: the program's to make, not the library's.)
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   ServerConfig config;
   try {
     if (!apply_server_flags(argc, argv, config)) {
