@@ -174,6 +174,7 @@ class SqliteStore final : public Store {
   sqlite::EventPacker packer_;  // under mutex_: event rows packed for write_rows
   std::string message_body_;    // under mutex_: a message packed for write_rows (sqlite/message_body.hpp)
   unsigned data_version_ = 0;
+  int64_t next_span_ = 0;  // the span new_span gives next, 0: read it (under mutex_; valid as tails_ are)
   std::atomic<int64_t> write_txns_{0};
   // Writes the batch's rows in the open write transaction and returns the thread's new tail; `written`: the
   // tails of the batches this transaction has written so far (looked at before tails_).

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "store/sqlite/rows.hpp"
@@ -510,4 +511,48 @@ TEST_CASE("the active-turn queries read the partial index, not the table") {
     CHECK(joined.find("SEARCH w USING PRIMARY KEY (turn_id=?)") != std::string::npos);  // a probe, no scan of waits
   }
   sqlite3_close(db);
+}
+
+TEST_CASE("new threads' spans never collide when two connections take turns giving them") {
+  // Each store counts the spans it gives while nobody else writes; a commit by the other connection makes it read
+  // them from the rows again (a stale count would give the other's span twice: rows of two threads in one span).
+  TempDir dir;
+  SqliteStore a(SqliteStoreOptions{dir.file("spans.db")});
+  SqliteStore b(SqliteStoreOptions{dir.file("spans.db")});
+  auto start = [](SqliteStore& s, const std::string& thread) {
+    CommitBatch c;
+    c.thread_id = thread;
+    c.create_thread = ThreadRecord{thread, "u", "", false, 0, 0, 0};
+    c.events.push_back(StoredEvent{0, "run_" + thread, R"({"type":"CUSTOM","value":")" + thread + "\"}"});
+    c.messages.push_back(MessageRecord{thread, 0, "turn_" + thread, "run_" + thread, user_message("hi " + thread)});
+    s.commit(c);
+  };
+  std::vector<std::string> threads;
+  for (int i = 0; i < 12; ++i) {
+    const std::string t = fmt::format("t{}", i);
+    start(i % 3 == 2 ? b : a, t);  // a, a, b, a, a, b, ...: each store gives spans in a row, then the other one
+    threads.push_back(t);
+  }
+  std::set<int64_t> bases;
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(dir.file("spans.db").c_str(), &db) == SQLITE_OK);
+  for (const auto& t : threads) {
+    sqlite3_stmt* q = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "SELECT base FROM thread_spans WHERE thread_id=?", -1, &q, nullptr) == SQLITE_OK);
+    sqlite3_bind_text(q, 1, t.c_str(), -1, SQLITE_TRANSIENT);
+    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+    bases.insert(sqlite3_column_int64(q, 0));
+    sqlite3_finalize(q);
+    // Each thread reads back its own event and message, from either connection.
+    for (SqliteStore* s : {&a, &b}) {
+      auto evs = s->events_after(t, 0, 10);
+      REQUIRE(evs.size() == 1);
+      CHECK(evs[0].json.find("\"" + t + "\"") != std::string::npos);
+      auto msgs = s->messages(t);
+      REQUIRE(msgs.size() == 1);
+      CHECK(msgs[0].message.content == "hi " + t);
+    }
+  }
+  sqlite3_close(db);
+  CHECK(bases.size() == threads.size());  // a span of its own each
 }

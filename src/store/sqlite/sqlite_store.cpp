@@ -165,7 +165,10 @@ void SqliteStore::begin_write() {
   stmt("BEGIN IMMEDIATE").run();
   // The pager's data version moves with every commit, ours and other connections'. Unchanged since our
   // last commit: nobody else wrote, and what we remember of the threads' tails still holds.
-  if (db_->data_version() != data_version_) tails_.clear();
+  if (db_->data_version() != data_version_) {
+    tails_.clear();
+    next_span_ = 0;
+  }
 }
 
 void SqliteStore::end_write(bool commit) {
@@ -363,12 +366,19 @@ int64_t SqliteStore::new_span(std::string_view thread_id) {
                     std::string_view(AGENTRT_EVENT_SPAN_SIZE) == "4294967296" &&
                     std::string_view(AGENTRT_EVENT_SPAN_LAST) == "4294967295",
                 "AGENTRT_*SPAN_SIZE and AGENTRT_*SPAN_LAST name the spans' sizes and last offsets");
-  auto top = stmt("SELECT max(coalesce((SELECT max(id) FROM messages), 0) / " AGENTRT_SPAN_SIZE
-                  ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE ") + 1");
-  const int64_t base = top.step() ? top.i64(0) : 0;
+  // The next span is read from the rows once, then counted here while nobody else writes (begin_write forgets it
+  // when another connection has committed). A span given in a transaction or savepoint that is then rolled back
+  // is skipped, not given again: spans need only be unique and past every row.
+  int64_t base = next_span_;
+  if (base == 0) {
+    auto top = stmt("SELECT max(coalesce((SELECT max(id) FROM messages), 0) / " AGENTRT_SPAN_SIZE
+                    ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE ") + 1");
+    base = top.step() ? top.i64(0) : 0;
+  }
   if (base <= 0 || base > kMaxSpan)
     throw Error(ErrorCode::too_large, fmt::format("thread_spans: no span left for thread {}", thread_id));
   stmt("INSERT INTO thread_spans(thread_id, base) VALUES(?,?)").bind(1, thread_id).bind(2, base).run();
+  next_span_ = base + 1;
   return base;
 }
 
