@@ -69,7 +69,7 @@ class EventHub {
   // One commit's events, in sequence order: kept (the tail) and queued for the thread's subscribers as they are.
   void publish(const std::string& thread_id, EventBatch events);
   void publish(const std::string& thread_id, std::vector<StoredEvent> events) {
-    publish(thread_id, std::make_shared<const std::vector<StoredEvent>>(std::move(events)));
+    publish(thread_id, std::make_shared<std::vector<StoredEvent>>(std::move(events)));
   }
   // Tells every subscription to read the store again (events another process committed).
   void poke_all();

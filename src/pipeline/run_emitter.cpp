@@ -321,7 +321,8 @@ RunEmitter::Flushed RunEmitter::flush(bool background) {
     // events in the hub's tail, not only in the store. Moved, not copied: the hub's tail and every subscriber
     // share them.
     if (!out.batch.events.empty()) {
-      out.events = std::make_shared<const std::vector<StoredEvent>>(std::move(out.batch.events));
+      out.events =
+          std::make_shared<std::vector<StoredEvent>>(std::move(out.batch.events));  // not const: see EventBatch
       out.batch.events.clear();
       hub_.publish(thread_id_, out.events);
       if (first_seq_ == 0) first_seq_ = out.events->front().seq;
