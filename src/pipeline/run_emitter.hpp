@@ -137,6 +137,7 @@ class RunEmitter {
   bool staging() const { return !failure_; }     // under mutex_: a failed emitter takes nothing more
   void note_pending();                           // under mutex_
   void note_content();                           // under mutex_: the batch is about to hold something
+  static constexpr size_t kEventsReserved = 64;  // a batch's room for events, made as its first one comes
   void stage_event(std::string body);            // under mutex_
   void project(std::optional<MessageRecord> m);  // under mutex_
   CommitBatch commit_locked();                   // under mutex_; throws
