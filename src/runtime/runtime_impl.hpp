@@ -32,6 +32,7 @@
 #include "runtime/recovery.hpp"
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
+#include "runtime/tool_offers.hpp"
 #include "runtime/worker_pool.hpp"
 #include "tracing/run_spans.hpp"
 
@@ -105,6 +106,7 @@ struct Runtime::Impl {
   RuntimeConfig cfg;
   trace::Tracer tracer;  // the spans of runs, calls, waits and jobs, and their export thread (cfg.tracing)
   ToolRegistry tools;
+  ToolOffers offers{tools};            // the definitions stages offer their models, kept between turns
   std::unique_ptr<mcp::McpTools> mcp;  // the MCP servers' tools (registered in `tools`); null without servers
   EventHub hub;
 

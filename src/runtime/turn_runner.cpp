@@ -140,6 +140,21 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
   // tools are copied out of the registry again only when it has changed: each call offers the same ones.
   ModelRequest req;
   std::optional<uint64_t> defs_generation;
+  size_t offered = 0;  // req.tools' first ones: the stage's set from rt_.offers (the client's tools follow)
+  // The set goes back for the next turn's stage however this one ends.
+  struct GiveBack {
+    ToolOffers& offers;
+    Stage stage;
+    const StagePolicy& policy;
+    ModelRequest& req;
+    const std::optional<uint64_t>& generation;
+    const size_t& offered;
+    ~GiveBack() {
+      if (!generation || req.tools.size() < offered) return;
+      req.tools.resize(offered);
+      offers.give_back(stage, policy.tools, *generation, std::move(req.tools));
+    }
+  } give_back{rt_.offers, stage, policy, req, defs_generation, offered};
   for (;;) {
     check_cancel();
     if (ctx_.turn.steps >= rt_.cfg.max_steps)
@@ -148,7 +163,8 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
     if (rt_.mcp) report_changed_mcp_tools(stage);
     const uint64_t generation = rt_.tools.generation();  // read first: a change after it is seen next time
     if (defs_generation != generation) {
-      req.tools = rt_.tools.definitions(to_string(stage), policy.tools);
+      req.tools = rt_.offers.take(stage, policy.tools, generation);
+      offered = req.tools.size();
       if (stage == Stage::execution && ctx_.handle)
         for (const auto& c : ctx_.handle->client_tools) req.tools.push_back(c.definition);
       defs_generation = generation;

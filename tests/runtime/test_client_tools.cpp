@@ -383,3 +383,39 @@ TEST_CASE("a client tool's answer that is not valid UTF-8 is stored with replace
   REQUIRE(history.size() == 4);
   CHECK(history[3].content.find("dark \xEF\xBF\xBD\xEF\xBF\xBD end") != std::string::npos);
 }
+
+TEST_CASE("a turn's client tools are offered to it alone; a tool registered or removed between turns is offered so") {
+  Offers offers;
+  Harness h([&](const ModelRequest& req) {
+    offers.note(req);
+    return text_result("fine");
+  });
+  h.add_book_room();
+  auto executions = [&] {
+    std::lock_guard lock(offers.mutex);
+    std::vector<std::vector<std::string>> out;
+    for (const auto& [stage, names] : offers.seen)
+      if (stage == "execution") out.push_back(names);
+    return out;
+  };
+  h.threads.insert("t-o1");
+  h.wait(h.rt->start_turn(theme_input("t-o1", "hello")).turn_id);
+  h.wait(h.start("t-o2", "hello").turn_id);
+  ToolSpec extra;
+  extra.name = "add_note";
+  extra.handler = sync_tool([](const ToolCallContext&) { return ToolResult{}; });
+  h.rt->tools().add(std::move(extra));
+  h.wait(h.start("t-o3", "hello").turn_id);
+  h.threads.insert("t-o4");
+  h.wait(h.rt->start_turn(theme_input("t-o4", "hello")).turn_id);
+  REQUIRE(h.rt->tools().remove("book_room"));
+  h.wait(h.start("t-o5", "hello").turn_id);
+  h.wait(h.start("t-o6", "hello").turn_id);
+  using Names = std::vector<std::string>;
+  CHECK(executions() == std::vector<Names>{{"book_room", "change_theme"},
+                                           {"book_room"},
+                                           {"add_note", "book_room"},
+                                           {"add_note", "book_room", "change_theme"},
+                                           {"add_note"},
+                                           {"add_note"}});
+}

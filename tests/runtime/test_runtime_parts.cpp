@@ -1,4 +1,4 @@
-// The runtime's small parts on their own: worker pool, run registry, sweeper.
+// The runtime's small parts on their own: worker pool, run registry, sweeper, tool offers.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "runtime/run_registry.hpp"
 #include "runtime/sweeper.hpp"
+#include "runtime/tool_offers.hpp"
 #include "runtime/worker_pool.hpp"
 
 using namespace agentrt;
@@ -211,4 +212,65 @@ TEST_CASE("sweeper: stop() returns without waiting out the interval") {
   }
   CHECK(runs == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
+TEST_CASE("tool offers: a set given back is taken again at its generation only, and at most kMaxKept are kept") {
+  ToolRegistry registry;
+  auto add = [&](const std::string& name, std::vector<std::string> stages = {"execution"}) {
+    ToolSpec spec;
+    spec.name = name;
+    spec.description = "tool " + name;
+    spec.stages = std::move(stages);
+    spec.handler = sync_tool([](const ToolCallContext&) { return ToolResult{}; });
+    registry.add(std::move(spec));
+  };
+  auto names = [](const std::vector<ToolDefinition>& defs) {
+    std::vector<std::string> out;
+    for (const auto& d : defs) out.push_back(d.name);
+    return out;
+  };
+  add("b");
+  add("a", {"execution", "intent"});
+  const std::optional<std::vector<std::string>> every, only_b = std::vector<std::string>{"b"};
+  ToolOffers offers(registry);
+  uint64_t g = registry.generation();
+  auto first = offers.take(Stage::execution, every, g);
+  CHECK(names(first) == std::vector<std::string>{"a", "b"});
+  CHECK(first[0].description == "tool a");
+  CHECK(names(offers.take(Stage::intent, every, g)) == std::vector<std::string>{"a"});
+  CHECK(names(offers.take(Stage::execution, only_b, g)) == std::vector<std::string>{"b"});
+  CHECK(offers.kept(Stage::execution) == 0);
+  // Given back, the same set (its buffer) comes out again for the same stage, list and generation.
+  const ToolDefinition* buffer = first.data();
+  offers.give_back(Stage::execution, every, g, std::move(first));
+  CHECK(offers.kept(Stage::execution) == 1);
+  CHECK(offers.kept(Stage::intent) == 0);
+  auto again = offers.take(Stage::execution, every, g);
+  CHECK(again.data() == buffer);
+  CHECK(names(again) == std::vector<std::string>{"a", "b"});
+  CHECK(offers.kept(Stage::execution) == 0);
+  // Another list: a copy under it; its set given back replaces those kept under the other.
+  offers.give_back(Stage::execution, every, g, std::move(again));
+  CHECK(names(offers.take(Stage::execution, only_b, g)) == std::vector<std::string>{"b"});
+  CHECK(offers.kept(Stage::execution) == 1);
+  offers.give_back(Stage::execution, only_b, g, offers.take(Stage::execution, only_b, g));
+  CHECK(offers.kept(Stage::execution) == 1);
+  CHECK(names(offers.take(Stage::execution, every, g)) == std::vector<std::string>{"a", "b"});
+  // The registry changes: a set of the old generation is not taken, and one given back under it after a newer one
+  // is dropped.
+  auto old_set = offers.take(Stage::execution, every, g);
+  add("c");
+  const uint64_t g2 = registry.generation();
+  REQUIRE(g2 > g);
+  auto fresh = offers.take(Stage::execution, every, g2);
+  CHECK(names(fresh) == std::vector<std::string>{"a", "b", "c"});
+  offers.give_back(Stage::execution, every, g2, std::move(fresh));
+  offers.give_back(Stage::execution, every, g, std::move(old_set));
+  CHECK(offers.kept(Stage::execution) == 1);
+  CHECK(names(offers.take(Stage::execution, every, g2)) == std::vector<std::string>{"a", "b", "c"});
+  // Bounded: many given back, kMaxKept kept.
+  std::vector<std::vector<ToolDefinition>> sets;
+  for (size_t i = 0; i < ToolOffers::kMaxKept + 5; ++i) sets.push_back(offers.take(Stage::execution, every, g2));
+  for (auto& s : sets) offers.give_back(Stage::execution, every, g2, std::move(s));
+  CHECK(offers.kept(Stage::execution) == ToolOffers::kMaxKept);
 }
