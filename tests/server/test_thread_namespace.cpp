@@ -2,8 +2,10 @@
 // rewrite first searches the text for the id between quotes (sixteen places a step); it must never miss one.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "thread_namespace.hpp"
 
@@ -84,4 +86,22 @@ TEST_CASE("server thread namespace: the id is replaced wherever it stands betwee
   CHECK(rewrite_json_string("", "a", "b").empty());
   CHECK(rewrite_json_string("\"ab\"", "a", "b") == "\"ab\"");
   CHECK(rewrite_json_string(R"({"threadId":"x","v":["x","xx"]})", "x", "yy") == R"({"threadId":"yy","v":["yy","xx"]})");
+}
+
+TEST_CASE("server thread namespace: each user's threads have a prefix of their own, the same on every call") {
+  // Users one after another on one thread and on others (each keeps its last user's prefix).
+  const std::string alice = internal_thread_id("alice", "t-1");
+  const std::string bob = internal_thread_id("bob", "t-1");
+  CHECK(alice != bob);
+  CHECK(alice.size() == std::string("u0123456789ab.t-1").size());
+  CHECK(internal_thread_id("alice", "t-1") == alice);
+  CHECK(internal_thread_id("alice", "t-2") == alice.substr(0, alice.size() - 1) + "2");
+  CHECK(internal_thread_id("bob", "t-1") == bob);
+  CHECK(client_thread_id("alice", alice) == std::optional<std::string>("t-1"));
+  CHECK(client_thread_id("bob", alice) == std::nullopt);
+  CHECK(client_thread_id("alic", alice) == std::nullopt);
+  CHECK(client_thread_id("alice", bob) == std::nullopt);
+  std::string on_other;
+  std::thread([&] { on_other = internal_thread_id("bob", "t-1") + " " + internal_thread_id("alice", "t-1"); }).join();
+  CHECK(on_other == bob + " " + alice);
 }
