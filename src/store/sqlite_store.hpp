@@ -57,7 +57,7 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
   // The group commit: batches in one transaction, and groups one committing thread commits before it hands
   // the queue to the first batch still waiting.
   static constexpr size_t kMaxGroup = 64;

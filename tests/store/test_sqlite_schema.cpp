@@ -42,9 +42,15 @@ void insert(SqliteStore& s, const TurnRecord& t) {
   s.commit(b);
 }
 
+// Back to schema 13's turns indexes, on (thread_id, ...), and no turns.span.
+#define AGENTRT_BACK_TO_TURNS_V13                                                                                      \
+  "DROP INDEX turns_by_client_message; DROP INDEX turns_by_thread; ALTER TABLE turns DROP COLUMN span; "               \
+  "CREATE UNIQUE INDEX turns_by_client_message ON turns(thread_id, client_message_id) WHERE client_message_id <> ''; " \
+  "CREATE INDEX turns_by_thread ON turns(thread_id, created_at); "
+
 // Back to schema 9's messages table: the index on (thread_id, idx), no thread_spans, and the threads' rows interleaved
 // (index by index) as threads written in turns have them.
-const char* const kBackToMessagesV9 =
+const char* const kBackToMessagesV9 = AGENTRT_BACK_TO_TURNS_V13
     "CREATE TABLE messages_v9(id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, idx INTEGER NOT NULL, "
     "turn_id TEXT NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL); "
     "INSERT INTO messages_v9(thread_id, idx, turn_id, run_id, body) "
@@ -246,7 +252,7 @@ TEST_CASE("a version-10 file's event rows move into their threads' spans; thread
   // were written, found by the index on (thread_id, first_seq).
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  sqlite_exec(db,
+  sqlite_exec(db, AGENTRT_BACK_TO_TURNS_V13
               "CREATE TABLE spans10(base INTEGER PRIMARY KEY, thread_id TEXT NOT NULL UNIQUE); "
               "INSERT INTO spans10 SELECT base, thread_id FROM thread_spans WHERE thread_id IN "
               "(SELECT thread_id FROM messages); DROP TABLE thread_spans; ALTER TABLE spans10 RENAME TO thread_spans; "
@@ -339,7 +345,7 @@ TEST_CASE("a version-11 file's JSON message rows read as they are; new rows besi
     REQUIRE(sqlite3_step(st) == SQLITE_DONE);
     sqlite3_finalize(st);
   }
-  sqlite_exec(db, "PRAGMA user_version=11");
+  sqlite_exec(db, AGENTRT_BACK_TO_TURNS_V13 "PRAGMA user_version=11");
   CHECK(sqlite_text(db, "SELECT group_concat(typeof(body)) FROM messages") == "text,text,text|\n");
   sqlite3_close(db);
 
@@ -555,4 +561,136 @@ TEST_CASE("new threads' spans never collide when two connections take turns givi
   }
   sqlite3_close(db);
   CHECK(bases.size() == threads.size());  // a span of its own each
+}
+
+TEST_CASE(
+    "a version-13 file's turns are indexed by their threads' spans; threads with turns and no span get new ones") {
+  TempDir dir;
+  const std::string path = dir.file("v13.db");
+  auto turn_batch = [](const std::string& thread, const std::string& turn, const std::string& client_message,
+                       bool with_rows) {
+    CommitBatch b;
+    b.thread_id = thread;
+    b.create_thread = ThreadRecord{thread, "u", "", false, 0, 0, 0};
+    TurnRecord t = active_turn(turn, thread);
+    t.status = TurnStatus::completed;
+    t.client_message_id = client_message;
+    t.steps = 2;
+    b.turn = t;
+    if (with_rows) {
+      b.events.push_back(StoredEvent{0, t.run_id, R"({"type":"CUSTOM","value":")" + turn + "\"}"});
+      b.messages.push_back(MessageRecord{thread, 0, turn, t.run_id, user_message("hi " + turn)});
+    }
+    return b;
+  };
+  {
+    SqliteStore s(SqliteStoreOptions{path});
+    for (auto b : {turn_batch("ta", "turn_a1", "m1", true), turn_batch("tb", "turn_b1", "m1", false),
+                   turn_batch("ta", "turn_a2", "m2", true), turn_batch("tb", "turn_b2", "", false)})
+      s.commit(b);
+    CommitBatch events_only;
+    events_only.thread_id = "tc";
+    events_only.events.push_back(StoredEvent{0, "run_c", R"({"type":"CUSTOM"})"});
+    s.commit(events_only);
+  }
+  // Schema 13: a span only for threads with events or messages; the turns' indexes on thread_id.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite_exec(db, AGENTRT_BACK_TO_TURNS_V13
+              "DELETE FROM thread_spans WHERE thread_id NOT IN (SELECT thread_id FROM events UNION "
+              "SELECT thread_id FROM messages); PRAGMA user_version=13;");
+  CHECK(sqlite_text(db, "SELECT thread_id, base FROM thread_spans ORDER BY base") == "ta|1|\ntc|3|\n");
+  sqlite3_close(db);
+
+  SqliteStore s(SqliteStoreOptions{path});
+  CHECK(s.schema_version() == SqliteStore::kSchemaVersion);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  // tb gets the span past every one in use; each turn names its thread's.
+  CHECK(sqlite_text(db, "SELECT thread_id, base FROM thread_spans ORDER BY base") == "ta|1|\ntc|3|\ntb|4|\n");
+  CHECK(sqlite_text(db, "SELECT id, span FROM turns ORDER BY id") ==
+        "turn_a1|1|\nturn_a2|1|\nturn_b1|4|\nturn_b2|4|\n");
+  CHECK(sqlite_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_by_thread'").find("(span, created_at)") !=
+        std::string::npos);
+  CHECK(sqlite_text(db, "SELECT sql FROM sqlite_schema WHERE name='turns_by_client_message'")
+            .find("(span, client_message_id)") != std::string::npos);
+  CHECK(sqlite_text(db, "PRAGMA integrity_check") == "ok|\n");
+  sqlite3_close(db);
+  // The reads by thread find the same turns as before.
+  CHECK(s.find_turn_by_client_message("ta", "m2")->id == "turn_a2");
+  CHECK(s.find_turn_by_client_message("tb", "m1")->id == "turn_b1");
+  CHECK_FALSE(s.find_turn_by_client_message("tb", "m2"));
+  CHECK_FALSE(s.find_turn_by_client_message("tc", "m1"));
+  CHECK(s.last_turn("tb")->id == "turn_b2");
+  CHECK_FALSE(s.last_turn("tc"));
+  CHECK(s.spend("tb", "", "").model_calls == 4);
+  CHECK(s.spend("ta", "", "turn_a1").model_calls == 2);
+  CHECK(s.spend("", "u", "").model_calls == 8);
+  // A client message id is one turn's per thread: refused again on tb, taken on a new thread.
+  auto again = turn_batch("tb", "turn_b3", "m1", false);
+  CHECK_THROWS_WITH_AS(s.commit(again), doctest::Contains("already started turn turn_b1"), Error);
+  auto fresh = turn_batch("td", "turn_d1", "m1", true);
+  s.commit(fresh);
+  CHECK(s.find_turn_by_client_message("td", "m1")->id == "turn_d1");
+  // A new thread's span follows tb's (a turn's span counts as in use), its rows in it.
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT base FROM thread_spans WHERE thread_id='td'") == "5|\n");
+  CHECK(sqlite_text(db, "SELECT span FROM turns WHERE id='turn_d1'") == "5|\n");
+  sqlite3_close(db);
+  CHECK(s.events_after("td", 0, 10).size() == 1);
+  CHECK(s.messages("td").size() == 1);
+}
+
+TEST_CASE("new threads' turns take ascending spans (the indexes' last pages); reads by thread search the indexes") {
+  TempDir dir;
+  const std::string path = dir.file("spans.db");
+  SqliteStore s(SqliteStoreOptions{path});
+  // Thread ids in no order (as clients' UUIDs are), committed one after another; one thread has a turn and no rows.
+  const std::vector<std::string> threads = {"k9", "a1", "z3", "c7", "m2"};
+  for (size_t i = 0; i < threads.size(); ++i) {
+    TurnRecord t = active_turn("turn_" + threads[i], threads[i]);
+    t.status = TurnStatus::completed;
+    t.client_message_id = "m";
+    CommitBatch b;
+    b.thread_id = threads[i];
+    b.create_thread = ThreadRecord{threads[i], "u", "", false, 0, 0, 0};
+    b.turn = t;
+    if (i != 2) b.events.push_back(StoredEvent{0, t.run_id, R"({"type":"CUSTOM"})"});
+    s.commit(b);
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db, "SELECT group_concat(thread_id) FROM (SELECT thread_id FROM turns ORDER BY span)") ==
+        "k9,a1,z3,c7,m2|\n");
+  CHECK(sqlite_text(db, "SELECT count(DISTINCT span), min(span) FROM turns") == "5|1|\n");
+  for (const std::string& tail :
+       {std::string(" AND client_message_id='m'"), std::string(" ORDER BY created_at DESC, turns.rowid DESC LIMIT 1"),
+        std::string(" AND id<>'x'")}) {
+    std::string sql =
+        std::string("EXPLAIN QUERY PLAN " AGENTRT_SQLITE_SELECT_TURNS " WHERE " AGENTRT_TURNS_OF_THREAD) + tail;
+    sql.replace(sql.find("?1"), 2, "'a1'");
+    sql.replace(sql.find("?1"), 2, "'a1'");
+    const std::string plan = sqlite_text(db, sql);
+    CAPTURE(plan);
+    CHECK(plan.find("SCAN") == std::string::npos);
+    CHECK(plan.find("TEMP B-TREE") == std::string::npos);
+    CHECK(plan.find("USING INDEX turns_by_") != std::string::npos);
+  }
+  sqlite3_close(db);
+  CHECK(s.last_turn("z3")->id == "turn_z3");
+  CHECK(s.find_turn_by_client_message("c7", "m")->id == "turn_c7");
+  // A batch of one thread that carries another's turn: the turn takes its own thread's span (given now).
+  CommitBatch other;
+  other.thread_id = "k9";
+  other.events.push_back(StoredEvent{0, "run_x", R"({"type":"CUSTOM"})"});
+  TurnRecord y = active_turn("turn_y", "y1");
+  y.status = TurnStatus::completed;
+  other.turn = y;
+  s.commit(other);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite_text(db,
+                    "SELECT s.base, t.span FROM thread_spans s JOIN turns t ON t.thread_id=s.thread_id "
+                    "WHERE s.thread_id='y1'") == "6|6|\n");
+  sqlite3_close(db);
+  CHECK(s.last_turn("y1")->id == "turn_y");
+  CHECK(s.last_turn("k9")->id == "turn_k9");
 }

@@ -103,8 +103,9 @@ std::optional<TurnRecord> SqliteStore::find_turn_by_client_message(std::string_v
                                                                    std::string_view client_message_id) {
   if (client_message_id.empty()) return std::nullopt;
   Read r(*this);
-  auto v = query_turns(r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? AND client_message_id=?", thread_id,
-                       client_message_id);
+  auto v =
+      query_turns(r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE " AGENTRT_TURNS_OF_THREAD " AND client_message_id=?2",
+                  thread_id, client_message_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -118,9 +119,10 @@ std::optional<TurnRecord> SqliteStore::active_turn(std::string_view thread_id) {
 
 std::optional<TurnRecord> SqliteStore::last_turn(std::string_view thread_id) {
   Read r(*this);
-  auto v = query_turns(
-      r.db(), AGENTRT_SQLITE_SELECT_TURNS " WHERE thread_id=? ORDER BY created_at DESC, turns.rowid DESC LIMIT 1",
-      thread_id);
+  auto v = query_turns(r.db(),
+                       AGENTRT_SQLITE_SELECT_TURNS " WHERE " AGENTRT_TURNS_OF_THREAD
+                                                   " ORDER BY created_at DESC, turns.rowid DESC LIMIT 1",
+                       thread_id);
   if (v.empty()) return std::nullopt;
   return std::move(v.front());
 }
@@ -320,9 +322,10 @@ Store::TurnSnapshot SqliteStore::turn_snapshot(std::string_view turn_id) {
 }
 
 // The turns a spend sums: ?1 the thread (or the user), ?2 the turn left out.
-#define AGENTRT_SPEND_THREAD_TURNS "SELECT id FROM turns WHERE thread_id=?1 AND id<>?2"
-#define AGENTRT_SPEND_USER_TURNS \
-  "SELECT id FROM turns WHERE thread_id IN (SELECT id FROM threads WHERE user_id=?1) AND id<>?2"
+#define AGENTRT_SPEND_THREAD_TURNS "SELECT id FROM turns WHERE " AGENTRT_TURNS_OF_THREAD " AND id<>?2"
+#define AGENTRT_SPEND_USER_TURNS                                                                                    \
+  "SELECT id FROM turns WHERE span IN (SELECT s.base FROM threads t JOIN thread_spans s ON s.thread_id=t.id WHERE " \
+  "t.user_id=?1) AND id<>?2"
 #define AGENTRT_SPEND_USAGE(turns)                                                                                     \
   "SELECT coalesce(json_extract(u.value,'$.provider'),''),coalesce(json_extract(u.value,'$.model'),''),"               \
   "sum(coalesce(json_extract(u.value,'$.inputTokens'),0)),sum(coalesce(json_extract(u.value,'$.outputTokens'),0)),"    \

@@ -48,6 +48,9 @@ namespace sqlite {
   "w.interrupts,expires_at,owner,intent,error,usage,steps,created_at,updated_at,w.trace "                        \
   "FROM turns LEFT JOIN turn_waits w ON w.turn_id=turns.id"
 
+// The turns of thread ?1, found in the indexes on (span, ...) (schema 14; the id is checked too).
+#define AGENTRT_TURNS_OF_THREAD "span=(SELECT base FROM thread_spans WHERE thread_id=?1) AND thread_id=?1"
+
 // True when a turn has something to keep in turn_waits.
 bool has_wait(const TurnRecord& t);
 

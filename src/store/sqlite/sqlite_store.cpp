@@ -213,7 +213,8 @@ int64_t SqliteStore::new_span(std::string_view thread_id) {
   int64_t base = next_span_;
   if (base == 0) {
     auto top = stmt("SELECT max(coalesce((SELECT max(id) FROM messages), 0) / " AGENTRT_SPAN_SIZE
-                    ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE ") + 1");
+                    ", coalesce((SELECT max(id) FROM events), 0) / " AGENTRT_EVENT_SPAN_SIZE
+                    ", coalesce((SELECT max(span) FROM turns), 0)) + 1");
     base = top.step() ? top.i64(0) : 0;
   }
   if (base <= 0 || base > kMaxSpan)
@@ -248,6 +249,25 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
                                             : fmt::format("thread {} belongs to another user", t.id));
     }
   }
+  // The thread's last event seq and message index: remembered from this connection's own commits while
+  // no other connection has written (data version), else read.
+  Tail tail;
+  if (auto w = written.find(b.thread_id); w != written.end()) {
+    tail = w->second;
+  } else if (auto known = tails_.find(b.thread_id); known != tails_.end()) {
+    tail = known->second;
+  }
+  // The thread's span, known, read, or given now (a new span holds no rows yet: nothing to read in it). A new turn's
+  // row names its thread's span too (schema 14).
+  const bool new_turn = b.turn && b.expected_version < 0;
+  bool given = false;
+  if (!tail.base && (!b.events.empty() || !b.messages.empty() || (new_turn && b.turn->thread_id == b.thread_id))) {
+    tail.base = span_of(*db_, b.thread_id);
+    if (!tail.base) {
+      tail.base = new_span(b.thread_id);
+      given = true;
+    }
+  }
   if (b.turn) {
     auto& t = *b.turn;
     t.updated_at = now;
@@ -264,23 +284,32 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
       // A turn inserted already ended (a run that commits once, at its end) is outside the partial index:
       // it still may not land beside another active turn.
       if (is_terminal(t.status)) refuse_beside_active();
+      // Its thread's span: the batch's (above), or, for a turn of another thread, that one's.
+      int64_t span = 0;
+      if (t.thread_id == b.thread_id) {
+        span = *tail.base;
+      } else if (auto known = span_of(*db_, t.thread_id)) {
+        span = *known;
+      } else {
+        span = new_span(t.thread_id);
+      }
       auto ins = stmt(
           "INSERT INTO turns(id,thread_id,user_id,status,version,client_message_id,run_id,parent_run_id,stage,"
-          "approval_request_id,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active) "
-          "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+          "approval_request_id,expires_at,owner,intent,error,usage,steps,created_at,updated_at,active,span) "
+          "VALUES(?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       ins.bind(1, t.id).bind(2, t.thread_id).bind(3, t.user_id).bind(4, to_string(t.status));
       ins.bind(5, t.client_message_id).bind(6, t.run_id).bind(7, t.parent_run_id).bind(8, t.stage);
       ins.bind(9, t.approval_request_id).bind(10, t.expires_at).bind(11, t.owner);
       ins.bind(12, t.intent).bind(13, t.error).bind(14, dump(t.usage)).bind(15, t.steps);
-      ins.bind(16, t.created_at).bind(17, t.updated_at).bind(18, !is_terminal(t.status));
+      ins.bind(16, t.created_at).bind(17, t.updated_at).bind(18, !is_terminal(t.status)).bind(19, span);
       try {
         ins.run();
       } catch (const Error& e) {
         // The unique indexes refused it (a repeated client message id, a second active turn): say which.
         if (e.code() != ErrorCode::conflict) throw;
         if (!t.client_message_id.empty()) {
-          auto dup = stmt("SELECT id FROM turns WHERE thread_id=? AND client_message_id=?");
-          dup.bind(1, t.thread_id).bind(2, t.client_message_id);
+          auto dup = stmt("SELECT id FROM turns WHERE span=? AND client_message_id=? AND thread_id=?");
+          dup.bind(1, span).bind(2, t.client_message_id).bind(3, t.thread_id);
           if (dup.step())
             throw Error(ErrorCode::conflict, fmt::format("thread {}: client message {} already started turn {}",
                                                          t.thread_id, t.client_message_id, dup.text(0)));
@@ -324,23 +353,6 @@ SqliteStore::Tail SqliteStore::write_rows(CommitBatch& b, const Tails& written) 
       w.bind(1, t.id).bind(2, dump(t.interrupts)).bind(3, t.trace).run();
     } else if (b.expected_version >= 0) {
       stmt("DELETE FROM turn_waits WHERE turn_id=?").bind(1, t.id).run();
-    }
-  }
-  // The thread's last event seq and message index: remembered from this connection's own commits while
-  // no other connection has written (data version), else read.
-  Tail tail;
-  if (auto w = written.find(b.thread_id); w != written.end()) {
-    tail = w->second;
-  } else if (auto known = tails_.find(b.thread_id); known != tails_.end()) {
-    tail = known->second;
-  }
-  // The thread's span, known, read, or given now (a new span holds no rows yet: nothing to read in it).
-  bool given = false;
-  if (!tail.base && (!b.events.empty() || !b.messages.empty())) {
-    tail.base = span_of(*db_, b.thread_id);
-    if (!tail.base) {
-      tail.base = new_span(b.thread_id);
-      given = true;
     }
   }
   if (!b.events.empty()) {
