@@ -92,11 +92,20 @@ Dictionary::Dictionary(std::string bytes) : bytes_(std::move(bytes)), head_(size
 }
 
 void encode(std::string_view in, const Dictionary& dict, std::string& out) {
+  out.resize(encode_at(in, dict, out, out.size()));
+}
+
+size_t encode_at(std::string_view in, const Dictionary& dict, std::string& out, size_t start) {
   if (in.size() > static_cast<size_t>(INT32_MAX)) throw std::invalid_argument("lz::encode: an input of 2 GiB or more");
+  // The most it takes: the size (5 bytes at most), every byte a literal, a length byte per 255 of them, the last
+  // token.
+  const size_t most = start + 5 + in.size() + in.size() / 255 + 16;
+  if (out.size() < most) out.resize(std::max(most, std::min(out.capacity(), out.max_size())));
+  char* o = out.data() + start;
   for (size_t n = in.size();;) {  // the decoded size, LEB128
     const auto low = static_cast<uint8_t>(n & 0x7f);
     n >>= 7;
-    out.push_back(static_cast<char>(low | (n ? 0x80 : 0)));
+    *o++ = static_cast<char>(low | (n ? 0x80 : 0));
     if (!n) break;
   }
   const std::string& d = dict.bytes_;
@@ -113,10 +122,6 @@ void encode(std::string_view in, const Dictionary& dict, std::string& out) {
   t.base += static_cast<uint32_t>(n) + 1;
   uint32_t* const slots = t.slots.data();
   auto slot_of = [&](size_t p) -> uint32_t& { return slots[hash_of(load32(src + p), kInputHashBits)]; };
-  // The most the sequences can take: every byte a literal, a length byte per 255 of them, the last token.
-  const size_t start = out.size();
-  out.resize(start + n + n / 255 + 16);
-  char* o = out.data() + start;
   size_t anchor = 0, i = 0;
   while (i + kMinMatch <= n) {
     uint32_t& slot = slot_of(i);
@@ -155,7 +160,7 @@ void encode(std::string_view in, const Dictionary& dict, std::string& out) {
     anchor = i;
   }
   o = put_sequence(o, in.substr(anchor), 0, 0);
-  out.resize(static_cast<size_t>(o - out.data()));
+  return static_cast<size_t>(o - out.data());
 }
 
 bool decode(std::string_view in, const Dictionary& dict, size_t max_size, std::string& out) {

@@ -30,7 +30,7 @@ class Dictionary {
   const std::string& bytes() const { return bytes_; }
 
  private:
-  friend void encode(std::string_view in, const Dictionary& dict, std::string& out);
+  friend size_t encode_at(std::string_view in, const Dictionary& dict, std::string& out, size_t start);
   std::string bytes_;
   static constexpr uint16_t kNone = 0xffff;  // no place (a key of 6 bytes never starts at 65,535)
   std::vector<uint16_t> head_;               // by the hash of 6 bytes: the dictionary's last place with them
@@ -38,6 +38,9 @@ class Dictionary {
 
 // Appends the encoding of `in` (under 2 GiB, std::invalid_argument otherwise) to `out`.
 void encode(std::string_view in, const Dictionary& dict, std::string& out);
+// Writes the encoding of `in` at out[start..) and returns where it ends. `out` grows when it is too small and is
+// never shrunk: a buffer kept from one call to the next is not cleared (nor filled with zeros) each time.
+size_t encode_at(std::string_view in, const Dictionary& dict, std::string& out, size_t start);
 
 // Replaces `out` with what `in` decodes to. False, with `out` unspecified, when `in` is not a whole encoding made
 // with this dictionary (cut short, a reference before the start, a size other than the one it declares, bytes

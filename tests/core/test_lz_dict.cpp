@@ -143,3 +143,29 @@ TEST_CASE("lz: a dictionary holds at most 65,535 bytes, the farthest a reference
   CHECK_NOTHROW(lz::Dictionary(std::string(65535, 'd')));
   CHECK_THROWS_AS(lz::Dictionary(std::string(65536, 'd')), std::invalid_argument);
 }
+
+TEST_CASE("lz: encode_at writes over a kept buffer the bytes encode appends, growing it only when too small") {
+  std::mt19937 rng(11);
+  const lz::Dictionary dict(R"({"type":"TEXT_MESSAGE_CONTENT","messageId":"msg_","delta":")");
+  std::string buf = "#";
+  for (int round = 0; round < 300; ++round) {
+    const size_t n = rng() % (round % 10 == 0 ? 5000 : 300);
+    const std::string in = random_bytes(rng, n, round % 3 == 0 ? 256 : 4) +
+                           R"({"type":"TEXT_MESSAGE_CONTENT","messageId":"msg_1","delta":"x"})";
+    CAPTURE(round);
+    // The buffer holds whatever the last round left past its first byte.
+    const size_t kept = buf.size();
+    const size_t end = lz::encode_at(in, dict, buf, 1);
+    CHECK(buf[0] == '#');
+    CHECK(buf.size() >= kept);
+    REQUIRE(end <= buf.size());
+    CHECK(buf.substr(1, end - 1) == encoded(in, dict));
+    std::string back;
+    REQUIRE(lz::decode(std::string_view(buf).substr(1, end - 1), dict, in.size(), back));
+    CHECK(back == in);
+  }
+  // At the end of a buffer: the same as appending.
+  std::string tail = "abc";
+  tail.resize(lz::encode_at("hello hello hello", dict, tail, tail.size()));
+  CHECK(tail == "abc" + encoded("hello hello hello", dict));
+}

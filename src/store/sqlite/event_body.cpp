@@ -19,15 +19,16 @@ const lz::Dictionary& event_dictionary() {
 }
 
 std::optional<std::string_view> EventPacker::pack(std::string_view text) {
-  blob_.clear();
-  blob_.push_back(kPackedEvents);
-  lz::encode(text, event_dictionary(), blob_);
-  if (blob_.size() >= text.size()) return std::nullopt;
+  // The buffer keeps its size from one row to the next (encode_at writes over it, no zeros filled in first).
+  if (blob_.empty()) blob_.resize(1);
+  blob_[0] = kPackedEvents;
+  const size_t end = lz::encode_at(text, event_dictionary(), blob_, 1);
+  if (end >= text.size()) return std::nullopt;
+  const std::string_view packed(blob_.data(), end);
   // The events are the log every other row derives from: a row is stored packed only once it has been read back
   // as the same text (a fault in the encoder then costs bytes, never events).
-  if (!lz::decode(std::string_view(blob_).substr(1), event_dictionary(), text.size(), check_) || check_ != text)
-    return std::nullopt;
-  return std::string_view(blob_);
+  if (!lz::decode(packed.substr(1), event_dictionary(), text.size(), check_) || check_ != text) return std::nullopt;
+  return packed;
 }
 
 void EventPacker::trim() {
