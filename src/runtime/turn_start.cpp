@@ -101,7 +101,10 @@ TurnHandle Runtime::Impl::start_turn(const TurnInput& input, TurnRecord* inline_
   };
   const auto thread = cfg.store->get_thread(input.thread_id);
   owner_check(thread);
-  if (!client_id.empty()) {
+  // A repeat of a started turn: its thread exists (a start commits the thread's row with the turn's; rows of threads
+  // are never removed), so a new thread's start reads no further (a repeat racing its first start is answered when
+  // the commit refuses it: refused_start).
+  if (!client_id.empty() && thread) {
     if (auto t = cfg.store->find_turn_by_client_message(input.thread_id, client_id)) {
       TurnHandle h = repeated_start(*t);
       if (async) (*async)(h, nullptr);
