@@ -152,7 +152,10 @@ bool TurnRunner::stage_loop(Stage stage, const StagePolicy& policy, Visibility v
     ~GiveBack() {
       if (!generation || req.tools.size() < offered) return;
       req.tools.resize(offered);
-      offers.give_back(stage, policy.tools, *generation, std::move(req.tools));
+      try {
+        offers.give_back(stage, policy.tools, *generation, std::move(req.tools));
+      } catch (...) {  // no room to keep it (bad_alloc): the set is dropped, as it was before it was kept
+      }
     }
   } give_back{rt_.offers, stage, policy, req, defs_generation, offered};
   for (;;) {
